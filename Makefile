@@ -1,0 +1,134 @@
+# elrun build.  One Makefile, no generated configuration.
+#
+#   make              build/elrun, build/libelrun.a, build/libelrun.so, build/elrun.pc
+#   make test         install missing packages, build, run every test
+#   make demo         install missing packages, build, run the main job
+#   make deps         install missing Debian packages (idempotent, quiet)
+#   make SAN=address,undefined unit   sanitizer build of the unit tests
+#   make fuzz         libFuzzer targets (clang)
+#   make install PREFIX=/usr/local
+#
+# Modules are folders under src/; every .c file in them is compiled, so adding
+# a file needs no edit here.  src/cli is the binary, the rest is libelrun.
+
+PREFIX  ?= /usr/local
+CC      ?= cc
+BUILD   ?= build
+PKGS    := libuv jansson
+VERSION := 0.1.0
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN    := -Wall -Wextra -Wshadow -Wvla -Wmissing-prototypes -Wstrict-prototypes \
+           -Wpointer-arith -Wformat=2 -Wno-unused-parameter -Werror
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Isrc $(PKG_CFLAGS)
+LDLIBS  += $(PKG_LIBS) -lpthread -lm
+
+# Per-program extra libraries: the training example needs BLAS and zlib.
+EXAMPLE_CFLAGS_train_fmnist := $(shell pkg-config --cflags openblas zlib 2>/dev/null)
+EXAMPLE_LIBS_train_fmnist   := $(shell pkg-config --libs openblas zlib 2>/dev/null)
+
+ifdef SAN
+BUILD   := build-san
+CFLAGS  += -O1 -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=$(SAN)
+endif
+
+LIB_MODULES := common store rendezvous agent worker coll ckpt
+LIB_SRC  := $(foreach m,$(LIB_MODULES),$(wildcard src/$(m)/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_SRC  := $(wildcard src/cli/*.c)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+UNIT_SRC := $(wildcard tests/unit/*.c)
+UNIT_OBJ := $(UNIT_SRC:%.c=$(BUILD)/%.o)
+BENCH_SRC := $(wildcard bench/*.c)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+EXAMPLE_SRC := $(wildcard examples/*.c)
+EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
+HELPER_SRC := $(wildcard tests/helpers/*.c)
+HELPER_BIN := $(HELPER_SRC:tests/helpers/%.c=$(BUILD)/tests/helpers/%)
+
+.PHONY: all deps test unit e2e demo fuzz bench install clean
+all: $(BUILD)/elrun $(BUILD)/libelrun.a $(BUILD)/libelrun.so $(BUILD)/elrun.pc \
+     $(BUILD)/unit_tests $(BUILD)/fuzz_replay $(BENCH_BIN) $(EXAMPLE_BIN) $(HELPER_BIN)
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libelrun.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libelrun.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libelrun.so.0 $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/elrun: $(CLI_OBJ) $(BUILD)/libelrun.a
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libelrun.a $(LDLIBS)
+
+$(BUILD)/elrun.pc: Makefile
+	@mkdir -p $(dir $@)
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: elrun\nDescription: elastic distributed-training runtime\nVersion: %s\nRequires.private: %s\nLibs: -L$${libdir} -lelrun\nLibs.private: -lpthread -lm\nCflags: -I$${includedir}\n' \
+	    '$(PREFIX)' '$(VERSION)' '$(PKGS)' > $@
+
+$(BUILD)/unit_tests: $(UNIT_OBJ) $(BUILD)/libelrun.a
+	$(CC) $(LDFLAGS) -o $@ $(UNIT_OBJ) $(BUILD)/libelrun.a $(LDLIBS)
+
+# The fuzz targets built with a plain main() that replays their corpus, so
+# `make test` exercises them without clang.
+$(BUILD)/fuzz_replay: tests/fuzz/fuzz_proto.c tests/fuzz/replay_main.c $(BUILD)/libelrun.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ tests/fuzz/fuzz_proto.c tests/fuzz/replay_main.c \
+	    $(BUILD)/libelrun.a $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libelrun.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libelrun.a $(LDLIBS) $(BENCH_LIBS_$*)
+
+$(BUILD)/examples/%: examples/%.c $(BUILD)/libelrun.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(EXAMPLE_CFLAGS_$*) $(LDFLAGS) -o $@ $< $(BUILD)/libelrun.a $(LDLIBS) $(EXAMPLE_LIBS_$*)
+
+$(BUILD)/tests/helpers/%: tests/helpers/%.c $(BUILD)/libelrun.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libelrun.a $(LDLIBS)
+
+unit: $(BUILD)/unit_tests
+	$(BUILD)/unit_tests
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@tests/run.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/demo.sh
+
+fuzz: tests/fuzz/fuzz_proto.c $(LIB_SRC)
+	@mkdir -p build-fuzz
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
+	    $(PKG_CFLAGS) -o build-fuzz/fuzz_proto tests/fuzz/fuzz_proto.c $(LIB_SRC) $(LDLIBS)
+	@echo "run: build-fuzz/fuzz_proto -max_total_time=60 tests/fuzz/corpus/proto"
+
+bench: all
+	@bench/run.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	    $(DESTDIR)$(PREFIX)/include/elrun $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(BUILD)/elrun $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(BUILD)/libelrun.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libelrun.so $(DESTDIR)$(PREFIX)/lib/libelrun.so.0
+	ln -sf libelrun.so.0 $(DESTDIR)$(PREFIX)/lib/libelrun.so
+	install -m 644 include/elrun/*.h $(DESTDIR)$(PREFIX)/include/elrun/
+	install -m 644 $(BUILD)/elrun.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	[ ! -f docs/elrun.1 ] || install -m 644 docs/elrun.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+
+clean:
+	rm -rf build build-san build-fuzz
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Install the Debian packages elrun needs to build, test and run its demo.
+# Idempotent and quiet when everything is present; needs root (or sudo) only
+# when something is missing.  ELRUN_SKIP_DEPS=1 skips the check entirely.
+set -euo pipefail
+[[ ${ELRUN_SKIP_DEPS:-0} == 1 ]] && exit 0
+
+pkgs=(
+  gcc make pkg-config          # toolchain
+  libuv1-dev libjansson-dev    # store event loop, JSON (error files, rendezvous state)
+  libcurl4-openssl-dev         # etcd v3 gateway
+  libopenblas-dev zlib1g-dev   # the training example: matrix products, gzip'd IDX files
+  dataset-fashion-mnist        # the example's data set
+  python3-torch                # the real PyTorch client and torchrun anchor in tests/benches
+  procps iproute2 psmisc       # ps/pgrep, ip netns, fuser in tests
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+((${#missing[@]} == 0)) && exit 0
+
+sudo=()
+if ((EUID != 0)); then
+  command -v sudo >/dev/null || { echo "deps: missing ${missing[*]}; run 'make deps' as root" >&2; exit 1; }
+  sudo=(sudo)
+fi
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get -o DPkg::Lock::Timeout=300 update -qq
+"${sudo[@]}" apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "deps: done"

@@ -1,0 +1,22 @@
+/* main.c -- the elrun command: dispatches to a subcommand.
+ *
+ *   elrun store --listen HOST:PORT     standalone store server
+ *   elrun [run] [flags] SCRIPT [ARGS]  torchrun-compatible launcher
+ *
+ * Anything that is not a known subcommand goes to the launcher, so
+ * `elrun --standalone --nproc-per-node=2 train.py` works as torchrun does.
+ */
+#include <signal.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (argc > 1 && strcmp(argv[1], "store") == 0)
+        return cli_store_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "run") == 0)
+        return cli_run_main(argc - 1, argv + 1);
+    return cli_run_main(argc, argv);
+}

@@ -1,0 +1,89 @@
+# lib.sh -- helpers for the end-to-end test scripts (sourced).
+#
+#   . "$(dirname "$0")/lib.sh"
+#   test_expect_success 'a store serves a set' '
+#       ...commands; a non-zero status fails the case...
+#   '
+#   test_done
+#
+# Each script gets a private temporary directory $T (removed at exit) and a
+# cleanup that kills every process the script started (its process group and
+# any pid listed with track_pid).  Readiness is waited for with wait_for_file /
+# wait_for_line, never with a fixed sleep.
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${BUILD:-build}
+ELRUN="$ROOT/$BUILD/elrun"
+T=$(mktemp -d "${TMPDIR:-/tmp}/elrun-test.XXXXXX")
+_pass=0 _fail=0 _n=0 _pids=()
+
+track_pid() { _pids+=("$@"); }
+
+# _descendants PID: every live descendant of PID (children first listed last).
+_descendants() {
+    local c
+    for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+        _descendants "$c"; echo "$c"
+    done
+}
+
+_cleanup() {
+    local p
+    for p in "${_pids[@]:-}"; do
+        [[ -n $p ]] && kill -KILL "$p" 2>/dev/null
+    done
+    # Every descendant of this script that is still alive.
+    local d; for d in $(_descendants $$); do kill -KILL "$d" 2>/dev/null; done
+    rm -rf "$T"
+}
+trap _cleanup EXIT
+trap 'exit 130' INT TERM
+
+# test_expect_success NAME SCRIPT: run SCRIPT in a subshell with -e.
+test_expect_success() {
+    local name=$1 script=$2
+    _n=$((_n + 1))
+    local log="$T/case.$_n.log"
+    if ( set -e; eval "$script" ) >"$log" 2>&1; then
+        echo "ok $_n - $name"; _pass=$((_pass + 1))
+    else
+        echo "not ok $_n - $name"; _fail=$((_fail + 1))
+        sed 's/^/    /' "$log" | tail -40
+    fi
+}
+
+test_skip() { echo "ok $((_n + 1)) - $1 # SKIP $2"; _n=$((_n + 1)); }
+
+test_done() {
+    echo "$_pass passed, $_fail failed"
+    ((_fail == 0))
+}
+
+# wait_for_file PATH [TIMEOUT_S]: until PATH exists and is non-empty.
+wait_for_file() {
+    local f=$1 deadline=$((SECONDS + ${2:-20}))
+    until [[ -s $f ]]; do
+        ((SECONDS < deadline)) || { echo "timed out waiting for $f" >&2; return 1; }
+        inotifywait -qq -t 1 -e create,modify,close_write "$(dirname "$f")" 2>/dev/null || sleep 0.01
+    done
+}
+
+# wait_for_line FILE REGEX [TIMEOUT_S]: until a line of FILE matches REGEX.
+wait_for_line() {
+    local f=$1 re=$2 deadline=$((SECONDS + ${3:-20}))
+    until [[ -f $f ]] && grep -qE "$re" "$f"; do
+        ((SECONDS < deadline)) || { echo "timed out waiting for /$re/ in $f" >&2; cat "$f" >&2 2>/dev/null; return 1; }
+        sleep 0.01
+    done
+}
+
+# start_store VAR_PORT: start `elrun store` on a free port in the background;
+# sets STORE_PORT and STORE_PID.
+start_store() {
+    "$ELRUN" store --listen 127.0.0.1:0 "$@" >"$T/store.out" 2>"$T/store.err" &
+    STORE_PID=$!
+    track_pid "$STORE_PID"
+    wait_for_line "$T/store.out" '^listening on ' 20
+    STORE_PORT=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$T/store.out" | head -1)
+    [[ -n $STORE_PORT ]]
+}

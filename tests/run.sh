@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Run every test: the C unit tests, the fuzz corpus replay, and the end-to-end
+# scripts in tests/e2e (which use real processes, signals and PyTorch).
+# Each part prints "N passed, N failed"; this adds them up into the last line.
+#   tests/run.sh               everything
+#   tests/run.sh e2e t0101     only e2e scripts whose name contains t0101
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+export BUILD
+total_pass=0 total_fail=0
+failed_parts=()
+
+tally() { # name, log file, exit status
+    local line p f
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$2" | tail -1)
+    if [[ -z $line ]]; then p=0; f=1; else
+        p=${line%% passed*}; f=${line#*passed, }; f=${f%% failed*}
+        [[ $3 -ne 0 && $f -eq 0 ]] && f=1
+    fi
+    total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
+    ((f > 0)) && failed_parts+=("$1")
+}
+
+run_part() { # name, command...
+    local name=$1; shift
+    local log; log=$(mktemp)
+    echo "== $name"
+    "$@" 2>&1 | tee "$log"
+    local rc=${PIPESTATUS[0]}
+    tally "$name" "$log" "$rc"
+    rm -f "$log"
+}
+
+what=${1:-all} filter=${2:-}
+if [[ $what == all || $what == unit ]]; then
+    run_part unit "$BUILD/unit_tests"
+    run_part fuzz-replay "$BUILD/fuzz_replay" tests/fuzz/corpus/proto
+fi
+if [[ $what == all || $what == e2e ]]; then
+    for t in tests/e2e/t[0-9]*.sh; do
+        [[ -e $t ]] || continue
+        [[ -n $filter && $t != *"$filter"* ]] && continue
+        run_part "$(basename "$t" .sh)" bash "$t"
+    done
+fi
+echo
+((${#failed_parts[@]})) && echo "failing parts: ${failed_parts[*]}"
+echo "$total_pass passed, $total_fail failed"
+((total_fail == 0))

@@ -149,7 +149,7 @@ int el_store_multi_set(struct el_store *s, const char *const keys[],
  * other than 'expected' (expect_present = 1), or present at all
  * (expect_present = 0 means "I saw it missing").  Deleting the key counts as
  * a change when expect_present = 1.  Returns the new state in *present and,
- * if present, *val/*len. */
+ * if present, *val and *len. */
 int el_store_watch(struct el_store *s, const char *key, int expect_present,
                    const void *expected, size_t elen, int *present,
                    void **val, size_t *len, int timeout_ms);

@@ -111,6 +111,7 @@ int el_proto_parse(const uint8_t *buf, size_t len, enum el_dialect dialect,
     memset(req, 0, sizeof *req);
     uint8_t code = buf[0];
     req->code = code;
+    req->frame = buf;
 
     if (dialect == EL_DIALECT_UNKNOWN && code == 0) {
         /* VALIDATE (2.3+) or a 1.13 SET?  A SET is at least 17 bytes and

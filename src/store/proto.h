@@ -92,6 +92,7 @@ struct el_req {
     enum el_op op;
     enum el_dialect dialect; /* the dialect this request established      */
     uint8_t code;            /* the raw op byte                            */
+    const uint8_t *frame;    /* where the request starts (the parsed buf)  */
     size_t frame_len;        /* bytes the whole request occupies           */
     /* Up to three leading strings: key, value / expected, desired.        */
     const uint8_t *str[3];

@@ -91,7 +91,7 @@ struct el_entry *el_table_get_or_add(struct el_table *t, const uint8_t *key,
 
 void el_table_maybe_drop(struct el_table *t, struct el_entry *e)
 {
-    if (e->present || e->waiters)
+    if (e->present || e->waiters || e->pin)
         return;
     struct el_entry **pp = &t->buckets[e->hash & (t->nbuckets - 1)];
     while (*pp && *pp != e)

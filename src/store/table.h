@@ -17,6 +17,7 @@ struct el_entry {
     size_t vlen;
     int present;                 /* holds a value (else: waiters only)     */
     struct el_waiter *waiters;   /* connections parked on this key         */
+    unsigned pin;                /* > 0: el_table_maybe_drop keeps it       */
     size_t klen;
     uint8_t key[];               /* klen bytes + NUL                        */
 };
@@ -35,7 +36,7 @@ struct el_entry *el_table_find(const struct el_table *t, const uint8_t *key,
 /* Find or create (not present, no value).  NULL when out of memory. */
 struct el_entry *el_table_get_or_add(struct el_table *t, const uint8_t *key,
                                      size_t klen);
-/* Remove and free e if it holds no value and no waiters. */
+/* Remove and free e if it holds no value, no waiters and no pin. */
 void el_table_maybe_drop(struct el_table *t, struct el_entry *e);
 /* Replace e's value (copied); marks it present.  -ENOMEM leaves it as was. */
 int el_table_set_value(struct el_table *t, struct el_entry *e,

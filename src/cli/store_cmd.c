@@ -1,0 +1,177 @@
+/* store_cmd.c -- `elrun store`: run the store server on its own.
+ *
+ *   elrun store --listen HOST:PORT [limits...]
+ *
+ * Prints "listening on HOST:PORT" on stdout once it accepts connections
+ * (port 0 picks a free port), logs one line per notable event on stderr,
+ * and exits 0 on SIGINT or SIGTERM.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <uv.h>
+
+#include "cli/cli.h"
+#include "elrun/err.h"
+#include "elrun/log.h"
+#include "elrun/net.h"
+#include "elrun/store.h"
+
+static const char usage[] =
+    "usage: elrun store --listen HOST:PORT [options]\n"
+    "\n"
+    "Run a key-value store that PyTorch's TCPStore clients (1.13 and 2.3+)\n"
+    "and elrun's agents and workers can use.\n"
+    "\n"
+    "  --listen HOST:PORT     address to listen on; port 0 picks a free one\n"
+    "                         [0.0.0.0:29400]\n"
+    "  --max-key-len N        longest key in bytes [8192]\n"
+    "  --max-value-len N      largest value in bytes [67108864]\n"
+    "  --max-keys N           most keys in one request [131072]\n"
+    "  --max-conn-buffer N    bytes buffered per connection [value limit + 1 MiB]\n"
+    "  --backlog N            listen backlog [65535, capped by net.core.somaxconn]\n"
+    "  -h, --help             this text\n";
+
+static void log_event(void *arg, const char *msg)
+{
+    (void)arg;
+    el_log(EL_LOG_WARN, "%s", msg);
+}
+
+static void on_signal(uv_signal_t *sig, int signum)
+{
+    struct el_store_server *srv = sig->data;
+    el_log(EL_LOG_INFO, "received %s, shutting down", strsignal(signum));
+    el_store_server_close(srv);
+    uv_close((uv_handle_t *)sig, NULL);
+    uv_signal_t *other = sig + (signum == SIGINT ? 1 : -1);
+    uv_close((uv_handle_t *)other, NULL);
+}
+
+/* Serve as many clients as the system allows: soft fd limit = hard limit. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static int parse_size(const char *flag, const char *text, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || *end || !*text || text[0] == '-' || v == 0) {
+        fprintf(stderr, "elrun store: %s needs a positive integer, got '%s'\n",
+                flag, text);
+        return -1;
+    }
+    *out = (size_t)v;
+    return 0;
+}
+
+int cli_store_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"listen", required_argument, NULL, 'l'},
+        {"max-key-len", required_argument, NULL, 'k'},
+        {"max-value-len", required_argument, NULL, 'v'},
+        {"max-keys", required_argument, NULL, 'n'},
+        {"max-conn-buffer", required_argument, NULL, 'b'},
+        {"backlog", required_argument, NULL, 'B'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    struct el_store_server_opts so = {0};
+    const char *listen = "0.0.0.0:29400";
+    char host[EL_HOST_MAX];
+    size_t backlog = 0;
+    int c, rc;
+
+    el_log_init("store", EL_LOG_INFO);
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'l':
+            listen = optarg;
+            break;
+        case 'k':
+            rc = parse_size("--max-key-len", optarg, &so.limits.max_key_len);
+            if (rc)
+                return 2;
+            break;
+        case 'v':
+            rc = parse_size("--max-value-len", optarg,
+                            &so.limits.max_value_len);
+            if (rc)
+                return 2;
+            break;
+        case 'n':
+            rc = parse_size("--max-keys", optarg, &so.limits.max_keys_per_req);
+            if (rc)
+                return 2;
+            break;
+        case 'b':
+            rc = parse_size("--max-conn-buffer", optarg,
+                            &so.limits.max_conn_buffer);
+            if (rc)
+                return 2;
+            break;
+        case 'B':
+            if (parse_size("--backlog", optarg, &backlog))
+                return 2;
+            so.backlog = backlog > 1000000 ? 1000000 : (int)backlog;
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        default:
+            fprintf(stderr, "elrun store: unknown or incomplete option '%s'; "
+                            "see 'elrun store --help'\n", argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "elrun store: unexpected argument '%s'; "
+                        "see 'elrun store --help'\n", argv[optind]);
+        return 2;
+    }
+    if (el_addr_parse(listen, -1, host, &so.port) < 0) {
+        fprintf(stderr, "elrun store: --listen needs HOST:PORT (for example "
+                        "127.0.0.1:29400, or port 0 for a free one), got '%s'\n",
+                listen);
+        return 2;
+    }
+    so.host = host;
+    so.on_event = log_event;
+    raise_fd_limit();
+
+    uv_loop_t *loop = uv_default_loop();
+    struct el_store_server *srv;
+    rc = el_store_server_open(&srv, loop, &so);
+    if (rc < 0) {
+        el_log(EL_LOG_ERROR, "cannot listen on %s: %s%s", listen,
+               el_strerror(rc),
+               rc == -EADDRINUSE ? " (choose another port, or port 0)" : "");
+        return 1;
+    }
+    uv_signal_t sigs[2];
+    uv_signal_init(loop, &sigs[0]);
+    uv_signal_init(loop, &sigs[1]);
+    sigs[0].data = sigs[1].data = srv;
+    uv_signal_start(&sigs[0], on_signal, SIGINT);
+    uv_signal_start(&sigs[1], on_signal, SIGTERM);
+
+    printf("listening on %s%s%s:%d\n", strchr(host, ':') ? "[" : "", host,
+           strchr(host, ':') ? "]" : "", el_store_server_port(srv));
+    fflush(stdout);
+    el_log(EL_LOG_INFO, "store listening on port %d",
+           el_store_server_port(srv));
+    uv_run(loop, UV_RUN_DEFAULT);
+    uv_loop_close(loop);
+    return 0;
+}

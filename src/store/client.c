@@ -1,0 +1,543 @@
+/* client.c -- the blocking store client (see include/elrun/store.h).
+ *
+ * Speaks the 2.3+ dialect (it opens with VALIDATE and PING) plus elrun's own
+ * operations.  Calls that wait for keys use the X_* operations, whose timeout
+ * the server enforces, so a timed-out wait leaves the connection in a known
+ * state; the client's own deadline (the wait plus the I/O timeout) only
+ * catches a server that stopped answering, and then breaks the connection.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "elrun/err.h"
+#include "elrun/net.h"
+#include "elrun/store.h"
+#include "store/proto.h"
+
+struct el_store {
+    int fd;                 /* -1 once broken                              */
+    int cancel_fd;
+    int io_timeout_ms;
+    uint8_t *req;           /* request being built                         */
+    size_t req_len, req_cap;
+    char errmsg[256];
+};
+
+static int fail(struct el_store *s, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(struct el_store *s, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* The connection's byte stream is in an unknown state: close it. */
+static int broken(struct el_store *s, int rc, const char *what)
+{
+    if (s->fd >= 0) {
+        close(s->fd);
+        s->fd = -1;
+    }
+    return fail(s, rc, "store connection lost while %s: %s", what,
+                el_strerror(rc));
+}
+
+/* ---- request building ---- */
+
+static int put(struct el_store *s, const void *p, size_t n)
+{
+    if (s->req_len + n > s->req_cap) {
+        size_t cap = s->req_cap ? s->req_cap : 256;
+        while (cap < s->req_len + n)
+            cap *= 2;
+        uint8_t *q = realloc(s->req, cap);
+        if (!q)
+            return -ENOMEM;
+        s->req = q;
+        s->req_cap = cap;
+    }
+    if (n)
+        memcpy(s->req + s->req_len, p, n);
+    s->req_len += n;
+    return 0;
+}
+
+static int put_u8(struct el_store *s, uint8_t v) { return put(s, &v, 1); }
+static int put_i64(struct el_store *s, int64_t v) { return put(s, &v, 8); }
+
+static int put_str(struct el_store *s, const void *p, size_t n)
+{
+    uint64_t n64 = n;
+    int rc = put(s, &n64, 8);
+    return rc ? rc : put(s, p, n);
+}
+
+static int put_key(struct el_store *s, const char *k)
+{
+    return put_str(s, k, strlen(k));
+}
+
+static int begin(struct el_store *s, uint8_t code)
+{
+    s->req_len = 0;
+    if (s->fd < 0)
+        return fail(s, -EPIPE, "store connection is closed (a previous "
+                               "call failed); connect again");
+    return put_u8(s, code);
+}
+
+/* ---- I/O with deadlines ---- */
+
+/* Wait until fd is ready for 'events' or the deadline (ms, -1 none). */
+static int wait_fd(struct el_store *s, short events, long long deadline)
+{
+    for (;;) {
+        struct pollfd p[2] = {{.fd = s->fd, .events = events},
+                              {.fd = s->cancel_fd, .events = POLLIN}};
+        int timeout = -1;
+        if (deadline >= 0) {
+            long long left = deadline - el_now_ms();
+            if (left <= 0)
+                return -ETIMEDOUT;
+            timeout = left > 1000000 ? 1000000 : (int)left;
+        }
+        int rc = poll(p, s->cancel_fd >= 0 ? 2 : 1, timeout);
+        if (rc < 0 && errno == EINTR)
+            continue;
+        if (rc < 0)
+            return -errno;
+        if (rc == 0)
+            continue; /* re-check the deadline */
+        if (s->cancel_fd >= 0 && (p[1].revents & POLLIN))
+            return -ECANCELED;
+        return 0;
+    }
+}
+
+static int send_req(struct el_store *s, const char *what)
+{
+    long long deadline = el_now_ms() + s->io_timeout_ms;
+    size_t off = 0;
+    while (off < s->req_len) {
+        ssize_t n = send(s->fd, s->req + off, s->req_len - off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            return broken(s, -errno, what);
+        int rc = wait_fd(s, POLLOUT, deadline);
+        if (rc < 0)
+            return broken(s, rc, what);
+    }
+    return 0;
+}
+
+static int recv_all(struct el_store *s, void *buf, size_t len,
+                    long long deadline, const char *what)
+{
+    uint8_t *p = buf;
+    size_t off = 0;
+    while (off < len) {
+        ssize_t n = recv(s->fd, p + off, len - off, MSG_DONTWAIT);
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        if (n == 0)
+            return broken(s, -ECONNRESET, what);
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return broken(s, -errno, what);
+        int rc = wait_fd(s, POLLIN, deadline);
+        if (rc < 0)
+            return broken(s, rc, what);
+    }
+    return 0;
+}
+
+static long long io_deadline(struct el_store *s)
+{
+    return el_now_ms() + s->io_timeout_ms;
+}
+
+/* Deadline for a reply that may be held back for timeout_ms by the server. */
+static long long wait_deadline(struct el_store *s, int timeout_ms)
+{
+    return timeout_ms < 0 ? -1 : el_now_ms() + timeout_ms + s->io_timeout_ms;
+}
+
+static int recv_u8(struct el_store *s, uint8_t *v, long long dl,
+                   const char *what)
+{
+    return recv_all(s, v, 1, dl, what);
+}
+
+static int recv_i64(struct el_store *s, int64_t *v, long long dl,
+                    const char *what)
+{
+    return recv_all(s, v, 8, dl, what);
+}
+
+/* Read a length-prefixed value into a new NUL-terminated buffer. */
+static int recv_bytes(struct el_store *s, void **val, size_t *len,
+                      long long dl, const char *what)
+{
+    uint64_t n;
+    int rc = recv_all(s, &n, 8, dl, what);
+    if (rc < 0)
+        return rc;
+    if (n > ((uint64_t)1 << 40))
+        return broken(s, EL_EPROTO, what);
+    uint8_t *p = malloc(n + 1);
+    if (!p)
+        return broken(s, -ENOMEM, what);
+    rc = recv_all(s, p, n, dl, what);
+    if (rc < 0) {
+        free(p);
+        return rc;
+    }
+    p[n] = '\0';
+    if (val)
+        *val = p;
+    else
+        free(p);
+    if (len)
+        *len = n;
+    return 0;
+}
+
+/* ---- connection ---- */
+
+int el_store_connect(struct el_store **out, const char *host, int port,
+                     int timeout_ms, int io_timeout_ms)
+{
+    struct el_store *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    s->cancel_fd = -1;
+    s->io_timeout_ms = io_timeout_ms > 0 ? io_timeout_ms : 60000;
+    s->fd = el_tcp_connect(host, port, timeout_ms);
+    if (s->fd < 0) {
+        int rc = s->fd;
+        free(s);
+        return rc;
+    }
+    /* VALIDATE (0, magic) then PING: proves the peer is a store. */
+    uint32_t magic = EL_PROTO_MAGIC, nonce = (uint32_t)getpid(), echo = 0;
+    int rc = begin(s, EL_CODE_V2_VALIDATE);
+    if (!rc)
+        rc = put(s, &magic, 4);
+    if (!rc)
+        rc = put_u8(s, EL_CODE_V2_PING);
+    if (!rc)
+        rc = put(s, &nonce, 4);
+    if (!rc)
+        rc = send_req(s, "connecting");
+    if (!rc)
+        rc = recv_all(s, &echo, 4, io_deadline(s), "connecting");
+    if (!rc && echo != nonce)
+        rc = EL_EPROTO;
+    if (rc) {
+        el_store_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void el_store_close(struct el_store *s)
+{
+    if (!s)
+        return;
+    if (s->fd >= 0)
+        close(s->fd);
+    free(s->req);
+    free(s);
+}
+
+const char *el_store_errmsg(const struct el_store *s)
+{
+    return s->errmsg[0] ? s->errmsg : "no error";
+}
+
+void el_store_set_cancel_fd(struct el_store *s, int fd)
+{
+    s->cancel_fd = fd;
+}
+
+/* ---- operations ---- */
+
+#define TRY(expr)                                                           \
+    do {                                                                    \
+        int rc_ = (expr);                                                   \
+        if (rc_ < 0)                                                        \
+            return rc_;                                                     \
+    } while (0)
+
+static int put_keys(struct el_store *s, const char *const keys[], size_t n)
+{
+    TRY(put_i64(s, (int64_t)n));
+    for (size_t i = 0; i < n; i++)
+        TRY(put_key(s, keys[i]));
+    return 0;
+}
+
+static int timed_out(struct el_store *s, const char *what, const char *key,
+                     int timeout_ms)
+{
+    return fail(s, -ETIMEDOUT, "%s timed out after %d ms (key '%s')", what,
+                timeout_ms, key);
+}
+
+int el_store_set(struct el_store *s, const char *key, const void *val,
+                 size_t len)
+{
+    TRY(begin(s, EL_CODE_V2_SET));
+    TRY(put_key(s, key));
+    TRY(put_str(s, val, len));
+    return send_req(s, "SET");
+}
+
+int el_store_get(struct el_store *s, const char *key, void **val, size_t *len,
+                 int timeout_ms)
+{
+    uint8_t st;
+    long long dl = wait_deadline(s, timeout_ms);
+    TRY(begin(s, EL_CODE_X_GET));
+    TRY(put_i64(s, timeout_ms < 0 ? -1 : timeout_ms));
+    TRY(put_key(s, key));
+    TRY(send_req(s, "GET"));
+    TRY(recv_u8(s, &st, dl, "GET"));
+    if (st == EL_X_TIMEOUT)
+        return timed_out(s, "GET", key, timeout_ms);
+    return recv_bytes(s, val, len, io_deadline(s), "GET");
+}
+
+int el_store_try_get(struct el_store *s, const char *key, void **val,
+                     size_t *len)
+{
+    uint8_t present;
+    TRY(begin(s, EL_CODE_X_TRY_GET));
+    TRY(put_key(s, key));
+    TRY(send_req(s, "TRY_GET"));
+    TRY(recv_u8(s, &present, io_deadline(s), "TRY_GET"));
+    if (!present)
+        return fail(s, EL_ENOTFOUND, "no key '%s'", key);
+    return recv_bytes(s, val, len, io_deadline(s), "TRY_GET");
+}
+
+int el_store_add(struct el_store *s, const char *key, int64_t delta,
+                 int64_t *result)
+{
+    int64_t r;
+    TRY(begin(s, EL_CODE_V2_ADD));
+    TRY(put_key(s, key));
+    TRY(put_i64(s, delta));
+    TRY(send_req(s, "ADD"));
+    TRY(recv_i64(s, &r, io_deadline(s), "ADD"));
+    if (result)
+        *result = r;
+    return 0;
+}
+
+int el_store_compare_set(struct el_store *s, const char *key,
+                         const void *expected, size_t elen,
+                         const void *desired, size_t dlen, void **cur,
+                         size_t *curlen)
+{
+    void *v = NULL;
+    size_t n = 0;
+    TRY(begin(s, EL_CODE_V2_COMPARE_SET));
+    TRY(put_key(s, key));
+    TRY(put_str(s, expected, elen));
+    TRY(put_str(s, desired, dlen));
+    TRY(send_req(s, "COMPARE_SET"));
+    TRY(recv_bytes(s, &v, &n, io_deadline(s), "COMPARE_SET"));
+    int same = n == dlen && (n == 0 || memcmp(v, desired, n) == 0);
+    if (cur) {
+        *cur = v;
+        if (curlen)
+            *curlen = n;
+    } else {
+        free(v);
+    }
+    return same ? 0 : fail(s, EL_EMISMATCH,
+                           "compare-and-set of '%s': value did not match", key);
+}
+
+int el_store_check(struct el_store *s, const char *const keys[], size_t n,
+                   int *all_exist)
+{
+    uint8_t r;
+    TRY(begin(s, EL_CODE_V2_CHECK));
+    TRY(put_keys(s, keys, n));
+    TRY(send_req(s, "CHECK"));
+    TRY(recv_u8(s, &r, io_deadline(s), "CHECK"));
+    *all_exist = r == EL_CHECK_READY;
+    return 0;
+}
+
+int el_store_wait(struct el_store *s, const char *const keys[], size_t n,
+                  int timeout_ms)
+{
+    uint8_t st;
+    long long dl = wait_deadline(s, timeout_ms);
+    TRY(begin(s, EL_CODE_X_WAIT));
+    TRY(put_i64(s, timeout_ms < 0 ? -1 : timeout_ms));
+    TRY(put_keys(s, keys, n));
+    TRY(send_req(s, "WAIT"));
+    TRY(recv_u8(s, &st, dl, "WAIT"));
+    if (st == EL_X_TIMEOUT)
+        return timed_out(s, "WAIT", n ? keys[0] : "", timeout_ms);
+    return 0;
+}
+
+static int key_op_i64(struct el_store *s, uint8_t code, const char *key,
+                      int64_t *out, const char *what)
+{
+    int64_t r;
+    TRY(begin(s, code));
+    TRY(put_key(s, key));
+    TRY(send_req(s, what));
+    TRY(recv_i64(s, &r, io_deadline(s), what));
+    *out = r;
+    return 0;
+}
+
+int el_store_delete(struct el_store *s, const char *key, int *deleted)
+{
+    int64_t r;
+    TRY(key_op_i64(s, EL_CODE_V2_DELETE, key, &r, "DELETE_KEY"));
+    if (deleted)
+        *deleted = r != 0;
+    return 0;
+}
+
+int el_store_delete_prefix(struct el_store *s, const char *prefix,
+                           int64_t *count)
+{
+    int64_t r;
+    TRY(key_op_i64(s, EL_CODE_X_DELETE_PREFIX, prefix, &r, "DELETE_PREFIX"));
+    if (count)
+        *count = r;
+    return 0;
+}
+
+int el_store_num_keys(struct el_store *s, int64_t *n)
+{
+    TRY(begin(s, EL_CODE_V2_NUM_KEYS));
+    TRY(send_req(s, "GETNUMKEYS"));
+    return recv_i64(s, n, io_deadline(s), "GETNUMKEYS");
+}
+
+int el_store_append(struct el_store *s, const char *key, const void *val,
+                    size_t len)
+{
+    TRY(begin(s, EL_CODE_V2_APPEND));
+    TRY(put_key(s, key));
+    TRY(put_str(s, val, len));
+    return send_req(s, "APPEND");
+}
+
+int el_store_multi_get(struct el_store *s, const char *const keys[], size_t n,
+                       void *vals[], size_t lens[], int timeout_ms)
+{
+    uint8_t st;
+    long long dl = wait_deadline(s, timeout_ms);
+    TRY(begin(s, EL_CODE_X_MULTI_GET));
+    TRY(put_i64(s, timeout_ms < 0 ? -1 : timeout_ms));
+    TRY(put_keys(s, keys, n));
+    TRY(send_req(s, "MULTI_GET"));
+    TRY(recv_u8(s, &st, dl, "MULTI_GET"));
+    if (st == EL_X_TIMEOUT)
+        return timed_out(s, "MULTI_GET", n ? keys[0] : "", timeout_ms);
+    for (size_t i = 0; i < n; i++) {
+        int rc = recv_bytes(s, &vals[i], &lens[i], io_deadline(s),
+                            "MULTI_GET");
+        if (rc < 0) {
+            while (i > 0)
+                free(vals[--i]);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int el_store_multi_set(struct el_store *s, const char *const keys[],
+                       const void *const vals[], const size_t lens[], size_t n)
+{
+    TRY(begin(s, EL_CODE_V2_MULTI_SET));
+    TRY(put_i64(s, (int64_t)n));
+    for (size_t i = 0; i < n; i++) {
+        TRY(put_key(s, keys[i]));
+        TRY(put_str(s, vals[i], lens[i]));
+    }
+    return send_req(s, "MULTI_SET");
+}
+
+int el_store_watch(struct el_store *s, const char *key, int expect_present,
+                   const void *expected, size_t elen, int *present,
+                   void **val, size_t *len, int timeout_ms)
+{
+    uint8_t st, pr;
+    long long dl = wait_deadline(s, timeout_ms);
+    TRY(begin(s, EL_CODE_X_WATCH));
+    TRY(put_i64(s, timeout_ms < 0 ? -1 : timeout_ms));
+    TRY(put_key(s, key));
+    TRY(put_u8(s, expect_present ? 1 : 0));
+    TRY(put_str(s, expected, expect_present ? elen : 0));
+    TRY(send_req(s, "WATCH"));
+    TRY(recv_u8(s, &st, dl, "WATCH"));
+    if (st == EL_X_TIMEOUT)
+        return timed_out(s, "WATCH", key, timeout_ms);
+    TRY(recv_u8(s, &pr, io_deadline(s), "WATCH"));
+    void *v = NULL;
+    size_t n = 0;
+    TRY(recv_bytes(s, &v, &n, io_deadline(s), "WATCH"));
+    if (present)
+        *present = pr;
+    if (val && pr) {
+        *val = v;
+        if (len)
+            *len = n;
+    } else {
+        free(v);
+    }
+    return 0;
+}
+
+int el_store_on_close_set(struct el_store *s, const char *key, const void *val,
+                          size_t len)
+{
+    uint8_t st;
+    TRY(begin(s, EL_CODE_X_ON_CLOSE_SET));
+    TRY(put_key(s, key));
+    TRY(put_str(s, val, len));
+    TRY(send_req(s, "ON_CLOSE_SET"));
+    return recv_u8(s, &st, io_deadline(s), "ON_CLOSE_SET");
+}
+
+int el_store_ping(struct el_store *s)
+{
+    uint32_t nonce = 0x454c5255, echo = 0;
+    TRY(begin(s, EL_CODE_V2_PING));
+    TRY(put(s, &nonce, 4));
+    TRY(send_req(s, "PING"));
+    TRY(recv_all(s, &echo, 4, io_deadline(s), "PING"));
+    return echo == nonce ? 0 : broken(s, EL_EPROTO, "PING");
+}

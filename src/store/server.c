@@ -1,0 +1,1197 @@
+/* server.c -- the store server: one libuv loop, any number of clients.
+ *
+ * Each connection's bytes go through el_proto_parse(); a request that needs a
+ * key that does not exist yet (GET, WAIT, MULTI_GET, elrun's X_* waits) is
+ * "parked": the connection keeps a copy of the request and a waiter on each
+ * missing key, and the request runs again when one of those keys changes.
+ * Nothing ever blocks the loop, and a bad or partial frame only concerns its
+ * own connection.
+ *
+ * Memory per idle connection is the libuv handle plus this file's struct
+ * conn: reads land in one shared buffer, and a connection owns a buffer only
+ * while it holds a partial request or unsent replies.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "elrun/err.h"
+#include "elrun/store.h"
+#include "store/proto.h"
+#include "store/table.h"
+
+#define READ_CHUNK (64 * 1024)
+
+struct conn;
+
+/* One parked request's interest in one key. */
+struct el_waiter {
+    struct conn *c;
+    struct el_entry *e;
+    struct el_waiter *knext, *kprev; /* the entry's list                   */
+    struct el_waiter *cnext;         /* the connection's list              */
+};
+
+/* A key to set when the connection closes (X_ON_CLOSE_SET). */
+struct close_hook {
+    struct close_hook *next;
+    size_t klen, vlen;
+    uint8_t data[]; /* key then value */
+};
+
+struct write_req {
+    uv_write_t req;
+    uint8_t *data;
+};
+
+struct conn {
+    uv_tcp_t tcp; /* first: handle pointers cast to struct conn */
+    struct el_store_server *srv;
+    struct conn *prev, *next;        /* all connections                   */
+    struct conn *dirty_next;         /* connections with replies to flush */
+    enum el_dialect dialect;
+    uint8_t *in;                     /* unparsed bytes (partial request)  */
+    size_t in_len, in_cap;
+    uint8_t *out;                    /* replies not yet handed to libuv   */
+    size_t out_len, out_cap;
+    uint8_t *parked;                 /* copy of the parked request        */
+    size_t parked_len;
+    struct el_waiter *waiters;
+    uv_timer_t *timer;               /* deadline of a parked X_* request  */
+    struct close_hook *hooks;
+    int handles;                     /* open libuv handles (tcp, timer)   */
+    unsigned writing : 1, closing : 1, dirty : 1, waking : 1;
+};
+
+struct el_store_server {
+    uv_loop_t *loop;
+    uv_tcp_t listener;
+    struct el_store_server_opts opts;
+    struct el_table table;
+    struct conn *conns;
+    struct conn *dirty;
+    struct close_hook *pending_hooks; /* from closed connections          */
+    struct conn **wake;               /* scratch for wake()               */
+    size_t wake_cap;
+    uint8_t *rbuf;                    /* shared read buffer               */
+    int port;
+    int handles;                      /* listener + async                 */
+    int closing;
+    /* Threaded mode (el_store_server_start). */
+    int own_loop;
+    pthread_t thread;
+    uv_async_t stop_async;
+    /* Counters, read from any thread. */
+    uint64_t n_conns, n_requests, n_rejected, n_keys;
+};
+
+static void conn_close(struct conn *c, const char *why);
+static int handle(struct conn *c, const struct el_req *rq);
+
+static void stat_set(uint64_t *p, uint64_t v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+
+static void event(struct el_store_server *srv, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void event(struct el_store_server *srv, const char *fmt, ...)
+{
+    if (!srv->opts.on_event)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    srv->opts.on_event(srv->opts.event_arg, msg);
+}
+
+static void peer_name(struct conn *c, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    int n = sizeof ss;
+    char host[64] = "?";
+    int port = 0;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &n) == 0) {
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+            uv_ip4_name(a, host, sizeof host);
+            port = ntohs(a->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+            uv_ip6_name(a, host, sizeof host);
+            port = ntohs(a->sin6_port);
+        }
+    }
+    snprintf(buf, len, "%s:%d", host, port);
+}
+
+/* ------------------------------------------------------------------------
+ * Replies
+ */
+
+static void mark_dirty(struct conn *c)
+{
+    if (!c->dirty) {
+        c->dirty = 1;
+        c->dirty_next = c->srv->dirty;
+        c->srv->dirty = c;
+    }
+}
+
+/* Room for n more reply bytes, or NULL (connection closed: a client that
+ * does not read its replies may not grow the server without bound). */
+static uint8_t *out_reserve(struct conn *c, size_t n)
+{
+    if (c->closing)
+        return NULL;
+    if (c->out_len + n > c->out_cap) {
+        size_t cap = c->out_cap ? c->out_cap : 64;
+        while (cap < c->out_len + n)
+            cap *= 2;
+        if (c->out_len + n > c->srv->opts.limits.max_conn_buffer) {
+            conn_close(c, "unsent replies exceed max_conn_buffer "
+                          "(the client does not read)");
+            return NULL;
+        }
+        uint8_t *p = realloc(c->out, cap);
+        if (!p) {
+            conn_close(c, "out of memory for replies");
+            return NULL;
+        }
+        c->out = p;
+        c->out_cap = cap;
+    }
+    uint8_t *p = c->out + c->out_len;
+    c->out_len += n;
+    mark_dirty(c);
+    return p;
+}
+
+static void out_u8(struct conn *c, uint8_t v)
+{
+    uint8_t *p = out_reserve(c, 1);
+    if (p)
+        *p = v;
+}
+
+static void out_i64(struct conn *c, int64_t v)
+{
+    uint8_t *p = out_reserve(c, 8);
+    if (p)
+        memcpy(p, &v, 8);
+}
+
+static void out_u32(struct conn *c, uint32_t v)
+{
+    uint8_t *p = out_reserve(c, 4);
+    if (p)
+        memcpy(p, &v, 4);
+}
+
+static void out_bytes(struct conn *c, const uint8_t *b, size_t n)
+{
+    uint8_t *p = out_reserve(c, 8 + n);
+    if (p) {
+        uint64_t n64 = n;
+        memcpy(p, &n64, 8);
+        if (n)
+            memcpy(p + 8, b, n);
+    }
+}
+
+static void flush(struct conn *c);
+
+static void on_write(uv_write_t *req, int status)
+{
+    struct write_req *w = (struct write_req *)req;
+    struct conn *c = (struct conn *)req->handle;
+    free(w->data);
+    free(w);
+    c->writing = 0;
+    if (status < 0 && !c->closing)
+        conn_close(c, uv_strerror(status));
+    else
+        flush(c);
+}
+
+static void flush(struct conn *c)
+{
+    if (c->closing || c->writing || c->out_len == 0)
+        return;
+    uv_buf_t b = uv_buf_init((char *)c->out, (unsigned)c->out_len);
+    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (n == (int)c->out_len) {
+        c->out_len = 0;
+        if (c->out_cap > 4096) { /* keep idle connections small */
+            free(c->out);
+            c->out = NULL;
+            c->out_cap = 0;
+        }
+        return;
+    }
+    if (n < 0 && n != UV_EAGAIN) {
+        conn_close(c, uv_strerror(n));
+        return;
+    }
+    if (n < 0)
+        n = 0;
+    /* The rest goes through an asynchronous write that owns the buffer. */
+    struct write_req *w = malloc(sizeof *w);
+    if (!w) {
+        conn_close(c, "out of memory");
+        return;
+    }
+    w->data = c->out;
+    b = uv_buf_init((char *)c->out + n, (unsigned)(c->out_len - (size_t)n));
+    c->out = NULL;
+    c->out_len = c->out_cap = 0;
+    int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+    if (rc < 0) {
+        free(w->data);
+        free(w);
+        conn_close(c, uv_strerror(rc));
+        return;
+    }
+    c->writing = 1;
+}
+
+static void run_pending_hooks(struct el_store_server *srv);
+
+/* End of every libuv callback: send what was produced, run close hooks. */
+static void flush_dirty(struct el_store_server *srv)
+{
+    while (srv->pending_hooks || srv->dirty) {
+        run_pending_hooks(srv);
+        struct conn *c = srv->dirty;
+        srv->dirty = NULL;
+        while (c) {
+            struct conn *next = c->dirty_next;
+            c->dirty = 0;
+            flush(c);
+            c = next;
+        }
+    }
+    stat_set(&srv->n_keys, srv->table.npresent);
+}
+
+/* ------------------------------------------------------------------------
+ * Parking and waking
+ */
+
+static void unpark(struct conn *c)
+{
+    struct el_store_server *srv = c->srv;
+    struct el_waiter *w = c->waiters, *next;
+    for (; w; w = next) {
+        next = w->cnext;
+        struct el_entry *e = w->e;
+        if (w->kprev)
+            w->kprev->knext = w->knext;
+        else
+            e->waiters = w->knext;
+        if (w->knext)
+            w->knext->kprev = w->kprev;
+        free(w);
+        el_table_maybe_drop(&srv->table, e);
+    }
+    c->waiters = NULL;
+}
+
+static void park_end(struct conn *c)
+{
+    unpark(c);
+    free(c->parked);
+    c->parked = NULL;
+    c->parked_len = 0;
+    if (c->timer)
+        uv_timer_stop(c->timer);
+}
+
+static int add_waiter(struct conn *c, const uint8_t *key, size_t klen)
+{
+    struct el_entry *e = el_table_get_or_add(&c->srv->table, key, klen);
+    struct el_waiter *w = e ? malloc(sizeof *w) : NULL;
+    if (!w) {
+        if (e)
+            el_table_maybe_drop(&c->srv->table, e);
+        conn_close(c, "out of memory for a waiter");
+        return -1;
+    }
+    w->c = c;
+    w->e = e;
+    w->kprev = NULL;
+    w->knext = e->waiters;
+    if (e->waiters)
+        e->waiters->kprev = w;
+    e->waiters = w;
+    w->cnext = c->waiters;
+    c->waiters = w;
+    return 0;
+}
+
+static void on_timer_close(uv_handle_t *h)
+{
+    struct conn *c = h->data;
+    free(h);
+    if (--c->handles == 0)
+        free(c);
+}
+
+static void on_park_timeout(uv_timer_t *t)
+{
+    struct conn *c = t->data;
+    struct el_store_server *srv = c->srv;
+    if (!c->parked)
+        return;
+    park_end(c);
+    out_u8(c, EL_X_TIMEOUT);
+    flush_dirty(srv);
+}
+
+/* Keep the request (copied unless it is already the parked copy) until one
+ * of its keys changes; 'keys' lists the missing ones.  timeout_ms >= 0 arms
+ * the deadline the first time the request parks. */
+static int park(struct conn *c, const struct el_req *rq, const uint8_t *frame,
+                int64_t timeout_ms)
+{
+    int first = frame != c->parked;
+    if (first) {
+        uint8_t *copy = malloc(rq->frame_len);
+        if (!copy) {
+            conn_close(c, "out of memory");
+            return -1;
+        }
+        memcpy(copy, frame, rq->frame_len);
+        free(c->parked);
+        c->parked = copy;
+        c->parked_len = rq->frame_len;
+    }
+    if (first && timeout_ms >= 0) {
+        if (!c->timer) {
+            c->timer = malloc(sizeof *c->timer);
+            if (!c->timer) {
+                conn_close(c, "out of memory");
+                return -1;
+            }
+            uv_timer_init(c->srv->loop, c->timer);
+            c->timer->data = c;
+            c->handles++;
+        }
+        uv_timer_start(c->timer, on_park_timeout, (uint64_t)timeout_ms, 0);
+    }
+    return 0;
+}
+
+/* Run every request parked on e again (the key changed).  The requests that
+ * park are read-only, so running them cannot change the table further. */
+static void wake(struct el_store_server *srv, struct el_entry *e)
+{
+    size_t n = 0;
+    for (struct el_waiter *w = e->waiters; w; w = w->knext) {
+        if (w->c->waking)
+            continue;
+        if (n == srv->wake_cap) {
+            size_t cap = srv->wake_cap ? srv->wake_cap * 2 : 64;
+            struct conn **p = realloc(srv->wake, cap * sizeof *p);
+            if (!p)
+                break; /* those left stay parked until the next change */
+            srv->wake = p;
+            srv->wake_cap = cap;
+        }
+        w->c->waking = 1;
+        srv->wake[n++] = w->c;
+    }
+    /* Detach all first: 'e' may be freed by unpark(). */
+    for (size_t i = 0; i < n; i++)
+        unpark(srv->wake[i]);
+    for (size_t i = 0; i < n; i++) {
+        struct conn *c = srv->wake[i];
+        struct el_req rq;
+        char err[160];
+        c->waking = 0;
+        if (c->closing || !c->parked)
+            continue;
+        int rc = el_proto_parse(c->parked, c->parked_len, c->dialect,
+                                &srv->opts.limits, &rq, err, sizeof err);
+        if (rc <= 0) {
+            conn_close(c, "internal: parked request no longer parses");
+            continue;
+        }
+        handle(c, &rq);
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Operations
+ */
+
+static struct el_entry *present(struct el_store_server *srv, const uint8_t *k,
+                                uint64_t n)
+{
+    struct el_entry *e = el_table_find(&srv->table, k, n);
+    return e && e->present ? e : NULL;
+}
+
+static int set_key(struct conn *c, const uint8_t *k, uint64_t kn,
+                   const uint8_t *v, uint64_t vn)
+{
+    struct el_store_server *srv = c->srv;
+    struct el_entry *e = el_table_get_or_add(&srv->table, k, kn);
+    if (!e || el_table_set_value(&srv->table, e, v, vn) < 0) {
+        if (e)
+            el_table_maybe_drop(&srv->table, e);
+        conn_close(c, "out of memory for a value");
+        return -1;
+    }
+    wake(srv, e);
+    return 0;
+}
+
+/* Walk a key list; returns 1 if all keys exist.  With park_missing, adds a
+ * waiter for each missing key. */
+static int keys_present(struct conn *c, const struct el_req *rq,
+                        int park_missing)
+{
+    const uint8_t *cur = rq->list;
+    int all = 1;
+    for (uint64_t i = 0; i < rq->count; i++) {
+        uint64_t n;
+        const uint8_t *k = el_proto_next_str(&cur, &n);
+        if (!present(c->srv, k, n)) {
+            all = 0;
+            if (!park_missing)
+                return 0;
+            if (add_waiter(c, k, n) < 0)
+                return -1;
+        }
+    }
+    return all;
+}
+
+/* WAIT-like requests: reply now if every key exists, else park on the
+ * missing ones.  Returns 1 if the keys are all there. */
+static int need_keys(struct conn *c, const struct el_req *rq,
+                     const uint8_t *frame, int64_t timeout_ms)
+{
+    if (keys_present(c, rq, 0) == 1)
+        return 1;
+    if (park(c, rq, frame, timeout_ms) < 0 || keys_present(c, rq, 1) < 0)
+        return -1;
+    return 0;
+}
+
+static int need_key(struct conn *c, const struct el_req *rq,
+                    const uint8_t *frame, int64_t timeout_ms)
+{
+    if (present(c->srv, rq->str[0], rq->len[0]))
+        return 1;
+    if (park(c, rq, frame, timeout_ms) < 0 ||
+        add_waiter(c, rq->str[0], rq->len[0]) < 0)
+        return -1;
+    return 0;
+}
+
+static void reply_values(struct conn *c, const struct el_req *rq)
+{
+    const uint8_t *cur = rq->list;
+    for (uint64_t i = 0; i < rq->count; i++) {
+        uint64_t n;
+        const uint8_t *k = el_proto_next_str(&cur, &n);
+        struct el_entry *e = present(c->srv, k, n);
+        out_bytes(c, e->val, e->vlen);
+    }
+}
+
+static int parse_i64(const uint8_t *s, size_t n, int64_t *v)
+{
+    char buf[32];
+    char *end;
+    if (n == 0 || n >= sizeof buf)
+        return -1;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    errno = 0;
+    long long x = strtoll(buf, &end, 10);
+    if (errno || *end)
+        return -1;
+    *v = x;
+    return 0;
+}
+
+static void op_add(struct conn *c, const struct el_req *rq)
+{
+    struct el_entry *e = present(c->srv, rq->str[0], rq->len[0]);
+    int64_t cur = 0, sum;
+    char txt[32];
+    if (e && parse_i64(e->val, e->vlen, &cur) < 0) {
+        conn_close(c, "ADD on a key whose value is not a decimal integer");
+        return;
+    }
+    if (__builtin_add_overflow(cur, rq->num, &sum)) {
+        conn_close(c, "ADD overflows int64");
+        return;
+    }
+    int n = snprintf(txt, sizeof txt, "%lld", (long long)sum);
+    if (set_key(c, rq->str[0], rq->len[0], (const uint8_t *)txt,
+                (uint64_t)n) == 0)
+        out_i64(c, sum);
+}
+
+static void op_compare_set(struct conn *c, const struct el_req *rq)
+{
+    struct el_entry *e = present(c->srv, rq->str[0], rq->len[0]);
+    if (!e) {
+        /* TCPStore: a missing key is created only when 'expected' is
+         * empty; otherwise the reply is 'expected' itself. */
+        if (rq->len[1] == 0) {
+            if (set_key(c, rq->str[0], rq->len[0], rq->str[2], rq->len[2]) < 0)
+                return;
+            out_bytes(c, rq->str[2], rq->len[2]);
+        } else {
+            out_bytes(c, rq->str[1], rq->len[1]);
+        }
+        return;
+    }
+    if (e->vlen == rq->len[1] &&
+        (e->vlen == 0 || memcmp(e->val, rq->str[1], e->vlen) == 0)) {
+        if (set_key(c, rq->str[0], rq->len[0], rq->str[2], rq->len[2]) < 0)
+            return;
+        e = present(c->srv, rq->str[0], rq->len[0]);
+    }
+    out_bytes(c, e->val, e->vlen);
+}
+
+static void op_append(struct conn *c, const struct el_req *rq)
+{
+    struct el_store_server *srv = c->srv;
+    struct el_entry *e = present(srv, rq->str[0], rq->len[0]);
+    if (!e) {
+        set_key(c, rq->str[0], rq->len[0], rq->str[1], rq->len[1]);
+        return;
+    }
+    if (e->vlen + rq->len[1] > srv->opts.limits.max_value_len) {
+        conn_close(c, "APPEND would make the value exceed max_value_len");
+        return;
+    }
+    uint8_t *p = realloc(e->val, e->vlen + rq->len[1] + 1);
+    if (!p) {
+        conn_close(c, "out of memory for a value");
+        return;
+    }
+    memcpy(p + e->vlen, rq->str[1], rq->len[1]);
+    e->val = p;
+    e->vlen += rq->len[1];
+    wake(srv, e);
+}
+
+static void op_delete(struct conn *c, const struct el_req *rq)
+{
+    struct el_store_server *srv = c->srv;
+    struct el_entry *e = present(srv, rq->str[0], rq->len[0]);
+    int existed = e != NULL;
+    if (e) {
+        el_table_clear_value(&srv->table, e);
+        if (e->waiters)
+            wake(srv, e); /* watchers see the deletion */
+        e = el_table_find(&srv->table, rq->str[0], rq->len[0]);
+        if (e)
+            el_table_maybe_drop(&srv->table, e);
+    }
+    out_i64(c, existed);
+}
+
+struct prefix_scan {
+    const uint8_t *prefix;
+    size_t n;
+    struct el_entry **hits;
+    size_t count, cap;
+    int oom;
+};
+
+static void scan_prefix(struct el_entry *e, void *arg)
+{
+    struct prefix_scan *s = arg;
+    if (!e->present || e->klen < s->n || memcmp(e->key, s->prefix, s->n))
+        return;
+    if (s->count == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        struct el_entry **p = realloc(s->hits, cap * sizeof *p);
+        if (!p) {
+            s->oom = 1;
+            return;
+        }
+        s->hits = p;
+        s->cap = cap;
+    }
+    s->hits[s->count++] = e;
+}
+
+static void op_delete_prefix(struct conn *c, const struct el_req *rq)
+{
+    struct el_store_server *srv = c->srv;
+    struct prefix_scan s = {.prefix = rq->str[0], .n = rq->len[0]};
+    el_table_foreach(&srv->table, scan_prefix, &s);
+    if (s.oom) {
+        free(s.hits);
+        conn_close(c, "out of memory");
+        return;
+    }
+    /* Clear all, then wake the watchers.  The hits are pinned meanwhile:
+     * waking a connection drops its other waiters, which could otherwise
+     * free an entry that is still on the list. */
+    for (size_t i = 0; i < s.count; i++) {
+        el_table_clear_value(&srv->table, s.hits[i]);
+        s.hits[i]->pin++;
+    }
+    for (size_t i = 0; i < s.count; i++)
+        if (s.hits[i]->waiters)
+            wake(srv, s.hits[i]);
+    for (size_t i = 0; i < s.count; i++) {
+        s.hits[i]->pin--;
+        el_table_maybe_drop(&srv->table, s.hits[i]);
+    }
+    free(s.hits);
+    out_i64(c, (int64_t)s.count);
+}
+
+static void op_watch(struct conn *c, const struct el_req *rq,
+                     const uint8_t *frame)
+{
+    struct el_entry *e = present(c->srv, rq->str[0], rq->len[0]);
+    int changed = rq->flag ? !e || e->vlen != rq->len[1] ||
+                                 (e->vlen && memcmp(e->val, rq->str[1],
+                                                    e->vlen) != 0)
+                           : e != NULL;
+    if (changed) {
+        park_end(c);
+        out_u8(c, EL_X_OK);
+        out_u8(c, e ? 1 : 0);
+        out_bytes(c, e ? e->val : NULL, e ? e->vlen : 0);
+        return;
+    }
+    if (park(c, rq, frame, rq->num) == 0)
+        add_waiter(c, rq->str[0], rq->len[0]);
+}
+
+static int add_close_hook(struct conn *c, const struct el_req *rq)
+{
+    struct close_hook *h = malloc(sizeof *h + rq->len[0] + rq->len[1]);
+    if (!h) {
+        conn_close(c, "out of memory");
+        return -1;
+    }
+    h->klen = rq->len[0];
+    h->vlen = rq->len[1];
+    memcpy(h->data, rq->str[0], h->klen);
+    memcpy(h->data + h->klen, rq->str[1], h->vlen);
+    h->next = c->hooks;
+    c->hooks = h;
+    return 0;
+}
+
+static void run_pending_hooks(struct el_store_server *srv)
+{
+    struct close_hook *h = srv->pending_hooks, *next;
+    srv->pending_hooks = NULL;
+    for (; h; h = next) {
+        next = h->next;
+        struct el_entry *e = el_table_get_or_add(&srv->table, h->data, h->klen);
+        if (e && el_table_set_value(&srv->table, e, h->data + h->klen,
+                                    h->vlen) == 0)
+            wake(srv, e);
+        else if (e)
+            el_table_maybe_drop(&srv->table, e);
+        free(h);
+    }
+}
+
+/* Serve one request whose bytes start at 'frame'.  Returns 0, or -1 when
+ * the connection was closed. */
+static int handle(struct conn *c, const struct el_req *rq)
+{
+    struct el_store_server *srv = c->srv;
+    const uint8_t *frame = rq->frame;
+    int rc;
+    srv->n_requests++;
+    if (c->parked && frame != c->parked) {
+        /* A new request while one is parked: the client gave up waiting
+         * (a 1.13 client's socket timeout) or cancels (2.x CANCEL_WAIT).
+         * Drop the parked one without a reply, so no stray STOP_WAITING
+         * ever desynchronizes the connection. */
+        park_end(c);
+    }
+    if (rq->dialect != EL_DIALECT_UNKNOWN)
+        c->dialect = rq->dialect;
+    switch (rq->op) {
+    case EL_OP_NONE:
+    case EL_OP_VALIDATE:
+        break;
+    case EL_OP_SET:
+        set_key(c, rq->str[0], rq->len[0], rq->str[1], rq->len[1]);
+        break;
+    case EL_OP_COMPARE_SET:
+        op_compare_set(c, rq);
+        break;
+    case EL_OP_GET:
+        if ((rc = need_key(c, rq, frame, -1)) == 1) {
+            struct el_entry *e = present(srv, rq->str[0], rq->len[0]);
+            park_end(c);
+            out_bytes(c, e->val, e->vlen);
+        }
+        break;
+    case EL_OP_ADD:
+        op_add(c, rq);
+        break;
+    case EL_OP_CHECK:
+        out_u8(c, keys_present(c, rq, 0) == 1 ? EL_CHECK_READY
+                                              : EL_CHECK_NOT_READY);
+        break;
+    case EL_OP_WAIT:
+        if (need_keys(c, rq, frame, -1) == 1) {
+            park_end(c);
+            out_u8(c, EL_WAIT_STOP);
+        }
+        break;
+    case EL_OP_NUM_KEYS:
+        out_i64(c, (int64_t)srv->table.npresent);
+        break;
+    case EL_OP_DELETE:
+        op_delete(c, rq);
+        break;
+    case EL_OP_APPEND:
+        op_append(c, rq);
+        break;
+    case EL_OP_MULTI_GET:
+        if (need_keys(c, rq, frame, -1) == 1) {
+            park_end(c);
+            reply_values(c, rq);
+        }
+        break;
+    case EL_OP_MULTI_SET: {
+        const uint8_t *cur = rq->list;
+        for (uint64_t i = 0; i < rq->count && !c->closing; i++) {
+            uint64_t kn, vn;
+            const uint8_t *k = el_proto_next_str(&cur, &kn);
+            const uint8_t *v = el_proto_next_str(&cur, &vn);
+            set_key(c, k, kn, v, vn);
+        }
+        break;
+    }
+    case EL_OP_CANCEL_WAIT:
+        out_u8(c, EL_WAIT_CANCELED);
+        break;
+    case EL_OP_PING:
+        out_u32(c, rq->u32);
+        break;
+    case EL_OP_X_GET:
+        if (need_key(c, rq, frame, rq->num) == 1) {
+            struct el_entry *e = present(srv, rq->str[0], rq->len[0]);
+            park_end(c);
+            out_u8(c, EL_X_OK);
+            out_bytes(c, e->val, e->vlen);
+        }
+        break;
+    case EL_OP_X_WAIT:
+        if (need_keys(c, rq, frame, rq->num) == 1) {
+            park_end(c);
+            out_u8(c, EL_X_OK);
+        }
+        break;
+    case EL_OP_X_MULTI_GET:
+        if (need_keys(c, rq, frame, rq->num) == 1) {
+            park_end(c);
+            out_u8(c, EL_X_OK);
+            reply_values(c, rq);
+        }
+        break;
+    case EL_OP_X_WATCH:
+        op_watch(c, rq, frame);
+        break;
+    case EL_OP_X_DELETE_PREFIX:
+        op_delete_prefix(c, rq);
+        break;
+    case EL_OP_X_ON_CLOSE_SET:
+        if (add_close_hook(c, rq) == 0)
+            out_u8(c, EL_X_OK);
+        break;
+    case EL_OP_X_TRY_GET: {
+        struct el_entry *e = present(srv, rq->str[0], rq->len[0]);
+        out_u8(c, e ? 1 : 0);
+        if (e)
+            out_bytes(c, e->val, e->vlen);
+        break;
+    }
+    }
+    return c->closing ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Connections
+ */
+
+static void on_conn_close(uv_handle_t *h)
+{
+    struct conn *c = (struct conn *)h;
+    if (--c->handles == 0)
+        free(c);
+}
+
+static void conn_close(struct conn *c, const char *why)
+{
+    struct el_store_server *srv = c->srv;
+    if (c->closing)
+        return;
+    if (why) {
+        char peer[96];
+        peer_name(c, peer, sizeof peer);
+        event(srv, "closed connection from %s: %s", peer, why);
+    }
+    c->closing = 1;
+    park_end(c);
+    /* Its close hooks run at the end of the current callback, outside any
+     * wake() in progress. */
+    while (c->hooks) {
+        struct close_hook *h = c->hooks;
+        c->hooks = h->next;
+        h->next = srv->pending_hooks;
+        srv->pending_hooks = h;
+    }
+    free(c->in);
+    free(c->out);
+    c->in = c->out = NULL;
+    c->in_len = c->in_cap = c->out_len = c->out_cap = 0;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    srv->n_conns--;
+    stat_set(&srv->n_conns, srv->n_conns);
+    if (c->timer) {
+        uv_close((uv_handle_t *)c->timer, on_timer_close);
+        c->timer = NULL;
+    }
+    uv_close((uv_handle_t *)&c->tcp, on_conn_close);
+}
+
+static void reject(struct conn *c, const char *why)
+{
+    __atomic_add_fetch(&c->srv->n_rejected, 1, __ATOMIC_RELAXED);
+    conn_close(c, why);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct conn *c = (struct conn *)h;
+    struct el_store_server *srv = c->srv;
+    (void)suggested;
+    if (c->in_len == 0) {
+        *buf = uv_buf_init((char *)srv->rbuf, READ_CHUNK);
+        return;
+    }
+    if (c->in_cap - c->in_len < READ_CHUNK) {
+        size_t cap = c->in_cap * 2;
+        if (cap < c->in_len + READ_CHUNK)
+            cap = c->in_len + READ_CHUNK;
+        uint8_t *p = realloc(c->in, cap);
+        if (!p) {
+            *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
+            return;
+        }
+        c->in = p;
+        c->in_cap = cap;
+    }
+    *buf = uv_buf_init((char *)c->in + c->in_len,
+                       (unsigned)(c->in_cap - c->in_len));
+}
+
+/* Serve every complete request in buf; returns the bytes consumed, or -1
+ * when the connection was closed. */
+static ssize_t process(struct conn *c, const uint8_t *buf, size_t len)
+{
+    struct el_store_server *srv = c->srv;
+    size_t pos = 0;
+    while (pos < len) {
+        struct el_req rq;
+        char err[160];
+        int rc = el_proto_parse(buf + pos, len - pos, c->dialect,
+                                &srv->opts.limits, &rq, err, sizeof err);
+        if (rc == 0)
+            break;
+        if (rc < 0) {
+            reject(c, err);
+            return -1;
+        }
+        if (handle(c, &rq) < 0)
+            return -1;
+        pos += (size_t)rc;
+    }
+    return (ssize_t)pos;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct conn *c = (struct conn *)s;
+    struct el_store_server *srv = c->srv;
+    if (nread < 0) {
+        conn_close(c, nread == UV_EOF || nread == UV_ECONNRESET
+                          ? NULL
+                          : uv_strerror((int)nread));
+        flush_dirty(srv);
+        return;
+    }
+    if (nread == 0)
+        return;
+    const uint8_t *data;
+    size_t len;
+    int shared = buf->base == (char *)srv->rbuf;
+    if (shared) {
+        data = srv->rbuf;
+        len = (size_t)nread;
+    } else {
+        c->in_len += (size_t)nread;
+        data = c->in;
+        len = c->in_len;
+    }
+    ssize_t used = process(c, data, len);
+    if (used >= 0) {
+        size_t rest = len - (size_t)used;
+        if (rest > srv->opts.limits.max_conn_buffer) {
+            reject(c, "a partial request exceeds max_conn_buffer");
+        } else if (shared && rest) {
+            c->in_cap = rest + READ_CHUNK;
+            c->in = malloc(c->in_cap);
+            if (!c->in) {
+                c->in_cap = 0;
+                conn_close(c, "out of memory");
+            } else {
+                memcpy(c->in, data + used, rest);
+                c->in_len = rest;
+            }
+        } else if (!shared) {
+            memmove(c->in, c->in + used, rest);
+            c->in_len = rest;
+            if (rest == 0) { /* idle connections own no buffer */
+                free(c->in);
+                c->in = NULL;
+                c->in_cap = 0;
+            }
+        }
+    }
+    flush_dirty(srv);
+}
+
+static void on_connection(uv_stream_t *l, int status)
+{
+    struct el_store_server *srv = l->data;
+    if (status < 0) {
+        event(srv, "accept failed: %s", uv_strerror(status));
+        return;
+    }
+    struct conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        event(srv, "accept: out of memory");
+        return;
+    }
+    c->srv = srv;
+    uv_tcp_init(srv->loop, &c->tcp);
+    c->handles = 1;
+    if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0) {
+        uv_close((uv_handle_t *)&c->tcp, on_conn_close);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    c->next = srv->conns;
+    if (srv->conns)
+        srv->conns->prev = c;
+    srv->conns = c;
+    srv->n_conns++;
+    stat_set(&srv->n_conns, srv->n_conns);
+    int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    if (rc < 0)
+        conn_close(c, uv_strerror(rc));
+}
+
+/* ------------------------------------------------------------------------
+ * Server life cycle
+ */
+
+static void srv_free(struct el_store_server *srv)
+{
+    el_table_free(&srv->table);
+    free(srv->wake);
+    free(srv->rbuf);
+    free(srv);
+}
+
+static void on_srv_handle_close(uv_handle_t *h)
+{
+    struct el_store_server *srv = h->data;
+    if (--srv->handles == 0 && !srv->own_loop)
+        srv_free(srv);
+}
+
+static int resolve(const char *host, int port, struct sockaddr_storage *ss)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    char service[16];
+    snprintf(service, sizeof service, "%d", port);
+    if (getaddrinfo(host, service, &hints, &res) != 0 || !res)
+        return EL_EUSAGE;
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    return 0;
+}
+
+int el_store_server_open(struct el_store_server **out, struct uv_loop_s *loop,
+                         const struct el_store_server_opts *opts)
+{
+    struct el_store_server *srv = calloc(1, sizeof *srv);
+    struct sockaddr_storage ss;
+    int rc;
+    if (!srv)
+        return -ENOMEM;
+    if (opts)
+        srv->opts = *opts;
+    el_proto_limits_fill(&srv->opts.limits);
+    if (!srv->opts.host || !*srv->opts.host)
+        srv->opts.host = "0.0.0.0";
+    srv->loop = loop;
+    srv->rbuf = malloc(READ_CHUNK);
+    if (!srv->rbuf || el_table_init(&srv->table) < 0) {
+        srv_free(srv);
+        return -ENOMEM;
+    }
+    if (srv->opts.port < 0 || srv->opts.port > 65535 ||
+        resolve(srv->opts.host, srv->opts.port, &ss) < 0) {
+        srv_free(srv);
+        return EL_EUSAGE;
+    }
+    uv_tcp_init(loop, &srv->listener);
+    srv->listener.data = srv;
+    srv->handles = 1;
+    rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&srv->listener,
+                       srv->opts.backlog > 0 ? srv->opts.backlog : 65535,
+                       on_connection);
+    if (rc < 0) {
+        srv->own_loop = 1; /* freed here, not by the close callback */
+        uv_close((uv_handle_t *)&srv->listener, on_srv_handle_close);
+        uv_run(loop, UV_RUN_NOWAIT);
+        srv_free(srv);
+        return rc;
+    }
+    int n = sizeof ss;
+    uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&ss, &n);
+    srv->port = ntohs(ss.ss_family == AF_INET6
+                          ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                          : ((struct sockaddr_in *)&ss)->sin_port);
+    *out = srv;
+    return 0;
+}
+
+int el_store_server_port(const struct el_store_server *srv)
+{
+    return srv->port;
+}
+
+void el_store_server_stats(const struct el_store_server *srv,
+                           struct el_store_server_stats *st)
+{
+    st->connections = __atomic_load_n(&srv->n_conns, __ATOMIC_RELAXED);
+    st->keys = __atomic_load_n(&srv->n_keys, __ATOMIC_RELAXED);
+    st->requests = __atomic_load_n(&srv->n_requests, __ATOMIC_RELAXED);
+    st->rejected = __atomic_load_n(&srv->n_rejected, __ATOMIC_RELAXED);
+}
+
+/* Close every handle; in embedded mode the last close callback frees. */
+static void begin_close(struct el_store_server *srv)
+{
+    srv->closing = 1;
+    while (srv->conns)
+        conn_close(srv->conns, NULL);
+    struct close_hook *h = srv->pending_hooks, *next;
+    for (; h; h = next) {
+        next = h->next;
+        free(h);
+    }
+    srv->pending_hooks = NULL;
+    uv_close((uv_handle_t *)&srv->listener, on_srv_handle_close);
+}
+
+static void on_stop_async(uv_async_t *a)
+{
+    struct el_store_server *srv = a->data;
+    begin_close(srv);
+    srv->handles++; /* the async handle itself */
+    uv_close((uv_handle_t *)a, on_srv_handle_close);
+}
+
+static void *server_thread(void *arg)
+{
+    struct el_store_server *srv = arg;
+    uv_run(srv->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+int el_store_server_start(struct el_store_server **out,
+                          const struct el_store_server_opts *opts)
+{
+    uv_loop_t *loop = malloc(sizeof *loop);
+    struct el_store_server *srv = NULL;
+    int rc;
+    if (!loop)
+        return -ENOMEM;
+    rc = uv_loop_init(loop);
+    if (rc < 0) {
+        free(loop);
+        return rc;
+    }
+    rc = el_store_server_open(&srv, loop, opts);
+    if (rc < 0)
+        goto fail;
+    srv->own_loop = 1;
+    uv_async_init(loop, &srv->stop_async, on_stop_async);
+    srv->stop_async.data = srv;
+    rc = -pthread_create(&srv->thread, NULL, server_thread, srv);
+    if (rc < 0) {
+        begin_close(srv);
+        uv_close((uv_handle_t *)&srv->stop_async, NULL);
+        uv_run(loop, UV_RUN_DEFAULT);
+        srv_free(srv);
+        goto fail;
+    }
+    *out = srv;
+    return 0;
+fail:
+    uv_loop_close(loop);
+    free(loop);
+    return rc;
+}
+
+void el_store_server_close(struct el_store_server *srv)
+{
+    if (!srv)
+        return;
+    if (srv->own_loop) {
+        uv_loop_t *loop = srv->loop;
+        uv_async_send(&srv->stop_async);
+        pthread_join(srv->thread, NULL);
+        uv_loop_close(loop);
+        free(loop);
+        srv_free(srv);
+        return;
+    }
+    begin_close(srv);
+}

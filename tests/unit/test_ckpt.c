@@ -1,0 +1,559 @@
+/* test_ckpt.c -- checkpoints: CRC-32C, atomic save under a SIGKILL between
+ * write and rename, detection of flipped bytes and truncation, keep-last-K,
+ * and sharded checkpoints written by several real processes with a
+ * completion marker.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "elrun/ckpt.h"
+#include "elrun/err.h"
+#include "ckpt/ckpt_int.h"
+#include "test.h"
+
+/* ------------------------------------------------------------------------
+ * Helpers: a temporary directory, file surgery, payloads.
+ */
+
+static char tmpdir[64];
+static pid_t tmp_owner;
+
+static int rm_one(const char *p, const struct stat *sb, int f, struct FTW *w)
+{
+    return remove(p);
+}
+
+/* Remove the test's directory: called at the end of each test and, for a
+ * failed CHECK (which exits), by atexit in the test's own process. */
+static void cleanup(void)
+{
+    if (tmpdir[0] && getpid() == tmp_owner)
+        nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static const char *mktmp(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/elrun-ckpt-XXXXXX");
+    CHECK(mkdtemp(tmpdir) != NULL);
+    tmp_owner = getpid();
+    atexit(cleanup);
+    return tmpdir;
+}
+
+static void path_of(char *b, size_t n, const char *name)
+{
+    snprintf(b, n, "%s/%s", tmpdir, name);
+}
+
+static int exists(const char *name)
+{
+    char p[256];
+    path_of(p, sizeof p, name);
+    return access(p, F_OK) == 0;
+}
+
+static int count_entries(void)
+{
+    DIR *d = opendir(tmpdir);
+    CHECK(d != NULL);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (de->d_name[0] != '.' || (de->d_name[1] && de->d_name[1] != '.'))
+            n++;
+    closedir(d);
+    return n;
+}
+
+static void flip_byte(const char *name, off_t off)
+{
+    char p[256];
+    path_of(p, sizeof p, name);
+    int fd = open(p, O_RDWR);
+    CHECK(fd >= 0);
+    unsigned char c;
+    CHECK_EQ(pread(fd, &c, 1, off), 1);
+    c ^= 0x10;
+    CHECK_EQ(pwrite(fd, &c, 1, off), 1);
+    close(fd);
+}
+
+static void truncate_to(const char *name, off_t len)
+{
+    char p[256];
+    path_of(p, sizeof p, name);
+    CHECK_EQ(truncate(p, len), 0);
+}
+
+static void fill(void *buf, size_t n, unsigned seed)
+{
+    unsigned char *p = buf;
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        p[i] = (unsigned char)x;
+    }
+}
+
+static struct el_ckpt_opts whole_opts(int keep)
+{
+    return (struct el_ckpt_opts){.dir = tmpdir, .rank = 0, .world = 1,
+                                 .keep = keep};
+}
+
+/* Save a 1000-byte payload derived from step. */
+static void save_step(const struct el_ckpt_opts *o, int64_t step)
+{
+    unsigned char buf[1000];
+    fill(buf, sizeof buf, (unsigned)step);
+    CHECK_OK(el_ckpt_save(o, step, buf, sizeof buf));
+}
+
+static void check_step(int64_t step, int shard)
+{
+    unsigned char want[1000];
+    fill(want, sizeof want, (unsigned)step);
+    void *got;
+    size_t len;
+    CHECK_OK(el_ckpt_load(tmpdir, step, shard, &got, &len, NULL));
+    CHECK_MEM(got, len, want, sizeof want);
+    free(got);
+}
+
+/* ------------------------------------------------------------------------
+ * CRC-32C.
+ */
+
+TEST(ckpt_crc32c_vectors)
+{
+    CHECK_EQ(el_crc32c(0, "123456789", 9), 0xE3069283u);
+    CHECK_EQ(el__crc32c_sw(0, "123456789", 9), 0xE3069283u);
+    CHECK_EQ(el_crc32c(0, "", 0), 0);
+    /* 32 zero bytes: RFC 3720 B.4 */
+    unsigned char z[32] = {0};
+    CHECK_EQ(el_crc32c(0, z, 32), 0x8A9136AAu);
+    /* Hardware and table versions agree at every alignment and length,
+     * and chaining equals one call. */
+    static unsigned char big[5000];
+    fill(big, sizeof big, 7);
+    for (size_t off = 0; off < 9; off++)
+        for (size_t len = 0; len < 300; len += 7) {
+            uint32_t a = el_crc32c(0, big + off, len);
+            CHECK_EQ(a, el__crc32c_sw(0, big + off, len));
+            uint32_t c = el_crc32c(el_crc32c(0, big + off, len / 3),
+                                   big + off + len / 3, len - len / 3);
+            CHECK_EQ(a, c);
+        }
+}
+
+/* ------------------------------------------------------------------------
+ * Whole-state checkpoints.
+ */
+
+TEST(ckpt_roundtrip)
+{
+    mktmp();
+    struct el_ckpt_info info;
+    CHECK_EQ(el_ckpt_latest(tmpdir, &info, NULL), -ENOENT);
+    struct el_ckpt_opts o = whole_opts(0);
+    o.world = 4; /* rank 0 of 4 writes the whole state */
+    save_step(&o, 100);
+    struct el_ckpt_scan scan;
+    CHECK_OK(el_ckpt_latest(tmpdir, &info, &scan));
+    CHECK_EQ(info.step, 100);
+    CHECK_EQ(info.world, 4);
+    CHECK_EQ(info.sharded, 0);
+    CHECK_EQ(info.bytes, 1000);
+    CHECK_EQ(scan.nskipped, 0);
+    check_step(100, 0);
+
+    /* Other ranks' calls are no-ops in whole mode. */
+    o.rank = 3;
+    unsigned char junk[10] = {0};
+    CHECK_OK(el_ckpt_save(&o, 200, junk, sizeof junk));
+    CHECK_OK(el_ckpt_latest(tmpdir, &info, NULL));
+    CHECK_EQ(info.step, 100);
+
+    /* Several buffers make one payload; load_into wants the exact size. */
+    o.rank = 0;
+    unsigned char a[3] = {1, 2, 3}, b[2] = {4, 5};
+    struct iovec iov[2] = {{a, 3}, {b, 2}};
+    CHECK_OK(el_ckpt_savev(&o, 101, iov, 2));
+    unsigned char got[5], want[5] = {1, 2, 3, 4, 5};
+    CHECK_OK(el_ckpt_load_into(tmpdir, 101, 0, got, 5));
+    CHECK_MEM(got, 5, want, 5);
+    CHECK_EQ(el_ckpt_load_into(tmpdir, 101, 0, got, 4), EL_EFORMAT);
+    CHECK_EQ(el_ckpt_load_into(tmpdir, 55, 0, got, 5), -ENOENT);
+
+    /* Saving an existing step replaces it; an empty payload is fine. */
+    CHECK_OK(el_ckpt_save(&o, 101, NULL, 0));
+    void *p;
+    size_t len = 99;
+    CHECK_OK(el_ckpt_load(tmpdir, 101, 0, &p, &len, &info));
+    CHECK_EQ(len, 0);
+    CHECK_EQ(info.step, 101);
+    free(p);
+    cleanup();
+}
+
+TEST(ckpt_bad_options)
+{
+    mktmp();
+    struct el_ckpt_opts o = whole_opts(0);
+    char b = 0;
+    CHECK_EQ(el_ckpt_save(NULL, 1, &b, 1), EL_EUSAGE);
+    CHECK_EQ(el_ckpt_save(&o, -1, &b, 1), EL_EUSAGE);
+    o.rank = 1;
+    CHECK_EQ(el_ckpt_save(&o, 1, &b, 1), EL_EUSAGE); /* rank >= world */
+    o.rank = 0;
+    o.sharded = 1; /* sharded needs a barrier */
+    CHECK_EQ(el_ckpt_save(&o, 1, &b, 1), EL_EUSAGE);
+    o.sharded = 0;
+    o.dir = "/proc/no/such/dir";
+    CHECK(el_ckpt_save(&o, 1, &b, 1) < 0);
+    CHECK_EQ(el_ckpt_latest("/nonexistent-elrun-dir", &(struct el_ckpt_info){0},
+                            NULL),
+             -ENOENT);
+    cleanup();
+}
+
+static void die_now(const char *tmpname)
+{
+    raise(SIGKILL);
+}
+
+/* A process killed after writing and fsyncing the temporary file but before
+ * the rename leaves the previous checkpoint as the newest good one. */
+TEST(ckpt_sigkill_before_rename)
+{
+    mktmp();
+    struct el_ckpt_opts o = whole_opts(3);
+    save_step(&o, 10);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        el__ckpt_before_rename = die_now;
+        unsigned char buf[1000];
+        fill(buf, sizeof buf, 20);
+        el_ckpt_save(&o, 20, buf, sizeof buf);
+        _exit(0); /* not reached */
+    }
+    int st;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    /* The temporary file is there, complete, but not under its name. */
+    char tmpname[128];
+    snprintf(tmpname, sizeof tmpname, ".ckpt-%010d.elck.tmp.%ld", 20,
+             (long)pid);
+    CHECK(exists(tmpname));
+    CHECK(!exists("ckpt-0000000020.elck"));
+
+    struct el_ckpt_info info;
+    struct el_ckpt_scan scan;
+    CHECK_OK(el_ckpt_latest(tmpdir, &info, &scan));
+    CHECK_EQ(info.step, 10);
+    CHECK_EQ(scan.nskipped, 0); /* temporary files are not checkpoints */
+    check_step(10, 0);
+
+    /* Training goes on; the stale temporary file goes once it is older
+     * than every checkpoint kept. */
+    save_step(&o, 20);
+    save_step(&o, 30);
+    CHECK(exists(tmpname));
+    save_step(&o, 40);
+    CHECK(exists(tmpname)); /* kept: 20, 30, 40 */
+    check_step(20, 0);
+    save_step(&o, 50);
+    CHECK(!exists(tmpname));
+    CHECK(!exists("ckpt-0000000020.elck"));
+    CHECK_OK(el_ckpt_latest(tmpdir, &info, NULL));
+    CHECK_EQ(info.step, 50);
+    cleanup();
+}
+
+TEST(ckpt_flipped_byte_detected)
+{
+    mktmp();
+    struct el_ckpt_opts o = whole_opts(-1);
+    save_step(&o, 1);
+    save_step(&o, 2);
+    save_step(&o, 3);
+    flip_byte("ckpt-0000000003.elck", EL_CKPT_HEADER_SIZE + 500); /* payload */
+    flip_byte("ckpt-0000000002.elck", 20); /* the step, in the header */
+
+    struct el_ckpt_info info;
+    struct el_ckpt_scan scan;
+    CHECK_OK(el_ckpt_latest(tmpdir, &info, &scan));
+    CHECK_EQ(info.step, 1);
+    CHECK_EQ(scan.nskipped, 2);
+    CHECK_EQ(scan.skipped[0].step, 3);
+    CHECK_EQ(scan.skipped[0].err, EL_EFORMAT);
+    CHECK(strstr(scan.skipped[0].what, "ckpt-0000000003.elck") != NULL);
+    CHECK(strstr(scan.skipped[0].what, "payload checksum") != NULL);
+    CHECK_EQ(scan.skipped[1].step, 2);
+    CHECK(strstr(scan.skipped[1].what, "header checksum") != NULL);
+
+    void *p;
+    size_t len;
+    CHECK_EQ(el_ckpt_load(tmpdir, 3, 0, &p, &len, NULL), EL_EFORMAT);
+    CHECK_EQ(el_ckpt_load(tmpdir, 2, 0, &p, &len, NULL), EL_EFORMAT);
+    check_step(1, 0);
+
+    /* Every single-byte flip anywhere in the file is caught. */
+    for (off_t off = 0; off < EL_CKPT_HEADER_SIZE + 1000; off += 13) {
+        save_step(&o, 5);
+        flip_byte("ckpt-0000000005.elck", off);
+        CHECK_OK(el_ckpt_latest(tmpdir, &info, &scan));
+        CHECK_EQ(info.step, 1);
+        CHECK_EQ(scan.skipped[0].step, 5);
+    }
+    cleanup();
+}
+
+TEST(ckpt_truncated_detected)
+{
+    mktmp();
+    struct el_ckpt_opts o = whole_opts(-1);
+    save_step(&o, 7);
+    save_step(&o, 8);
+    save_step(&o, 9);
+    truncate_to("ckpt-0000000009.elck", EL_CKPT_HEADER_SIZE + 999);
+    truncate_to("ckpt-0000000008.elck", 30);
+
+    struct el_ckpt_info info;
+    struct el_ckpt_scan scan;
+    CHECK_OK(el_ckpt_latest(tmpdir, &info, &scan));
+    CHECK_EQ(info.step, 7);
+    CHECK_EQ(scan.nskipped, 2);
+    CHECK(strstr(scan.skipped[0].what, "truncated payload") != NULL);
+    CHECK(strstr(scan.skipped[1].what, "truncated header") != NULL);
+
+    /* An empty file and a file with junk appended are caught as well. */
+    truncate_to("ckpt-0000000007.elck", 0);
+    CHECK_EQ(el_ckpt_latest(tmpdir, &info, &scan), -ENOENT);
+    CHECK_EQ(scan.nskipped, 3);
+    save_step(&o, 7);
+    truncate_to("ckpt-0000000007.elck", EL_CKPT_HEADER_SIZE + 1001);
+    CHECK_EQ(el_ckpt_latest(tmpdir, &info, &scan), -ENOENT);
+    CHECK(strstr(scan.skipped[2].what, "trailing bytes") != NULL);
+    cleanup();
+}
+
+TEST(ckpt_keep_last_k)
+{
+    mktmp();
+    struct el_ckpt_opts o = whole_opts(3);
+    for (int s = 1; s <= 7; s++)
+        save_step(&o, s * 100);
+    CHECK_EQ(count_entries(), 3);
+    CHECK(exists("ckpt-0000000500.elck"));
+    CHECK(exists("ckpt-0000000600.elck"));
+    CHECK(exists("ckpt-0000000700.elck"));
+    /* Unrelated files are never touched. */
+    char p[256];
+    path_of(p, sizeof p, "notes.txt");
+    FILE *f = fopen(p, "w");
+    CHECK(f != NULL);
+    fclose(f);
+    o.keep = 1;
+    save_step(&o, 800);
+    CHECK_EQ(count_entries(), 2);
+    CHECK(exists("ckpt-0000000800.elck"));
+    CHECK(exists("notes.txt"));
+    /* keep < 0 keeps everything; keep 0 means the default, 3. */
+    o.keep = -1;
+    for (int s = 9; s <= 12; s++)
+        save_step(&o, s * 100);
+    CHECK_EQ(count_entries(), 6);
+    o.keep = 0;
+    save_step(&o, 1300);
+    CHECK_EQ(count_entries(), 4);
+    check_step(1100, 0);
+    cleanup();
+}
+
+/* ------------------------------------------------------------------------
+ * Sharded checkpoints written by real processes.
+ */
+
+struct shared {
+    pthread_barrier_t bar;
+};
+
+static int proc_barrier(void *arg)
+{
+    int r = pthread_barrier_wait(&((struct shared *)arg)->bar);
+    return r == 0 || r == PTHREAD_BARRIER_SERIAL_THREAD ? 0 : -r;
+}
+
+/* Fork 'world' ranks, each saving a distinct 1000-byte shard for each step
+ * in steps[0..nsteps); returns when they all exited 0. */
+static void sharded_run(int world, const int64_t *steps, int nsteps,
+                        int keep)
+{
+    struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(sh != MAP_FAILED);
+    pthread_barrierattr_t a;
+    pthread_barrierattr_init(&a);
+    pthread_barrierattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    CHECK_EQ(pthread_barrier_init(&sh->bar, &a, (unsigned)world), 0);
+    fflush(NULL);
+    pid_t pids[16];
+    for (int r = 0; r < world; r++) {
+        pids[r] = fork();
+        CHECK(pids[r] >= 0);
+        if (pids[r] == 0) {
+            struct el_ckpt_opts o = {.dir = tmpdir, .rank = r,
+                                     .world = world, .sharded = 1,
+                                     .keep = keep, .barrier = proc_barrier,
+                                     .barrier_arg = sh};
+            for (int i = 0; i < nsteps; i++) {
+                unsigned char buf[1000];
+                fill(buf, sizeof buf, (unsigned)(steps[i] * 100 + r));
+                if (el_ckpt_save(&o, steps[i], buf, sizeof buf) != 0)
+                    _exit(1);
+            }
+            _exit(0);
+        }
+    }
+    for (int r = 0; r < world; r++) {
+        int st;
+        CHECK_EQ(waitpid(pids[r], &st, 0), pids[r]);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    munmap(sh, sizeof *sh);
+}
+
+static void check_shard(int64_t step, int r)
+{
+    unsigned char want[1000];
+    fill(want, sizeof want, (unsigned)(step * 100 + r));
+    void *got;
+    size_t len;
+    struct el_ckpt_info info;
+    CHECK_OK(el_ckpt_load(tmpdir, step, r, &got, &len, &info));
+    CHECK_MEM(got, len, want, sizeof want);
+    CHECK_EQ(info.sharded, 1);
+    free(got);
+}
+
+TEST(ckpt_sharded_with_marker)
+{
+    mktmp();
+    int64_t steps[] = {10, 20, 30, 40};
+    sharded_run(3, steps, 4, 2);
+    /* Two checkpoints of 3 shards + marker each. */
+    CHECK_EQ(count_entries(), 8);
+    CHECK(exists("ckpt-0000000040.done"));
+    CHECK(exists("ckpt-0000000040.r00002.elck"));
+    CHECK(!exists("ckpt-0000000020.r00000.elck"));
+
+    struct el_ckpt_info info;
+    struct el_ckpt_scan scan;
+    CHECK_OK(el_ckpt_latest(tmpdir, &info, &scan));
+    CHECK_EQ(info.step, 40);
+    CHECK_EQ(info.world, 3);
+    CHECK_EQ(info.sharded, 1);
+    CHECK_EQ(info.bytes, 3000);
+    CHECK_EQ(scan.nskipped, 0);
+    for (int r = 0; r < 3; r++)
+        check_shard(40, r);
+    void *p;
+    size_t len;
+    CHECK_EQ(el_ckpt_load(tmpdir, 40, 3, &p, &len, NULL), EL_EFORMAT);
+
+    /* Without its marker a checkpoint is incomplete. */
+    char m[256];
+    path_of(m, sizeof m, "ckpt-0000000040.done");
+    CHECK_EQ(unlink(m), 0);
+    CHECK_OK(el_ckpt_latest(tmpdir, &info, &scan));
+    CHECK_EQ(info.step, 30);
+    CHECK_EQ(scan.nskipped, 1);
+    CHECK(strstr(scan.skipped[0].what, "incomplete") != NULL);
+
+    /* A damaged or missing shard spoils its checkpoint. */
+    flip_byte("ckpt-0000000030.r00001.elck", EL_CKPT_HEADER_SIZE + 3);
+    CHECK_EQ(el_ckpt_latest(tmpdir, &info, &scan), -ENOENT);
+    CHECK_EQ(scan.nskipped, 2);
+    CHECK(strstr(scan.skipped[1].what, "r00001") != NULL);
+    CHECK_EQ(el_ckpt_load(tmpdir, 30, 1, &p, &len, NULL), EL_EFORMAT);
+    check_shard(30, 2);
+    cleanup();
+}
+
+TEST(ckpt_sharded_world_change)
+{
+    mktmp();
+    int64_t s1[] = {100};
+    sharded_run(4, s1, 1, 3);
+    /* A later round with fewer ranks rewrites step 100; the shard of the
+     * rank that is gone stays on disk but is not part of the checkpoint. */
+    int64_t s2[] = {100, 200};
+    sharded_run(2, s2, 2, 3);
+    struct el_ckpt_info info;
+    CHECK_OK(el_ckpt_latest(tmpdir, &info, NULL));
+    CHECK_EQ(info.step, 200);
+    CHECK_EQ(info.world, 2);
+    check_shard(100, 0);
+    check_shard(100, 1);
+    void *p;
+    size_t len;
+    CHECK_EQ(el_ckpt_load(tmpdir, 100, 3, &p, &len, NULL), EL_EFORMAT);
+    cleanup();
+}
+
+/* A rank that dies between its shard and the barrier: the others' barrier
+ * fails (here: reports the lost peer) and the checkpoint never gets its
+ * marker, so the previous one stays the newest. */
+static int peer_lost_barrier(void *arg)
+{
+    return EL_EPEERLOST;
+}
+
+TEST(ckpt_sharded_rank_dies)
+{
+    mktmp();
+    int64_t s1[] = {5};
+    sharded_run(2, s1, 1, 3);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        struct el_ckpt_opts o = {.dir = tmpdir, .rank = 1, .world = 2,
+                                 .sharded = 1, .barrier = peer_lost_barrier};
+        unsigned char buf[1000] = {0};
+        el__ckpt_before_rename = die_now;
+        el_ckpt_save(&o, 6, buf, sizeof buf);
+        _exit(0);
+    }
+    int st;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    CHECK(WIFSIGNALED(st));
+    struct el_ckpt_opts o = {.dir = tmpdir, .rank = 0, .world = 2,
+                             .sharded = 1, .barrier = peer_lost_barrier};
+    unsigned char buf[1000] = {0};
+    CHECK_EQ(el_ckpt_save(&o, 6, buf, sizeof buf), EL_EPEERLOST);
+    CHECK(exists("ckpt-0000000006.r00000.elck"));
+    CHECK(!exists("ckpt-0000000006.done"));
+    struct el_ckpt_info info;
+    struct el_ckpt_scan scan;
+    CHECK_OK(el_ckpt_latest(tmpdir, &info, &scan));
+    CHECK_EQ(info.step, 5);
+    CHECK_EQ(scan.nskipped, 1);
+    CHECK_EQ(scan.skipped[0].step, 6);
+    check_shard(5, 1);
+    cleanup();
+}

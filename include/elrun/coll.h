@@ -1,0 +1,116 @@
+/* coll.h -- collectives among the workers of one round: allreduce,
+ * broadcast, allgather and barrier over TCP, connected through the store.
+ *
+ * A communicator joins 'world' processes (ranks 0..world-1).  Every rank
+ * calls el_comm_open() with the same store, prefix, world and options; each
+ * publishes a listening address under the prefix and connects to every
+ * other rank.  Then every rank must call the same collectives, in the same
+ * order, with the same counts, types, operations and roots (as with MPI,
+ * gloo or NCCL: a mismatch is not detected and gives garbage or a timeout).
+ *
+ * Algorithms: allreduce uses recursive doubling (log2 steps, latency
+ * optimal) up to opts.small_bytes and a pipelined ring (reduce-scatter then
+ * all-gather, bandwidth optimal) above; every rank ends with bitwise the
+ * same result.  Broadcast uses a binomial tree for small buffers and a
+ * pipelined chain for large ones; allgather a ring; barrier a dissemination
+ * barrier.  Any world size (1..N) and any element count (including 0) work.
+ *
+ * Failures: a peer that dies is noticed at once (EOF / reset on a
+ * connection in use, or a reset on any other one), and a peer that hangs
+ * after opts.timeout_ms without any byte moving.  The collective then
+ * returns EL_EPEERLOST or -ETIMEDOUT, el_comm_errmsg() names the peer at
+ * fault (rank and address), and the ranks tell each other through the store
+ * so that ranks further away name the same root cause.  After a failure
+ * the communicator is broken: every later call returns the same error at
+ * once; close it (the agent restarts the round).
+ *
+ * Threads: a communicator is used by one thread at a time.  The store
+ * client passed to el_comm_open() is borrowed: it must outlive the
+ * communicator, and it is used again only when a collective fails (to
+ * publish and read the cause), so the caller must not use it from another
+ * thread during collectives.
+ */
+#ifndef ELRUN_COLL_H
+#define ELRUN_COLL_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct el_store;
+struct el_comm;
+
+enum el_dtype { EL_FLOAT32, EL_FLOAT64, EL_INT32, EL_INT64 };
+
+/* EL_AVG divides the sum by the world size (integer types: truncating C
+ * division); int sums wrap around on overflow. */
+enum el_redop { EL_SUM, EL_AVG, EL_MAX, EL_MIN };
+
+/* A zero field takes the default in brackets.  Every rank must pass the
+ * same chunk_bytes and small_bytes (they pick the algorithm). */
+struct el_comm_opts {
+    int timeout_ms;         /* a collective fails when no byte has moved on
+                               its connections for this long [300000]     */
+    int connect_timeout_ms; /* el_comm_open() waits this long for every
+                               peer to publish and connect [60000]        */
+    const char *host;       /* address to listen on and publish, reachable
+                               by every peer ["127.0.0.1"]                */
+    size_t chunk_bytes;     /* pipeline granularity of the ring [256 KiB] */
+    size_t small_bytes;     /* allreduce and broadcast of at most this many
+                               bytes use the latency-optimal algorithm
+                               [32 KiB]; 1 forces the ring/chain          */
+};
+
+/* Join the communicator 'prefix' as 'rank' of 'world'.  Publishes the key
+ * "<prefix>/addr/<rank>" and, on failure, "<prefix>/abort/<rank>"; the
+ * prefix must be unique to this communicator (e.g. contain the round).
+ * Blocks until connected to every peer or opts.connect_timeout_ms passed.
+ * opts may be NULL (defaults).  Returns 0 and sets *out, or -ETIMEDOUT,
+ * EL_EPEERLOST, EL_EUSAGE, -ENOMEM, -errno; then el_comm_open_errmsg()
+ * says which peer or step failed. */
+int el_comm_open(struct el_comm **out, struct el_store *store,
+                 const char *prefix, int rank, int world,
+                 const struct el_comm_opts *opts);
+
+/* Why the last el_comm_open() on this thread failed; never NULL.  The text
+ * is thread-local and valid until that thread's next el_comm_open(). */
+const char *el_comm_open_errmsg(void);
+
+/* Close every connection and free the communicator.  NULL is a no-op.
+ * Does not wait for peers and never fails. */
+void el_comm_close(struct el_comm *c);
+
+int el_comm_rank(const struct el_comm *c);
+int el_comm_world(const struct el_comm *c);
+
+/* Why the last collective failed, naming the peer at fault; never NULL.
+ * Borrowed until the next call on c. */
+const char *el_comm_errmsg(const struct el_comm *c);
+
+/* Reduce 'count' elements of buf across all ranks, in place; every rank
+ * gets the result.  Blocks.  Returns 0, EL_EPEERLOST, -ETIMEDOUT, EL_EUSAGE
+ * (bad type/op, NULL buf with count > 0), -ENOMEM. */
+int el_allreduce(struct el_comm *c, void *buf, size_t count,
+                 enum el_dtype dtype, enum el_redop op);
+
+/* Copy 'bytes' bytes of root's buf into every other rank's buf.  Blocks. */
+int el_broadcast(struct el_comm *c, void *buf, size_t bytes, int root);
+
+/* Every rank contributes 'bytes' bytes (sendbuf) and receives all of them,
+ * rank k's at recvbuf + k * bytes (recvbuf holds world * bytes).  sendbuf
+ * may equal recvbuf + rank * bytes (in place).  Blocks. */
+int el_allgather(struct el_comm *c, const void *sendbuf, void *recvbuf,
+                 size_t bytes);
+
+/* Return once every rank has entered the barrier.  Blocks. */
+int el_barrier(struct el_comm *c);
+
+/* Size in bytes of one element of dtype, 0 if dtype is not valid. */
+size_t el_dtype_size(enum el_dtype dtype);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

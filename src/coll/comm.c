@@ -1,0 +1,244 @@
+/* comm.c -- the public face of the collectives (see include/elrun/coll.h):
+ * opening and closing a communicator, checking arguments, picking the
+ * algorithm for each call, and recording failures so that they name the
+ * peer at fault.
+ *
+ * Failure reports: the rank that first sees a peer die or hang writes
+ * "<prefix>/abort/<rank>" = "rank P (ADDR): what happened" to the store and
+ * then shuts its connections down.  A rank that loses a connection reads
+ * that peer's report, if any, and adopts it, so the message at every rank
+ * names the rank that actually died rather than the neighbour that passed
+ * the failure on.  The report is written before the connections go down,
+ * so whoever sees them go down finds it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll/coll_int.h"
+#include "coll/transport.h"
+#include "elrun/err.h"
+#include "elrun/store.h"
+
+static _Thread_local char open_err[512];
+
+const char *el_comm_open_errmsg(void)
+{
+    return open_err[0] ? open_err : "no error";
+}
+
+int el_comm_open(struct el_comm **out, struct el_store *store,
+                 const char *prefix, int rank, int world,
+                 const struct el_comm_opts *opts)
+{
+    open_err[0] = '\0';
+    if (!out || !store || !prefix || world < 1 || rank < 0 ||
+        rank >= world) {
+        snprintf(open_err, sizeof open_err,
+                 "bad arguments (rank %d, world %d)", rank, world);
+        return EL_EUSAGE;
+    }
+    struct el_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    c->rank = rank;
+    c->world = world;
+    c->store = store;
+    if (opts)
+        c->opts = *opts;
+    if (c->opts.timeout_ms <= 0)
+        c->opts.timeout_ms = 300000;
+    if (c->opts.connect_timeout_ms <= 0)
+        c->opts.connect_timeout_ms = 60000;
+    if (!c->opts.host)
+        c->opts.host = "127.0.0.1";
+    if (c->opts.chunk_bytes == 0)
+        c->opts.chunk_bytes = 256 << 10;
+    /* Whole elements of every type, and not absurdly small. */
+    c->opts.chunk_bytes = (c->opts.chunk_bytes + 7) & ~(size_t)7;
+    if (c->opts.chunk_bytes < 4096)
+        c->opts.chunk_bytes = 4096;
+    if (c->opts.small_bytes == 0)
+        c->opts.small_bytes = 32 << 10;
+    c->opts.host = NULL; /* not kept: only needed during open */
+    c->prefix = strdup(prefix);
+    c->stage = malloc(c->opts.chunk_bytes);
+    if (!c->prefix || !c->stage) {
+        el_comm_close(c);
+        return -ENOMEM;
+    }
+    const char *host = opts && opts->host ? opts->host : "127.0.0.1";
+    int rc = 0;
+    if (world > 1)
+        rc = el__tp_open(&c->tp, store, prefix, rank, world, host,
+                         c->opts.connect_timeout_ms, open_err,
+                         sizeof open_err);
+    if (rc != 0) {
+        el_comm_close(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void el_comm_close(struct el_comm *c)
+{
+    if (!c)
+        return;
+    el__tp_close(c->tp);
+    free(c->prefix);
+    free(c->stage);
+    free(c->tmp);
+    free(c);
+}
+
+int el_comm_rank(const struct el_comm *c)
+{
+    return c->rank;
+}
+
+int el_comm_world(const struct el_comm *c)
+{
+    return c->world;
+}
+
+const char *el_comm_errmsg(const struct el_comm *c)
+{
+    if (!c)
+        return "no communicator";
+    return c->errmsg[0] ? c->errmsg : "no error";
+}
+
+int el__comm_tmp(struct el_comm *c, size_t n)
+{
+    if (n <= c->tmp_cap)
+        return 0;
+    char *p = realloc(c->tmp, n);
+    if (!p)
+        return el__comm_fail(c, -ENOMEM, -1, "out of memory");
+    c->tmp = p;
+    c->tmp_cap = n;
+    return 0;
+}
+
+int el__comm_fail(struct el_comm *c, int rc, int peer, const char *what)
+{
+    char root[512];
+    int adopted = 0;
+    if (peer >= 0 && c->tp) {
+        /* Did the peer fail first, and why? */
+        char key[600];
+        void *val = NULL;
+        size_t len = 0;
+        snprintf(key, sizeof key, "%s/abort/%d", c->prefix, peer);
+        if (el_store_try_get(c->store, key, &val, &len) == 0 && len > 0) {
+            snprintf(root, sizeof root, "%.*s", (int)len, (char *)val);
+            adopted = 1;
+            rc = EL_EPEERLOST;
+        }
+        free(val);
+        if (!adopted)
+            snprintf(root, sizeof root, "rank %d (%s): %s", peer,
+                     el__tp_addr(c->tp, peer), what);
+    } else {
+        snprintf(root, sizeof root, "rank %d: %s", c->rank, what);
+    }
+    if (adopted)
+        snprintf(c->errmsg, sizeof c->errmsg,
+                 "%s failed on rank %d: %s (reported by rank %d)",
+                 c->opname, c->rank, root, peer);
+    else
+        snprintf(c->errmsg, sizeof c->errmsg, "%s failed on rank %d: %s",
+                 c->opname, c->rank, root);
+    c->err = rc;
+    if (c->tp) {
+        char key[600];
+        snprintf(key, sizeof key, "%s/abort/%d", c->prefix, c->rank);
+        /* Best effort: without the store, peers still see the shutdown. */
+        (void)el_store_set(c->store, key, root, strlen(root));
+        el__tp_shutdown(c->tp);
+    }
+    return rc;
+}
+
+/* Common entry checks; sets the name used in messages. */
+static int begin(struct el_comm *c, const char *name)
+{
+    if (!c)
+        return EL_EUSAGE;
+    if (c->err)
+        return c->err;
+    c->opname = name;
+    return 0;
+}
+
+int el_allreduce(struct el_comm *c, void *buf, size_t count,
+                 enum el_dtype dtype, enum el_redop op)
+{
+    int rc = begin(c, "allreduce");
+    if (rc)
+        return rc;
+    size_t esz = el_dtype_size(dtype);
+    if (esz == 0 || (unsigned)op > EL_MIN || (!buf && count > 0) ||
+        count > ((size_t)-1) / 8) {
+        snprintf(c->errmsg, sizeof c->errmsg,
+                 "allreduce: bad arguments (dtype %d, op %d, count %zu)",
+                 (int)dtype, (int)op, count);
+        return EL_EUSAGE;
+    }
+    c->dtype = dtype;
+    c->op = op;
+    if (c->world == 1 || count == 0)
+        return 0;
+    if (count * esz <= c->opts.small_bytes || count < (size_t)c->world)
+        return el__allreduce_rd(c, buf, count, esz);
+    return el__allreduce_ring(c, buf, count, esz);
+}
+
+int el_broadcast(struct el_comm *c, void *buf, size_t bytes, int root)
+{
+    int rc = begin(c, "broadcast");
+    if (rc)
+        return rc;
+    if ((!buf && bytes > 0) || root < 0 || root >= c->world) {
+        snprintf(c->errmsg, sizeof c->errmsg,
+                 "broadcast: bad arguments (root %d of %d)", root, c->world);
+        return EL_EUSAGE;
+    }
+    if (c->world == 1 || bytes == 0)
+        return 0;
+    if (bytes <= c->opts.small_bytes)
+        return el__broadcast_tree(c, buf, bytes, root);
+    return el__broadcast_chain(c, buf, bytes, root);
+}
+
+int el_allgather(struct el_comm *c, const void *sendbuf, void *recvbuf,
+                 size_t bytes)
+{
+    int rc = begin(c, "allgather");
+    if (rc)
+        return rc;
+    if (bytes > 0 && (!sendbuf || !recvbuf)) {
+        snprintf(c->errmsg, sizeof c->errmsg, "allgather: NULL buffer");
+        return EL_EUSAGE;
+    }
+    if (bytes == 0)
+        return 0;
+    char *own = (char *)recvbuf + (size_t)c->rank * bytes;
+    if (own != sendbuf)
+        memmove(own, sendbuf, bytes);
+    if (c->world == 1)
+        return 0;
+    return el__allgather_ring(c, recvbuf, bytes);
+}
+
+int el_barrier(struct el_comm *c)
+{
+    int rc = begin(c, "barrier");
+    if (rc)
+        return rc;
+    if (c->world == 1)
+        return 0;
+    return el__barrier_dissem(c);
+}

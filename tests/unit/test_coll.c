@@ -1,0 +1,501 @@
+/* test_coll.c -- the collectives against a naive reference, with real
+ * processes: a store server on an ephemeral loopback port in the test
+ * process, and one forked process per rank that connects to it.
+ *
+ * Covered: every dtype and op for world sizes 1..7 and awkward counts (0, 1,
+ * primes, not divisible by the world), both algorithms (the default options
+ * and ones that force the ring with tiny chunks); bitwise equal results on
+ * all ranks; broadcast from every root, allgather, barrier; a rank killed
+ * with SIGKILL mid-allreduce and a rank stopped with SIGSTOP make the others
+ * fail within the bound with a message naming it; a rank that never comes
+ * makes el_comm_open time out naming it.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "elrun/coll.h"
+#include "elrun/err.h"
+#include "elrun/net.h"
+#include "elrun/store.h"
+#include "test.h"
+
+static struct el_store_server *srv;
+static int srv_port;
+
+static void start_store(void)
+{
+    struct el_store_server_opts o = {.host = "127.0.0.1", .port = 0};
+    CHECK_OK(el_store_server_start(&srv, &o));
+    srv_port = el_store_server_port(srv);
+}
+
+/* A rank's body: returns 0 on success; failures print and return 1. */
+typedef int (*rank_fn)(struct el_store *st, int rank, int world, void *arg);
+
+#define RFAIL(...)                                                          \
+    do {                                                                    \
+        fprintf(stderr, "  rank %d: ", rank);                               \
+        fprintf(stderr, __VA_ARGS__);                                       \
+        fputc('\n', stderr);                                                \
+        return 1;                                                           \
+    } while (0)
+
+static pid_t spawn_rank(rank_fn fn, int rank, int world, void *arg)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct el_store *st = NULL;
+        int rc = el_store_connect(&st, "127.0.0.1", srv_port, 10000, 10000);
+        if (rc != 0) {
+            fprintf(stderr, "  rank %d: store connect: %s\n", rank,
+                    el_strerror(rc));
+            _exit(1);
+        }
+        rc = fn(st, rank, world, arg);
+        el_store_close(st);
+        fflush(NULL);
+        _exit(rc);
+    }
+    return pid;
+}
+
+/* Run fn on 'world' ranks and check they all succeed. */
+static void run_ranks(int world, rank_fn fn, void *arg)
+{
+    pid_t pids[16];
+    for (int r = 0; r < world; r++)
+        pids[r] = spawn_rank(fn, r, world, arg);
+    int bad = 0;
+    for (int r = 0; r < world; r++) {
+        int st = 0;
+        while (waitpid(pids[r], &st, 0) < 0 && errno == EINTR)
+            ;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "  world %d: rank %d failed (status 0x%x)\n",
+                    world, r, st);
+            bad = 1;
+        }
+    }
+    CHECK(!bad);
+}
+
+static int open_comm(struct el_comm **c, struct el_store *st,
+                     const char *prefix, int rank, int world,
+                     const struct el_comm_opts *o)
+{
+    int rc = el_comm_open(c, st, prefix, rank, world, o);
+    if (rc != 0)
+        fprintf(stderr, "  rank %d: el_comm_open(%s): %s: %s\n", rank,
+                prefix, el_strerror(rc), el_comm_open_errmsg());
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * allreduce against the reference
+ */
+
+/* Small integers (exact in float too), different per rank and index. */
+static int64_t val(int rank, size_t i)
+{
+    return (int64_t)((rank * 7 + (int)(i % 1000) * 13 + (int)(i / 1000)) %
+                     19) - 9;
+}
+
+static void fill(void *buf, size_t n, enum el_dtype t, int rank)
+{
+    for (size_t i = 0; i < n; i++) {
+        int64_t v = val(rank, i);
+        switch (t) {
+        case EL_FLOAT32: ((float *)buf)[i] = (float)v; break;
+        case EL_FLOAT64: ((double *)buf)[i] = (double)v; break;
+        case EL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+        case EL_INT64: ((int64_t *)buf)[i] = v; break;
+        }
+    }
+}
+
+static void reference(void *buf, size_t n, enum el_dtype t, enum el_redop op,
+                      int world)
+{
+    for (size_t i = 0; i < n; i++) {
+        int64_t acc = val(0, i);
+        for (int r = 1; r < world; r++) {
+            int64_t v = val(r, i);
+            if (op == EL_MAX)
+                acc = v > acc ? v : acc;
+            else if (op == EL_MIN)
+                acc = v < acc ? v : acc;
+            else
+                acc += v;
+        }
+        switch (t) {
+        case EL_FLOAT32:
+            ((float *)buf)[i] = op == EL_AVG ? (float)acc / (float)world
+                                             : (float)acc;
+            break;
+        case EL_FLOAT64:
+            ((double *)buf)[i] = op == EL_AVG ? (double)acc / world
+                                              : (double)acc;
+            break;
+        case EL_INT32:
+            ((int32_t *)buf)[i] = (int32_t)(op == EL_AVG ? acc / world : acc);
+            break;
+        case EL_INT64:
+            ((int64_t *)buf)[i] = op == EL_AVG ? acc / world : acc;
+            break;
+        }
+    }
+}
+
+static const char *const dtype_name[] = {"f32", "f64", "i32", "i64"};
+static const char *const op_name[] = {"sum", "avg", "max", "min"};
+
+static int check_allreduce(struct el_comm *c, int rank, int world,
+                           const char *tag)
+{
+    size_t counts[] = {0, 1, 2, 3, 5, 7, 13, (size_t)world * 5 + 3, 1009,
+                       (size_t)world * 997, 40009};
+    size_t maxn = 40009 + 16;
+    char *buf = malloc(maxn * 8), *ref = malloc(maxn * 8);
+    for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+        for (int t = 0; t < 4; t++)
+            for (int op = 0; op < 4; op++) {
+                size_t n = counts[ci];
+                size_t esz = el_dtype_size((enum el_dtype)t);
+                fill(buf, n, (enum el_dtype)t, rank);
+                /* Canary past the end. */
+                memset(buf + n * esz, 0x5a, 16);
+                int rc = el_allreduce(c, buf, n, (enum el_dtype)t,
+                                      (enum el_redop)op);
+                if (rc != 0)
+                    RFAIL("%s allreduce %s %s n=%zu: %s", tag, dtype_name[t],
+                          op_name[op], n, el_comm_errmsg(c));
+                reference(ref, n, (enum el_dtype)t, (enum el_redop)op,
+                          world);
+                if (memcmp(buf, ref, n * esz) != 0)
+                    RFAIL("%s allreduce %s %s n=%zu world=%d: wrong result",
+                          tag, dtype_name[t], op_name[op], n, world);
+                for (int k = 0; k < 16; k++)
+                    if ((unsigned char)buf[n * esz + k] != 0x5a)
+                        RFAIL("%s allreduce n=%zu wrote past the end", tag,
+                              n);
+            }
+    free(buf);
+    free(ref);
+    return 0;
+}
+
+static int rank_allreduce(struct el_store *st, int rank, int world,
+                          void *arg)
+{
+    char prefix[64];
+    struct el_comm *c;
+    snprintf(prefix, sizeof prefix, "ar/%d/default", world);
+    if (open_comm(&c, st, prefix, rank, world, NULL) != 0)
+        return 1;
+    if (el_comm_rank(c) != rank || el_comm_world(c) != world)
+        RFAIL("rank/world accessors");
+    int rc = check_allreduce(c, rank, world, "default");
+    el_comm_close(c);
+    if (rc)
+        return rc;
+    /* Force the ring everywhere, with many small chunks. */
+    struct el_comm_opts o = {.chunk_bytes = 4096, .small_bytes = 1,
+                             .timeout_ms = 20000};
+    snprintf(prefix, sizeof prefix, "ar/%d/ring", world);
+    if (open_comm(&c, st, prefix, rank, world, &o) != 0)
+        return 1;
+    rc = check_allreduce(c, rank, world, "ring");
+    el_comm_close(c);
+    return rc;
+}
+
+TEST(coll_allreduce_reference)
+{
+    start_store();
+    for (int world = 1; world <= 7; world++)
+        run_ranks(world, rank_allreduce, NULL);
+    el_store_server_close(srv);
+}
+
+/* Non-integer floats: every rank must end with bitwise the same result. */
+static int rank_identical(struct el_store *st, int rank, int world, void *arg)
+{
+    char prefix[64];
+    struct el_comm *c;
+    snprintf(prefix, sizeof prefix, "ident/%d", world);
+    struct el_comm_opts o = {.chunk_bytes = 8192};
+    if (open_comm(&c, st, prefix, rank, world, &o) != 0)
+        return 1;
+    size_t sizes[] = {3, 1000, 100003};
+    for (size_t si = 0; si < 3; si++) {
+        size_t n = sizes[si];
+        float *x = malloc(n * 4), *all = malloc(n * 4 * (size_t)world);
+        uint32_t s = 12345u + (uint32_t)rank * 7919u;
+        for (size_t i = 0; i < n; i++) {
+            s = s * 1664525u + 1013904223u;
+            x[i] = (float)(s >> 8) / 16777216.0f * 3.0f - 1.0f;
+        }
+        for (int op = 0; op < 2; op++) {
+            if (el_allreduce(c, x, n, EL_FLOAT32, (enum el_redop)op) != 0 ||
+                el_allgather(c, x, all, n * 4) != 0)
+                RFAIL("%s", el_comm_errmsg(c));
+            for (int r = 0; r < world; r++)
+                if (memcmp(all + (size_t)r * n, x, n * 4) != 0)
+                    RFAIL("n=%zu: rank %d's result differs", n, r);
+        }
+        free(x);
+        free(all);
+    }
+    el_comm_close(c);
+    return 0;
+}
+
+TEST(coll_allreduce_identical_on_all_ranks)
+{
+    start_store();
+    for (int world = 2; world <= 5; world++)
+        run_ranks(world, rank_identical, NULL);
+    el_store_server_close(srv);
+}
+
+/* ---------------------------------------------------------------------------
+ * broadcast, allgather, barrier
+ */
+static int rank_others(struct el_store *st, int rank, int world, void *arg)
+{
+    char prefix[64];
+    struct el_comm *c;
+    snprintf(prefix, sizeof prefix, "bc/%d", world);
+    struct el_comm_opts o = {.chunk_bytes = 4096, .small_bytes = 512};
+    if (open_comm(&c, st, prefix, rank, world, &o) != 0)
+        return 1;
+    size_t sizes[] = {0, 1, 13, 512, 513, 100003};
+    unsigned char *b = malloc(100003 * (size_t)world + 64);
+    unsigned char *s = malloc(100003 + 64);
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        size_t n = sizes[si];
+        for (int root = 0; root < world; root++) {
+            for (size_t i = 0; i < n + 8; i++)
+                b[i] = rank == root ? (unsigned char)(i * 31 + root)
+                                    : (unsigned char)0xee;
+            if (el_broadcast(c, b, n, root) != 0)
+                RFAIL("broadcast: %s", el_comm_errmsg(c));
+            for (size_t i = 0; i < n; i++)
+                if (b[i] != (unsigned char)(i * 31 + root))
+                    RFAIL("broadcast n=%zu root=%d: byte %zu wrong", n, root,
+                          i);
+            if (rank != root && b[n] != 0xee)
+                RFAIL("broadcast wrote past the end");
+        }
+        /* allgather, out of place then in place */
+        for (int inplace = 0; inplace < 2; inplace++) {
+            memset(b, 0xee, n * (size_t)world + 8);
+            unsigned char *src = inplace ? b + (size_t)rank * n : s;
+            for (size_t i = 0; i < n; i++)
+                src[i] = (unsigned char)(i * 7 + rank * 3);
+            if (el_allgather(c, src, b, n) != 0)
+                RFAIL("allgather: %s", el_comm_errmsg(c));
+            for (int r = 0; r < world; r++)
+                for (size_t i = 0; i < n; i++)
+                    if (b[(size_t)r * n + i] != (unsigned char)(i * 7 + r * 3))
+                        RFAIL("allgather n=%zu: rank %d byte %zu wrong", n, r,
+                              i);
+            if (b[n * (size_t)world] != 0xee)
+                RFAIL("allgather wrote past the end");
+        }
+    }
+    /* barrier: nobody leaves before everybody has arrived */
+    char key[64];
+    for (int round = 0; round < 3; round++) {
+        int64_t now;
+        snprintf(key, sizeof key, "bc/%d/arrived/%d", world, round);
+        if (el_store_add(st, key, 1, &now) != 0)
+            RFAIL("store add");
+        if (el_barrier(c) != 0)
+            RFAIL("barrier: %s", el_comm_errmsg(c));
+        if (el_store_add(st, key, 0, &now) != 0 || now != world)
+            RFAIL("left barrier %d with %lld of %d arrived", round,
+                  (long long)now, world);
+    }
+    free(b);
+    free(s);
+    el_comm_close(c);
+    return 0;
+}
+
+TEST(coll_broadcast_allgather_barrier)
+{
+    start_store();
+    for (int world = 1; world <= 7; world++)
+        run_ranks(world, rank_others, NULL);
+    el_store_server_close(srv);
+}
+
+static int rank_usage(struct el_store *st, int rank, int world, void *arg)
+{
+    struct el_comm *c;
+    if (open_comm(&c, st, "usage", rank, world, NULL) != 0)
+        return 1;
+    float x = 1;
+    if (el_allreduce(c, &x, 1, (enum el_dtype)9, EL_SUM) != EL_EUSAGE ||
+        el_allreduce(c, &x, 1, EL_FLOAT32, (enum el_redop)9) != EL_EUSAGE ||
+        el_allreduce(c, NULL, 1, EL_FLOAT32, EL_SUM) != EL_EUSAGE ||
+        el_broadcast(c, &x, 4, world) != EL_EUSAGE)
+        RFAIL("bad arguments accepted");
+    /* Usage errors leave the communicator working. */
+    if (el_allreduce(c, &x, 1, EL_FLOAT32, EL_SUM) != 0 || x != world)
+        RFAIL("allreduce after usage error: %s", el_comm_errmsg(c));
+    el_comm_close(c);
+    return 0;
+}
+
+TEST(coll_usage_errors)
+{
+    start_store();
+    run_ranks(2, rank_usage, NULL);
+    el_store_server_close(srv);
+    el_comm_close(NULL);
+}
+
+/* ---------------------------------------------------------------------------
+ * failures
+ */
+struct report {
+    int rank, rc;
+    long long t_fail_ms;
+    char msg[400];
+};
+
+struct fault_arg {
+    int victim;
+    int timeout_ms;
+    int ready_fd;   /* the victim writes a byte here once it is in the loop */
+    int report_fd;  /* survivors write a struct report here */
+};
+
+static int rank_fault(struct el_store *st, int rank, int world, void *argp)
+{
+    struct fault_arg *a = argp;
+    struct el_comm *c;
+    struct el_comm_opts o = {.timeout_ms = a->timeout_ms};
+    if (open_comm(&c, st, "fault", rank, world, &o) != 0)
+        return 1;
+    size_t n = 1 << 20; /* 4 MiB: the ring, many chunks in flight */
+    float *x = calloc(n, 4);
+    for (int it = 0;; it++) {
+        if (rank == a->victim && it == 3) {
+            char b = 1;
+            if (write(a->ready_fd, &b, 1) != 1)
+                return 1;
+        }
+        int rc = el_allreduce(c, x, n, EL_FLOAT32, EL_SUM);
+        if (rc != 0) {
+            struct report rep = {.rank = rank, .rc = rc,
+                                 .t_fail_ms = el_now_ms()};
+            snprintf(rep.msg, sizeof rep.msg, "%s", el_comm_errmsg(c));
+            /* Later calls fail at once with the same error. */
+            if (el_barrier(c) != rc)
+                RFAIL("error is not sticky");
+            if (write(a->report_fd, &rep, sizeof rep) != sizeof rep)
+                return 1;
+            el_comm_close(c);
+            return 0;
+        }
+        if (it > 100000)
+            RFAIL("never failed");
+    }
+}
+
+/* Start 'world' ranks, wait until the victim is looping, signal it, and
+ * check every survivor fails within bound_ms naming it. */
+static void fault_case(int world, int victim, int sig, int timeout_ms,
+                       int bound_ms)
+{
+    int ready[2], rep[2];
+    CHECK(pipe(ready) == 0 && pipe(rep) == 0);
+    struct fault_arg a = {victim, timeout_ms, ready[1], rep[1]};
+    pid_t pids[16];
+    for (int r = 0; r < world; r++)
+        pids[r] = spawn_rank(rank_fault, r, world, &a);
+    char b;
+    CHECK_EQ(read(ready[0], &b, 1), 1);
+    long long t0 = el_now_ms();
+    kill(pids[victim], sig);
+    close(rep[1]);
+    char want[32];
+    snprintf(want, sizeof want, "rank %d (127.0.0.1:", victim);
+    for (int i = 0; i < world - 1; i++) {
+        struct report r;
+        CHECK_EQ(read(rep[0], &r, sizeof r), sizeof r);
+        long long dt = r.t_fail_ms - t0;
+        fprintf(stderr, "  # rank %d failed after %lld ms: %s\n", r.rank, dt,
+                r.msg);
+        CHECK(r.rc == EL_EPEERLOST || r.rc == -ETIMEDOUT);
+        CHECK(dt <= bound_ms);
+        CHECK(strstr(r.msg, want) != NULL);
+    }
+    kill(pids[victim], SIGKILL);
+    for (int r = 0; r < world; r++) {
+        int st;
+        waitpid(pids[r], &st, 0);
+        if (r != victim)
+            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    close(ready[0]);
+    close(ready[1]);
+    close(rep[0]);
+}
+
+TEST(coll_peer_killed_mid_allreduce)
+{
+    start_store();
+    /* The timeout is long: a killed peer must be noticed through its
+     * closed connections, far sooner. */
+    fault_case(4, 2, SIGKILL, 20000, 3000);
+    el_store_server_close(srv);
+}
+
+TEST(coll_peer_hung_times_out)
+{
+    start_store();
+    fault_case(3, 1, SIGSTOP, 700, 700 + 2500);
+    el_store_server_close(srv);
+}
+
+static int rank_open_timeout(struct el_store *st, int rank, int world,
+                             void *arg)
+{
+    struct el_comm *c;
+    struct el_comm_opts o = {.connect_timeout_ms = 500};
+    long long t0 = el_now_ms();
+    int rc = el_comm_open(&c, st, "lonely", rank, world, &o);
+    long long dt = el_now_ms() - t0;
+    if (rc != -ETIMEDOUT)
+        RFAIL("el_comm_open returned %d, want -ETIMEDOUT", rc);
+    if (dt > 3000)
+        RFAIL("open took %lld ms", dt);
+    if (!strstr(el_comm_open_errmsg(), "rank 2"))
+        RFAIL("message does not name rank 2: %s", el_comm_open_errmsg());
+    return 0;
+}
+
+TEST(coll_open_times_out_naming_missing_rank)
+{
+    start_store();
+    pid_t p0 = spawn_rank(rank_open_timeout, 0, 3, NULL);
+    pid_t p1 = spawn_rank(rank_open_timeout, 1, 3, NULL);
+    int s0, s1;
+    waitpid(p0, &s0, 0);
+    waitpid(p1, &s1, 0);
+    CHECK(WIFEXITED(s0) && WEXITSTATUS(s0) == 0);
+    CHECK(WIFEXITED(s1) && WEXITSTATUS(s1) == 0);
+    el_store_server_close(srv);
+}

@@ -1,0 +1,119 @@
+/* rdzv.h -- the rendezvous: how the agents of a job agree, round after round,
+ * on who takes part, with which node rank, and where the workers' store is.
+ *
+ * The agent sees only this interface (as torch's RendezvousHandler):
+ * el_rdzv_next() blocks until a round is complete and returns this node's
+ * place in it; el_rdzv_num_nodes_waiting() tells a running agent that other
+ * nodes want a new round (a peer failed or a node arrived), and
+ * el_rdzv_notify_fd() becomes readable when that may have changed, so the
+ * agent never polls; el_rdzv_exit_barrier() is the end-of-job barrier;
+ * el_rdzv_set_closed() ends the job for everyone.
+ *
+ * Backends (chosen by el_rdzv_config.backend):
+ *   "static"      fixed nodes (--nnodes=N --node-rank=i --master-addr/port):
+ *                 node 0's agent hosts the store, all N agents wait for each
+ *                 other every round.
+ *   "standalone"  one node, the store embedded on a free port of 127.0.0.1
+ *                 (or at the endpoint when it names a port).
+ *   "c10d" with max_nodes == 1 is run as "standalone" at the endpoint.
+ * Rounds are numbered globally (0, 1, 2 ...), the same on every node, and the
+ * agent passes the round to its workers as TORCHELASTIC_RESTART_COUNT, so the
+ * workers' key prefix /worker/attempt_<round>/ is never reused; the store
+ * keys of earlier attempts are deleted when a round completes.
+ *
+ * Store keys used (prefix "/elrun/<run_id>/"): round, r<k>/join,
+ * r<k>/node/<rank>, r<k>/lws/<rank>, r<k>/ok, exit/count, exit/done.
+ * Not thread-safe: one thread drives a rendezvous.
+ */
+#ifndef ELRUN_RDZV_H
+#define ELRUN_RDZV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "elrun/net.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct el_rdzv_config {
+    const char *backend;       /* "static", "standalone", "c10d"            */
+    const char *run_id;        /* job id ("none")                           */
+    const char *host;          /* store host (static: master addr)          */
+    int port;                  /* store port (0: a free one, standalone)    */
+    int min_nodes, max_nodes;
+    int node_rank;             /* static: this node's rank                  */
+    const char *local_addr;    /* this node's address for MASTER_ADDR, or NULL */
+    int join_timeout_ms;       /* whole next() deadline [600 s]             */
+    int io_timeout_ms;         /* one store request [60 s]                  */
+    /* Called (on the caller's thread, or the embedded store's thread) with
+     * one-line notes worth logging.  May be NULL. */
+    void (*on_event)(void *arg, const char *msg);
+    void *event_arg;
+};
+
+/* What a completed round tells this node. */
+struct el_rdzv_info {
+    int64_t round;             /* global round number, from 0               */
+    int node_rank;             /* GROUP_RANK                                */
+    int num_nodes;             /* GROUP_WORLD_SIZE                          */
+    int base_rank;             /* global rank of this node's local rank 0   */
+    int world_size;            /* workers in the job (sum over nodes)       */
+    char store_host[EL_HOST_MAX]; /* the workers' MASTER_ADDR               */
+    int store_port;            /* the workers' MASTER_PORT                  */
+    int use_agent_store;       /* TORCHELASTIC_USE_AGENT_STORE              */
+};
+
+struct el_rdzv;
+
+/* Open the backend named by cfg->backend.  For a hosting node this starts
+ * the store server on its own thread, so signals the caller wants to read
+ * with signalfd must be blocked first.  Non-hosting nodes connect lazily in
+ * el_rdzv_next().  Returns 0, or EL_EUSAGE (unknown backend, bad config) or
+ * -errno (-EADDRINUSE ...) with a one-line reason in err. */
+int el_rdzv_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
+                 char *err, size_t errlen);
+
+/* Join the next round with local_world_size workers and block until it is
+ * complete.  When cancel_fd (>= 0) becomes readable the call returns
+ * -ECANCELED and may simply be called again.  Other returns: -ETIMEDOUT
+ * (join timeout), EL_ECLOSED (the job ended on another node), EL_EUSAGE
+ * (two nodes claim the same rank), EL_EPEERLOST / -ECONNREFUSED (store
+ * unreachable); el_rdzv_errmsg() says more. */
+int el_rdzv_next(struct el_rdzv *r, int local_world_size, int cancel_fd,
+                 struct el_rdzv_info *info);
+
+/* How many nodes wait for a round after the current one (0 = none).
+ * Returns 0 or an error (the store is lost: the job cannot go on). */
+int el_rdzv_num_nodes_waiting(struct el_rdzv *r, int *n);
+
+/* An fd that becomes readable when num_nodes_waiting may have changed or the
+ * store was lost; the caller reads it with el_rdzv_ack_notify().  -1 if the
+ * backend never notifies (single node). */
+int el_rdzv_notify_fd(struct el_rdzv *r);
+void el_rdzv_ack_notify(struct el_rdzv *r);
+
+/* End-of-job barrier.  succeeded = 1: wait (up to timeout_ms, cancellable)
+ * until every node arrived or one reported failure.  succeeded = 0: report
+ * this node's failure, release the others, return at once.  Errors are for
+ * logging only. */
+int el_rdzv_exit_barrier(struct el_rdzv *r, int succeeded, int timeout_ms,
+                         int cancel_fd);
+
+/* Mark the job closed: nodes still joining a round get EL_ECLOSED. */
+int el_rdzv_set_closed(struct el_rdzv *r);
+
+/* Stop the store (if hosted), the notifier, and free.  NULL is a no-op. */
+void el_rdzv_close(struct el_rdzv *r);
+
+/* Why the last call failed; never NULL. */
+const char *el_rdzv_errmsg(const struct el_rdzv *r);
+
+/* The backend's name ("static" ...). */
+const char *el_rdzv_backend(const struct el_rdzv *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,90 @@
+/* rdzv.c -- the rendezvous interface (see include/elrun/rdzv.h): picks a
+ * backend by name and dispatches every call through its ops table, so the
+ * agent never knows which backend it runs on.  A new backend adds one row
+ * to the table below.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "elrun/err.h"
+#include "rendezvous/rdzv_impl.h"
+
+static const struct {
+    const char *name;
+    el_rdzv_open_fn open;
+} backends[] = {
+    {"static", el__rdzv_static_open},
+    {"standalone", el__rdzv_static_open},
+    {"c10d", el__rdzv_static_open},   /* single node only, see static.c */
+};
+
+int el__rdzv_fail(struct el_rdzv *r, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->errmsg, sizeof r->errmsg, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int el_rdzv_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
+                 char *err, size_t errlen)
+{
+    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+        if (cfg->backend && strcmp(cfg->backend, backends[i].name) == 0)
+            return backends[i].open(out, cfg, err, errlen);
+    snprintf(err, errlen, "unknown rendezvous backend '%s'",
+             cfg->backend ? cfg->backend : "(null)");
+    return EL_EUSAGE;
+}
+
+int el_rdzv_next(struct el_rdzv *r, int lws, int cancel_fd,
+                 struct el_rdzv_info *info)
+{
+    r->errmsg[0] = 0;
+    return r->ops->next(r, lws, cancel_fd, info);
+}
+
+int el_rdzv_num_nodes_waiting(struct el_rdzv *r, int *n)
+{
+    return r->ops->num_nodes_waiting(r, n);
+}
+
+int el_rdzv_notify_fd(struct el_rdzv *r)
+{
+    return r->ops->notify_fd ? r->ops->notify_fd(r) : -1;
+}
+
+void el_rdzv_ack_notify(struct el_rdzv *r)
+{
+    if (r->ops->ack_notify)
+        r->ops->ack_notify(r);
+}
+
+int el_rdzv_exit_barrier(struct el_rdzv *r, int succeeded, int timeout_ms,
+                         int cancel_fd)
+{
+    return r->ops->exit_barrier(r, succeeded, timeout_ms, cancel_fd);
+}
+
+int el_rdzv_set_closed(struct el_rdzv *r)
+{
+    return r->ops->set_closed(r);
+}
+
+void el_rdzv_close(struct el_rdzv *r)
+{
+    if (r)
+        r->ops->close(r);
+}
+
+const char *el_rdzv_errmsg(const struct el_rdzv *r)
+{
+    return r->errmsg[0] ? r->errmsg : "no error";
+}
+
+const char *el_rdzv_backend(const struct el_rdzv *r)
+{
+    return r->ops->name;
+}

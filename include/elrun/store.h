@@ -157,6 +157,12 @@ int el_store_watch(struct el_store *s, const char *key, int expect_present,
  * reason (clean close, process death, timeout).  Registrations accumulate. */
 int el_store_on_close_set(struct el_store *s, const char *key, const void *val,
                           size_t len);
+/* Ask the server to close this connection when it receives nothing from it
+ * for idle_ms (<= 0 turns it off).  With el_store_on_close_set, this makes
+ * a silent peer (a cut link, a frozen host) look like a dead one: the client
+ * must then send something (a ping, or a watch that times out) more often
+ * than idle_ms. */
+int el_store_set_idle_timeout(struct el_store *s, int idle_ms);
 /* Round trip with no effect. */
 int el_store_ping(struct el_store *s);
 

@@ -532,6 +532,15 @@ int el_store_on_close_set(struct el_store *s, const char *key, const void *val,
     return recv_u8(s, &st, io_deadline(s), "ON_CLOSE_SET");
 }
 
+int el_store_set_idle_timeout(struct el_store *s, int idle_ms)
+{
+    uint8_t st;
+    TRY(begin(s, EL_CODE_X_IDLE_TIMEOUT));
+    TRY(put_i64(s, idle_ms > 0 ? idle_ms : 0));
+    TRY(send_req(s, "IDLE_TIMEOUT"));
+    return recv_u8(s, &st, io_deadline(s), "IDLE_TIMEOUT");
+}
+
 int el_store_ping(struct el_store *s)
 {
     uint32_t nonce = 0x454c5255, echo = 0;

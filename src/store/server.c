@@ -63,6 +63,8 @@ struct conn {
     size_t parked_len;
     struct el_waiter *waiters;
     uv_timer_t *timer;               /* deadline of a parked X_* request  */
+    uv_timer_t *idle;                /* closes a quiet connection         */
+    uint64_t idle_ms;                /* X_IDLE_TIMEOUT; 0 = never         */
     struct close_hook *hooks;
     int handles;                     /* open libuv handles (tcp, timer)   */
     unsigned writing : 1, closing : 1, dirty : 1, waking : 1;
@@ -334,6 +336,16 @@ static int add_waiter(struct conn *c, const uint8_t *key, size_t klen)
     w->cnext = c->waiters;
     c->waiters = w;
     return 0;
+}
+
+static void on_idle_timeout(uv_timer_t *t)
+{
+    struct conn *c = t->data;
+    char why[96];
+    snprintf(why, sizeof why, "nothing received for %llu ms (idle timeout)",
+             (unsigned long long)c->idle_ms);
+    conn_close(c, why);
+    flush_dirty(c->srv);
 }
 
 static void on_timer_close(uv_handle_t *h)
@@ -821,6 +833,24 @@ static int handle(struct conn *c, const struct el_req *rq)
         if (add_close_hook(c, rq) == 0)
             out_u8(c, EL_X_OK);
         break;
+    case EL_OP_X_IDLE_TIMEOUT:
+        if (rq->num > 0 && !c->idle) {
+            c->idle = malloc(sizeof *c->idle);
+            if (!c->idle) {
+                conn_close(c, "out of memory");
+                break;
+            }
+            uv_timer_init(srv->loop, c->idle);
+            c->idle->data = c;
+            c->handles++;
+        }
+        c->idle_ms = rq->num > 0 ? (uint64_t)rq->num : 0;
+        if (c->idle && c->idle_ms)
+            uv_timer_start(c->idle, on_idle_timeout, c->idle_ms, 0);
+        else if (c->idle)
+            uv_timer_stop(c->idle);
+        out_u8(c, EL_X_OK);
+        break;
     case EL_OP_X_TRY_GET: {
         struct el_entry *e = present(srv, rq->str[0], rq->len[0]);
         out_u8(c, e ? 1 : 0);
@@ -878,6 +908,10 @@ static void conn_close(struct conn *c, const char *why)
     if (c->timer) {
         uv_close((uv_handle_t *)c->timer, on_timer_close);
         c->timer = NULL;
+    }
+    if (c->idle) {
+        uv_close((uv_handle_t *)c->idle, on_timer_close);
+        c->idle = NULL;
     }
     uv_close((uv_handle_t *)&c->tcp, on_conn_close);
 }
@@ -950,6 +984,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0)
         return;
+    if (c->idle_ms)
+        uv_timer_start(c->idle, on_idle_timeout, c->idle_ms, 0);
     const uint8_t *data;
     size_t len;
     int shared = buf->base == (char *)srv->rbuf;

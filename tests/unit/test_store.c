@@ -479,3 +479,31 @@ TEST(store_cancel_fd_interrupts_a_wait)
     el_store_close(s);
     el_store_server_close(srv);
 }
+
+TEST(store_idle_timeout_closes_a_quiet_client_and_fires_its_hooks)
+{
+    struct el_store_server *srv = start(NULL);
+    struct el_store *quiet = client(srv), *busy = client(srv),
+                    *obs = client(srv);
+    CHECK_OK(el_store_on_close_set(quiet, "gone/quiet", "1", 1));
+    CHECK_OK(el_store_on_close_set(busy, "gone/busy", "1", 1));
+    CHECK_OK(el_store_set_idle_timeout(quiet, 100));
+    CHECK_OK(el_store_set_idle_timeout(busy, 100));
+    /* busy keeps talking (a watch that times out every 30 ms is traffic);
+     * quiet says nothing and is dropped after ~100 ms. */
+    long long t0 = el_now_ms();
+    int present = 0;
+    while (!present) {
+        CHECK(el_now_ms() - t0 < 3000);
+        el_store_watch(busy, "gone/quiet", 0, NULL, 0, &present, NULL, NULL,
+                       30);
+    }
+    CHECK(el_now_ms() - t0 >= 90);
+    CHECK_EQ(el_store_try_get(obs, "gone/busy", NULL, NULL), EL_ENOTFOUND);
+    CHECK_OK(el_store_ping(busy));
+    CHECK(el_store_ping(quiet) < 0);
+    el_store_close(quiet);
+    el_store_close(busy);
+    el_store_close(obs);
+    el_store_server_close(srv);
+}

@@ -1,0 +1,808 @@
+/* train_fmnist.c -- elastic data-parallel training of an MLP on
+ * Fashion-MNIST, in C, on libelrun: the program `make demo` runs.
+ *
+ *   elrun --standalone --nproc-per-node=2 build/examples/train_fmnist
+ *   ELRUN_STANDALONE=1 build/examples/train_fmnist --epochs 2
+ *
+ * Model: 784-256-10 by default (--hidden 512,256 for more layers), ReLU,
+ * softmax cross-entropy, SGD with momentum and a cosine learning rate;
+ * OpenBLAS sgemm for every matrix product.  Data: the gzip'd IDX files of
+ * Debian's dataset-fashion-mnist, read with zlib.
+ *
+ * Data parallel: every rank holds the whole model, trains on its slice of
+ * each global batch (elrun/shard.h), sums its gradients, and one allreduce
+ * (elrun/coll.h) adds them up; every rank then divides by the global batch's
+ * size and takes the same step, so the weights stay bitwise identical.
+ * The global batch (--batch) stays the same whatever the world size, so a
+ * round with another number of workers continues the same optimisation.
+ *
+ * Fault tolerance: rank 0 checkpoints (elrun/ckpt.h) the weights, momentum
+ * and position (epoch, global sample offset, step) every --ckpt-every steps
+ * and at the end of each epoch; at start every rank resumes from the newest
+ * good checkpoint.  A peer's death makes the allreduce fail at once: the
+ * worker exits non-zero and the agent starts a new round, which resumes.
+ * --fail-at-step S kills one rank (SIGKILL) at step S of the first attempt,
+ * for demonstrating exactly that.
+ *
+ * Output: rank 0 prints one line per epoch and a final line on stdout
+ * ("final: test accuracy 88.61% ..."), a progress line on stderr, and
+ * events (resume, checkpoints, errors) through el_log.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cblas.h>
+#include <zlib.h>
+
+#include "elrun/ckpt.h"
+#include "elrun/coll.h"
+#include "elrun/err.h"
+#include "elrun/log.h"
+#include "elrun/shard.h"
+#include "elrun/worker.h"
+
+#define IMG 784
+#define CLASSES 10
+#define MAX_LAYERS 8
+#define EVAL_CHUNK 500
+
+/* ------------------------------------------------------------------------
+ * Options.
+ */
+
+struct opts {
+    int epochs;
+    long subset;          /* train on the first N samples; 0 = all     */
+    const char *ckpt_dir; /* NULL: no checkpoints                      */
+    const char *data_dir;
+    long batch;           /* global batch                              */
+    float lr, momentum, wd;
+    uint64_t seed;
+    long fail_at;         /* -1: never                                 */
+    int fail_rank;        /* -1: the last rank                         */
+    int ckpt_every;
+    int keep;
+    int nhidden, hidden[MAX_LAYERS - 1];
+    int threads;          /* OpenBLAS threads per rank; 0 = auto       */
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: train_fmnist [options]\n"
+        "  --epochs N        passes over the training set [10]\n"
+        "  --subset N        train on the first N samples only [all]\n"
+        "  --batch N         global batch, over all ranks [128]\n"
+        "  --lr X            peak learning rate (cosine decay) [0.05]\n"
+        "  --momentum X      SGD momentum [0.9]\n"
+        "  --wd X            weight decay [0.0001]\n"
+        "  --hidden A[,B..]  hidden layer sizes [256]\n"
+        "  --seed N          initialisation and shuffling seed [1]\n"
+        "  --data-dir DIR    [/usr/share/datasets/fashion-mnist]\n"
+        "  --ckpt-dir DIR    checkpoint here and resume from here [none]\n"
+        "  --ckpt-every N    steps between checkpoints [200]\n"
+        "  --keep N          checkpoints to keep [3]\n"
+        "  --fail-at-step S  first attempt only: kill a rank at step S\n"
+        "  --fail-rank R     the rank --fail-at-step kills [last]\n"
+        "  --threads N       OpenBLAS threads per rank [cores / local ranks]\n"
+        "Run under elrun, or alone with ELRUN_STANDALONE=1.\n");
+}
+
+static int parse_hidden(struct opts *o, const char *s)
+{
+    o->nhidden = 0;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1 || v > 65536 || o->nhidden >= MAX_LAYERS - 1)
+            return -1;
+        o->hidden[o->nhidden++] = (int)v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return -1;
+    }
+    return o->nhidden ? 0 : -1;
+}
+
+static void parse_opts(struct opts *o, int argc, char **argv)
+{
+    *o = (struct opts){.epochs = 10, .data_dir =
+                           "/usr/share/datasets/fashion-mnist",
+                       .batch = 128, .lr = 0.05f, .momentum = 0.9f,
+                       .wd = 1e-4f, .seed = 1, .fail_at = -1,
+                       .fail_rank = -1, .ckpt_every = 200, .keep = 3,
+                       .nhidden = 1, .hidden = {256}};
+    static const struct option lo[] = {
+        {"epochs", 1, 0, 'e'},      {"subset", 1, 0, 's'},
+        {"ckpt-dir", 1, 0, 'c'},    {"data-dir", 1, 0, 'd'},
+        {"batch", 1, 0, 'b'},       {"lr", 1, 0, 'l'},
+        {"momentum", 1, 0, 'm'},    {"wd", 1, 0, 'w'},
+        {"seed", 1, 0, 'S'},        {"fail-at-step", 1, 0, 'F'},
+        {"fail-rank", 1, 0, 'R'},   {"ckpt-every", 1, 0, 'E'},
+        {"keep", 1, 0, 'k'},        {"hidden", 1, 0, 'H'},
+        {"threads", 1, 0, 't'},     {"help", 0, 0, 'h'},
+        {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'e': o->epochs = atoi(optarg); break;
+        case 's': o->subset = atol(optarg); break;
+        case 'c': o->ckpt_dir = optarg; break;
+        case 'd': o->data_dir = optarg; break;
+        case 'b': o->batch = atol(optarg); break;
+        case 'l': o->lr = strtof(optarg, NULL); break;
+        case 'm': o->momentum = strtof(optarg, NULL); break;
+        case 'w': o->wd = strtof(optarg, NULL); break;
+        case 'S': o->seed = strtoull(optarg, NULL, 10); break;
+        case 'F': o->fail_at = atol(optarg); break;
+        case 'R': o->fail_rank = atoi(optarg); break;
+        case 'E': o->ckpt_every = atoi(optarg); break;
+        case 'k': o->keep = atoi(optarg); break;
+        case 't': o->threads = atoi(optarg); break;
+        case 'H':
+            if (parse_hidden(o, optarg) != 0) {
+                fprintf(stderr, "train_fmnist: bad --hidden %s\n", optarg);
+                exit(2);
+            }
+            break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); exit(2);
+        }
+    }
+    if (optind < argc || o->epochs < 1 || o->batch < 1 || o->subset < 0 ||
+        o->ckpt_every < 1 || !(o->lr > 0)) {
+        usage(stderr);
+        exit(2);
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Fatal-error helpers (a program, not a library: errors end the run).
+ */
+
+#define die(...)                                                            \
+    do {                                                                    \
+        el_log(EL_LOG_ERROR, __VA_ARGS__);                                  \
+        exit(1);                                                            \
+    } while (0)
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        die("out of memory (%zu bytes)", n);
+    return p;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------------------
+ * Data: IDX files (big-endian header, then bytes), gzip'd.
+ */
+
+struct dataset {
+    long n;
+    float *x;          /* n x 784, normalised */
+    unsigned char *y;  /* n labels 0..9       */
+};
+
+static unsigned char *read_idx(const char *dir, const char *name,
+                               uint32_t magic, int ndims, uint32_t *dims)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    gzFile f = gzopen(path, "rb");
+    if (!f)
+        die("cannot open %s: %s (install dataset-fashion-mnist, or pass "
+            "--data-dir)", path, strerror(errno));
+    unsigned char h[16];
+    int hl = 4 + 4 * ndims;
+    if (gzread(f, h, (unsigned)hl) != hl)
+        die("%s: short header", path);
+    uint32_t m = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 |
+                 (uint32_t)h[2] << 8 | h[3];
+    if (m != magic)
+        die("%s: bad magic 0x%08x", path, m);
+    size_t total = 1;
+    for (int i = 0; i < ndims; i++) {
+        const unsigned char *p = h + 4 + 4 * i;
+        dims[i] = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+                  (uint32_t)p[2] << 8 | p[3];
+        total *= dims[i];
+    }
+    unsigned char *buf = xmalloc(total);
+    size_t got = 0;
+    while (got < total) {
+        unsigned chunk = total - got > (1u << 30) ? (1u << 30)
+                                                  : (unsigned)(total - got);
+        int r = gzread(f, buf + got, chunk);
+        if (r <= 0)
+            die("%s: truncated", path);
+        got += (size_t)r;
+    }
+    gzclose(f);
+    return buf;
+}
+
+static void load_split(struct dataset *d, const char *dir, const char *split,
+                       long limit)
+{
+    char in[64], ln[64];
+    snprintf(in, sizeof in, "%s-images-idx3-ubyte.gz", split);
+    snprintf(ln, sizeof ln, "%s-labels-idx1-ubyte.gz", split);
+    uint32_t di[3], dl[1];
+    unsigned char *img = read_idx(dir, in, 0x803, 3, di);
+    unsigned char *lab = read_idx(dir, ln, 0x801, 1, dl);
+    if (di[0] != dl[0] || di[1] * di[2] != IMG)
+        die("%s: %u images of %ux%u but %u labels", split, di[0], di[1],
+            di[2], dl[0]);
+    d->n = (long)di[0];
+    if (limit > 0 && limit < d->n)
+        d->n = limit;
+    d->x = xmalloc((size_t)d->n * IMG * sizeof(float));
+    /* Fashion-MNIST's pixel mean and standard deviation. */
+    const float mean = 0.2860f, inv_std = 1.0f / 0.3530f;
+    for (size_t i = 0; i < (size_t)d->n * IMG; i++)
+        d->x[i] = ((float)img[i] / 255.0f - mean) * inv_std;
+    d->y = xmalloc((size_t)d->n);
+    for (long i = 0; i < d->n; i++) {
+        if (lab[i] >= CLASSES)
+            die("%s: label %u out of range", split, lab[i]);
+        d->y[i] = lab[i];
+    }
+    free(img);
+    free(lab);
+}
+
+/* ------------------------------------------------------------------------
+ * The model: layers of W (in x out, row-major) then b (out), back to back
+ * in one array, so gradients and momentum share the layout and one
+ * allreduce moves every gradient.
+ */
+
+struct mlp {
+    int nl;                      /* weight layers                          */
+    int size[MAX_LAYERS + 1];    /* size[0] = 784 ... size[nl] = 10        */
+    size_t woff[MAX_LAYERS], boff[MAX_LAYERS];
+    size_t nparams;
+    float *w, *v, *g;            /* weights, momentum, gradients (+2 stats) */
+    int maxrows;                 /* rows the activation buffers hold       */
+    float *act[MAX_LAYERS + 1];  /* act[0] = input rows, act[nl] = logits  */
+    float *delta, *delta2;       /* backprop buffers, maxrows x max width  */
+};
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double gauss(uint64_t *st)
+{
+    double u1 = ((double)(splitmix64(st) >> 11) + 1.0) * 0x1.0p-53;
+    double u2 = (double)(splitmix64(st) >> 11) * 0x1.0p-53;
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+static void mlp_init(struct mlp *m, const struct opts *o)
+{
+    memset(m, 0, sizeof *m);
+    m->nl = o->nhidden + 1;
+    m->size[0] = IMG;
+    for (int i = 0; i < o->nhidden; i++)
+        m->size[i + 1] = o->hidden[i];
+    m->size[m->nl] = CLASSES;
+    size_t off = 0;
+    for (int l = 0; l < m->nl; l++) {
+        m->woff[l] = off;
+        off += (size_t)m->size[l] * (size_t)m->size[l + 1];
+        m->boff[l] = off;
+        off += (size_t)m->size[l + 1];
+    }
+    m->nparams = off;
+    m->w = xmalloc(off * sizeof(float));
+    m->v = calloc(off, sizeof(float));
+    m->g = xmalloc((off + 2) * sizeof(float));
+    if (!m->v)
+        die("out of memory");
+    /* He initialisation from the seed: the same on every rank. */
+    uint64_t st = o->seed * 0x2545F4914F6CDD1Dull + 17;
+    for (int l = 0; l < m->nl; l++) {
+        double sd = sqrt(2.0 / m->size[l]);
+        size_t n = (size_t)m->size[l] * (size_t)m->size[l + 1];
+        for (size_t i = 0; i < n; i++)
+            m->w[m->woff[l] + i] = (float)(gauss(&st) * sd);
+        memset(m->w + m->boff[l], 0, (size_t)m->size[l + 1] * sizeof(float));
+    }
+}
+
+/* Activation and backprop buffers for up to 'maxrows' samples at once. */
+static void mlp_alloc(struct mlp *m, int maxrows)
+{
+    int widest = 0;
+    for (int l = 0; l <= m->nl; l++)
+        if (m->size[l] > widest)
+            widest = m->size[l];
+    m->maxrows = maxrows < 1 ? 1 : maxrows;
+    for (int l = 0; l <= m->nl; l++)
+        m->act[l] = xmalloc((size_t)m->maxrows * (size_t)m->size[l] *
+                            sizeof(float));
+    m->delta = xmalloc((size_t)m->maxrows * (size_t)widest * sizeof(float));
+    m->delta2 = xmalloc((size_t)m->maxrows * (size_t)widest * sizeof(float));
+}
+
+/* act[0] holds 'rows' inputs; fill the other layers (act[nl] = logits). */
+static void mlp_forward(struct mlp *m, int rows)
+{
+    for (int l = 0; l < m->nl; l++) {
+        int in = m->size[l], out = m->size[l + 1];
+        float *y = m->act[l + 1];
+        const float *b = m->w + m->boff[l];
+        for (int r = 0; r < rows; r++)
+            memcpy(y + (size_t)r * out, b, (size_t)out * sizeof(float));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, out, in,
+                    1.0f, m->act[l], in, m->w + m->woff[l], out, 1.0f, y,
+                    out);
+        if (l + 1 < m->nl)
+            for (size_t i = 0; i < (size_t)rows * out; i++)
+                y[i] = y[i] > 0 ? y[i] : 0;
+    }
+}
+
+/* Softmax cross-entropy of the logits against labels: returns the summed
+ * loss, adds the number of right answers to *correct, and (if grad) leaves
+ * d(loss)/d(logits) in m->delta. */
+static double mlp_loss(struct mlp *m, int rows, const unsigned char *y,
+                       int grad, long *correct)
+{
+    double loss = 0;
+    const float *z = m->act[m->nl];
+    for (int r = 0; r < rows; r++) {
+        const float *zr = z + (size_t)r * CLASSES;
+        int best = 0;
+        float mx = zr[0];
+        for (int k = 1; k < CLASSES; k++)
+            if (zr[k] > mx) {
+                mx = zr[k];
+                best = k;
+            }
+        *correct += best == y[r];
+        double sum = 0;
+        float e[CLASSES];
+        for (int k = 0; k < CLASSES; k++) {
+            e[k] = expf(zr[k] - mx);
+            sum += e[k];
+        }
+        loss += log(sum) - (double)(zr[y[r]] - mx);
+        if (grad) {
+            float *d = m->delta + (size_t)r * CLASSES;
+            float inv = (float)(1.0 / sum);
+            for (int k = 0; k < CLASSES; k++)
+                d[k] = e[k] * inv - (k == y[r] ? 1.0f : 0.0f);
+        }
+    }
+    return loss;
+}
+
+/* m->g = gradient of the summed loss over the 'rows' samples in act[0]
+ * (m->delta holds d/d logits). */
+static void mlp_backward(struct mlp *m, int rows)
+{
+    float *delta = m->delta, *next = m->delta2;
+    for (int l = m->nl - 1; l >= 0; l--) {
+        int in = m->size[l], out = m->size[l + 1];
+        float *gw = m->g + m->woff[l], *gb = m->g + m->boff[l];
+        if (rows > 0)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out,
+                        rows, 1.0f, m->act[l], in, delta, out, 0.0f, gw,
+                        out);
+        else
+            memset(gw, 0, (size_t)in * out * sizeof(float));
+        memset(gb, 0, (size_t)out * sizeof(float));
+        for (int r = 0; r < rows; r++)
+            for (int k = 0; k < out; k++)
+                gb[k] += delta[(size_t)r * out + k];
+        if (l == 0)
+            break;
+        if (rows > 0)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, in,
+                        out, 1.0f, delta, out, m->w + m->woff[l], out, 0.0f,
+                        next, in);
+        const float *a = m->act[l]; /* ReLU output of the layer below */
+        for (size_t i = 0; i < (size_t)rows * in; i++)
+            if (a[i] <= 0)
+                next[i] = 0;
+        float *t = delta;
+        delta = next;
+        next = t;
+    }
+}
+
+/* Copy the samples idx[0..rows) into act[0]. */
+static void gather(struct mlp *m, const struct dataset *d,
+                   const uint32_t *idx, int rows, unsigned char *labels)
+{
+    for (int r = 0; r < rows; r++) {
+        memcpy(m->act[0] + (size_t)r * IMG, d->x + (size_t)idx[r] * IMG,
+               IMG * sizeof(float));
+        labels[r] = d->y[idx[r]];
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Distributed pieces: the allreduce, evaluation, checkpoints.
+ */
+
+struct run {
+    struct opts o;
+    struct el_worker *w;
+    const struct el_worker_info *info;
+    struct el_comm *comm;  /* NULL with a world of 1 */
+    int rank, world;
+};
+
+/* Sum 'count' floats over all ranks, in place: the one collective a step
+ * needs.  With a world of 1 there is nothing to do. */
+static void allreduce_sum_f32(struct run *r, float *buf, size_t count)
+{
+    if (!r->comm)
+        return;
+    int rc = el_allreduce(r->comm, buf, count, EL_FLOAT32, EL_SUM);
+    if (rc != 0)
+        die("allreduce failed: %s (%s); exiting so that the agent starts a "
+            "new round", el_strerror(rc), el_comm_errmsg(r->comm));
+}
+
+static void allreduce_sum_f64(struct run *r, double *buf, size_t count)
+{
+    if (!r->comm)
+        return;
+    int rc = el_allreduce(r->comm, buf, count, EL_FLOAT64, EL_SUM);
+    if (rc != 0)
+        die("allreduce failed: %s (%s)", el_strerror(rc),
+            el_comm_errmsg(r->comm));
+}
+
+/* Test accuracy (%) and mean loss; every rank scores its slice of the test
+ * set, then the counts are summed. */
+static double evaluate(struct run *r, struct mlp *m, const struct dataset *t,
+                       double *mean_loss)
+{
+    uint64_t begin, count;
+    el_shard_split((uint64_t)t->n, r->rank, r->world, &begin, &count);
+    double loss = 0;
+    long correct = 0;
+    uint32_t idx[EVAL_CHUNK];
+    unsigned char lab[EVAL_CHUNK];
+    for (uint64_t i = 0; i < count; i += EVAL_CHUNK) {
+        int rows = (int)(count - i < EVAL_CHUNK ? count - i : EVAL_CHUNK);
+        for (int k = 0; k < rows; k++)
+            idx[k] = (uint32_t)(begin + i + (uint64_t)k);
+        gather(m, t, idx, rows, lab);
+        mlp_forward(m, rows);
+        loss += mlp_loss(m, rows, lab, 0, &correct);
+    }
+    double s[2] = {loss, (double)correct};
+    allreduce_sum_f64(r, s, 2);
+    *mean_loss = s[0] / (double)t->n;
+    return 100.0 * s[1] / (double)t->n;
+}
+
+/* What a checkpoint holds besides weights and momentum. */
+struct state {
+    char magic[8];           /* "FMNIST01"                                */
+    int64_t step;            /* optimiser steps taken                     */
+    int64_t epoch, offset;   /* where the next batch starts               */
+    int64_t global_batch, nparams, train_n;
+    int64_t layers[MAX_LAYERS + 1];
+    double epoch_loss;       /* summed training loss so far this epoch    */
+    double epoch_samples;
+    double epoch_seconds;    /* training time so far this epoch           */
+};
+
+static int barrier_cb(void *arg)
+{
+    return el_worker_barrier(arg, "ckpt", 600000);
+}
+
+static void save_ckpt(struct run *r, struct mlp *m, const struct state *s)
+{
+    if (!r->o.ckpt_dir)
+        return;
+    struct el_ckpt_opts co = {.dir = r->o.ckpt_dir, .rank = r->rank,
+                              .world = r->world, .keep = r->o.keep,
+                              .barrier = barrier_cb, .barrier_arg = r->w};
+    struct iovec iov[3] = {{(void *)s, sizeof *s},
+                           {m->w, m->nparams * sizeof(float)},
+                           {m->v, m->nparams * sizeof(float)}};
+    double t0 = now_s();
+    int rc = el_ckpt_savev(&co, s->step, iov, 3);
+    if (rc != 0)
+        die("checkpoint of step %lld in %s failed: %s", (long long)s->step,
+            r->o.ckpt_dir, el_strerror(rc));
+    if (r->rank == 0)
+        el_log(EL_LOG_DEBUG, "checkpoint step %lld saved in %.0f ms",
+               (long long)s->step, (now_s() - t0) * 1e3);
+}
+
+/* Resume from the newest good checkpoint, if any: returns 1 if resumed. */
+static int load_ckpt(struct run *r, struct mlp *m, struct state *s)
+{
+    if (!r->o.ckpt_dir)
+        return 0;
+    struct el_ckpt_info info;
+    struct el_ckpt_scan scan;
+    int rc = el_ckpt_latest(r->o.ckpt_dir, &info, &scan);
+    for (int i = 0; r->rank == 0 && i < scan.nskipped &&
+                    i < EL_CKPT_MAX_SKIPPED; i++)
+        el_log(EL_LOG_WARN, "skipping checkpoint %s: %s",
+               scan.skipped[i].what, el_strerror(scan.skipped[i].err));
+    if (rc == -ENOENT)
+        return 0;
+    if (rc != 0)
+        die("cannot read checkpoints in %s: %s", r->o.ckpt_dir,
+            el_strerror(rc));
+    size_t want = sizeof *s + 2 * m->nparams * sizeof(float);
+    void *buf;
+    size_t len;
+    rc = el_ckpt_load(r->o.ckpt_dir, info.step, 0, &buf, &len, NULL);
+    if (rc != 0)
+        die("cannot load checkpoint %lld: %s", (long long)info.step,
+            el_strerror(rc));
+    struct state st;
+    if (len >= sizeof st)
+        memcpy(&st, buf, sizeof st);
+    if (len != want || memcmp(st.magic, "FMNIST01", 8) != 0 ||
+        st.nparams != (int64_t)m->nparams)
+        die("checkpoint %lld in %s is from another model (%zu bytes, want "
+            "%zu); use another --ckpt-dir", (long long)info.step,
+            r->o.ckpt_dir, len, want);
+    for (int l = 0; l <= m->nl; l++)
+        if (st.layers[l] != m->size[l])
+            die("checkpoint %lld has other layer sizes; use another "
+                "--ckpt-dir", (long long)info.step);
+    memcpy(m->w, (char *)buf + sizeof st, m->nparams * sizeof(float));
+    memcpy(m->v, (char *)buf + sizeof st + m->nparams * sizeof(float),
+           m->nparams * sizeof(float));
+    free(buf);
+    *s = st;
+    if (r->rank == 0)
+        el_log(EL_LOG_INFO,
+               "resumed from checkpoint step %lld (epoch %lld, sample %lld; "
+               "saved by %d ranks, now %d; global batch %lld)",
+               (long long)st.step, (long long)st.epoch + 1,
+               (long long)st.offset, info.world, r->world,
+               (long long)st.global_batch);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------
+ * Progress line.
+ */
+
+static void progress(const struct run *r, const struct state *s,
+                     uint64_t n, double rate, int final)
+{
+    static double last;
+    if (r->rank != 0)
+        return;
+    int tty = isatty(STDERR_FILENO);
+    double t = now_s();
+    /* A terminal gets a live bar; a log file one line every 10 s. */
+    if (!final && t - last < (tty ? 0.2 : 10.0))
+        return;
+    last = t;
+    int pct = (int)(100 * (uint64_t)s->offset / n);
+    char bar[21];
+    for (int i = 0; i < 20; i++)
+        bar[i] = i < pct / 5 ? '#' : '.';
+    bar[20] = '\0';
+    double loss = s->epoch_samples > 0 ? s->epoch_loss / s->epoch_samples : 0;
+    fprintf(stderr, "%sepoch %lld/%d [%s] %3d%%  step %lld  loss %.4f  "
+            "%.0f samples/s%s",
+            tty ? "\r" : "", (long long)s->epoch + 1, r->o.epochs, bar, pct,
+            (long long)s->step, loss, rate, tty && !final ? "" : "\n");
+    fflush(stderr);
+}
+
+/* ------------------------------------------------------------------------
+ * Training.
+ */
+
+int main(int argc, char **argv)
+{
+    struct run r;
+    parse_opts(&r.o, argc, argv);
+    el_log_init("train", EL_LOG_INFO);
+
+    char err[512];
+    int rc = el_worker_open(&r.w, NULL, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "train_fmnist: %s\n", err);
+        return 1;
+    }
+    r.info = el_worker_info(r.w);
+    r.rank = r.info->rank;
+    r.world = r.info->world_size;
+    r.comm = NULL;
+    if (r.world > 1) {
+        char prefix[128];
+        el_worker_key(r.w, "fmnist", prefix, sizeof prefix);
+        struct el_comm_opts co = {.timeout_ms = 60000};
+        rc = el_comm_open(&r.comm, el_worker_store(r.w), prefix, r.rank,
+                          r.world, &co);
+        if (rc != 0)
+            die("cannot connect to the other ranks: %s (%s)",
+                el_strerror(rc), el_comm_open_errmsg());
+    }
+    int threads = r.o.threads;
+    if (threads <= 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = (int)(cpus / r.info->local_world_size);
+        if (threads < 1)
+            threads = 1;
+    }
+    openblas_set_num_threads(threads);
+
+    struct dataset train, test;
+    double t_load = now_s();
+    load_split(&train, r.o.data_dir, "train", r.o.subset);
+    load_split(&test, r.o.data_dir, "t10k", 0);
+    t_load = now_s() - t_load;
+
+    struct mlp m;
+    mlp_init(&m, &r.o);
+    struct state s = {.magic = "FMNIST01", .global_batch = r.o.batch,
+                      .nparams = (int64_t)m.nparams, .train_n = train.n};
+    for (int l = 0; l <= m.nl; l++)
+        s.layers[l] = m.size[l];
+    int resumed = load_ckpt(&r, &m, &s);
+    if (resumed && s.global_batch != r.o.batch && r.rank == 0)
+        el_log(EL_LOG_WARN, "keeping the checkpoint's global batch %lld "
+               "(--batch %ld ignored)", (long long)s.global_batch,
+               r.o.batch);
+    if (resumed && s.train_n != train.n)
+        die("checkpoint was trained on %lld samples, this run has %ld",
+            (long long)s.train_n, train.n);
+    long global_batch = (long)s.global_batch;
+    long local_max = (global_batch + r.world - 1) / r.world;
+    mlp_alloc(&m, (int)(local_max > EVAL_CHUNK ? local_max : EVAL_CHUNK));
+
+    struct el_shard *sh;
+    struct el_shard_opts so = {.num_samples = (uint64_t)train.n,
+                               .global_batch = (uint64_t)global_batch,
+                               .seed = r.o.seed, .rank = r.rank,
+                               .world = r.world};
+    rc = el_shard_open(&sh, &so);
+    if (rc != 0)
+        die("sampler: %s", el_strerror(rc));
+    uint64_t steps_per_epoch = el_shard_steps_per_epoch(sh);
+    uint64_t total_steps = steps_per_epoch * (uint64_t)r.o.epochs;
+    int fail_rank = r.o.fail_rank >= 0 ? r.o.fail_rank : r.world - 1;
+
+    if (r.rank == 0) {
+        char arch[128];
+        int p = 0;
+        for (int l = 0; l <= m.nl; l++)
+            p += snprintf(arch + p, sizeof arch - (size_t)p, "%s%d",
+                          l ? "-" : "", m.size[l]);
+        el_log(EL_LOG_INFO,
+               "rank 0 of %d (attempt %d, run %s): MLP %s (%zu parameters), "
+               "%ld training / %ld test samples (loaded in %.1f s), global "
+               "batch %ld (%ld per rank), %llu steps per epoch, %d BLAS "
+               "threads per rank",
+               r.world, r.info->restart_count, r.info->run_id, arch,
+               m.nparams, train.n, test.n, t_load, global_batch,
+               global_batch / r.world, (unsigned long long)steps_per_epoch,
+               threads);
+    }
+
+    unsigned char *labels = xmalloc((size_t)m.maxrows);
+    double run_t0 = now_s();
+    double acc = 0, test_loss = 0;
+    long run_samples = 0;
+    double run_train_s = 0;
+    while (s.epoch < r.o.epochs) {
+        el_shard_seek(sh, (uint64_t)s.epoch, (uint64_t)s.offset);
+        double t0 = now_s();
+        double seconds0 = s.epoch_seconds;
+        for (;;) {
+            struct el_shard_batch b;
+            el_shard_next(sh, &b);
+            if (b.global_count == 0)
+                break;
+            if (r.o.fail_at >= 0 && s.step == r.o.fail_at &&
+                r.info->restart_count == 0 && r.rank == fail_rank) {
+                el_log(EL_LOG_WARN, "injected failure: rank %d kills itself "
+                       "at step %lld (--fail-at-step)", r.rank,
+                       (long long)s.step);
+                raise(SIGKILL);
+            }
+            int rows = (int)b.local_count;
+            gather(&m, &train, b.index, rows, labels);
+            long correct = 0;
+            double loss = 0;
+            if (rows > 0) {
+                mlp_forward(&m, rows);
+                loss = mlp_loss(&m, rows, labels, 1, &correct);
+            }
+            mlp_backward(&m, rows);
+            /* Gradients and the loss travel in one allreduce. */
+            m.g[m.nparams] = (float)loss;
+            m.g[m.nparams + 1] = (float)correct;
+            allreduce_sum_f32(&r, m.g, m.nparams + 2);
+
+            float lr = (float)(r.o.lr * 0.5 *
+                               (1.0 + cos(M_PI * (double)s.step /
+                                          (double)total_steps)));
+            float inv = 1.0f / (float)b.global_count;
+            float mu = r.o.momentum, wd = r.o.wd;
+            for (size_t i = 0; i < m.nparams; i++) {
+                float g = m.g[i] * inv + wd * m.w[i];
+                m.v[i] = mu * m.v[i] + g;
+                m.w[i] -= lr * m.v[i];
+            }
+            s.step++;
+            s.offset = (int64_t)(b.offset + b.global_count);
+            s.epoch_loss += m.g[m.nparams];
+            s.epoch_samples += (double)b.global_count;
+            s.epoch_seconds = seconds0 + (now_s() - t0);
+            progress(&r, &s, (uint64_t)train.n,
+                     s.epoch_samples / (s.epoch_seconds + 1e-9), 0);
+            if (s.step % r.o.ckpt_every == 0 &&
+                (uint64_t)s.offset < (uint64_t)train.n)
+                save_ckpt(&r, &m, &s);
+        }
+        double train_s = s.epoch_seconds;
+        double rate = s.epoch_samples / (train_s + 1e-9);
+        progress(&r, &s, (uint64_t)train.n, rate, 1);
+        acc = evaluate(&r, &m, &test, &test_loss);
+        if (r.rank == 0) {
+            printf("epoch %lld/%d: %llu steps (to step %lld), train loss "
+                   "%.4f, %.0f samples/s, %.1f s, test loss %.4f, test "
+                   "accuracy %.2f%%, world %d\n",
+                   (long long)s.epoch + 1, r.o.epochs,
+                   (unsigned long long)steps_per_epoch, (long long)s.step,
+                   s.epoch_loss / (s.epoch_samples + 1e-9), rate, train_s,
+                   test_loss, acc, r.world);
+            fflush(stdout);
+        }
+        run_samples += (long)(s.epoch_samples);
+        run_train_s += train_s;
+        s.epoch++;
+        s.offset = 0;
+        s.epoch_loss = s.epoch_samples = s.epoch_seconds = 0;
+        save_ckpt(&r, &m, &s);
+    }
+    if (run_train_s == 0) /* resumed after the last epoch: just score */
+        acc = evaluate(&r, &m, &test, &test_loss);
+    if (r.rank == 0) {
+        printf("final: test accuracy %.2f%% after %d epochs (%lld steps), "
+               "%.0f samples/s, %.1f s in this run, world %d\n",
+               acc, r.o.epochs, (long long)s.step,
+               run_samples / (run_train_s + 1e-9), now_s() - run_t0,
+               r.world);
+        fflush(stdout);
+    }
+    /* Rank 0 may serve the store; let the others finish with it first. */
+    el_worker_barrier(r.w, "exit", 60000);
+    el_comm_close(r.comm);
+    el_shard_close(sh);
+    el_worker_close(r.w);
+    return 0;
+}

@@ -157,6 +157,10 @@ int el_store_watch(struct el_store *s, const char *key, int expect_present,
  * reason (clean close, process death, timeout).  Registrations accumulate. */
 int el_store_on_close_set(struct el_store *s, const char *key, const void *val,
                           size_t len);
+/* The same, appending val to key (creating it if missing): several
+ * connections can record their end in one log that watchers read whole. */
+int el_store_on_close_append(struct el_store *s, const char *key,
+                             const void *val, size_t len);
 /* Ask the server to close this connection when it receives nothing from it
  * for idle_ms (<= 0 turns it off).  With el_store_on_close_set, this makes
  * a silent peer (a cut link, a frozen host) look like a dead one: the client

@@ -532,6 +532,17 @@ int el_store_on_close_set(struct el_store *s, const char *key, const void *val,
     return recv_u8(s, &st, io_deadline(s), "ON_CLOSE_SET");
 }
 
+int el_store_on_close_append(struct el_store *s, const char *key,
+                             const void *val, size_t len)
+{
+    uint8_t st;
+    TRY(begin(s, EL_CODE_X_ON_CLOSE_APPEND));
+    TRY(put_key(s, key));
+    TRY(put_str(s, val, len));
+    TRY(send_req(s, "ON_CLOSE_APPEND"));
+    return recv_u8(s, &st, io_deadline(s), "ON_CLOSE_APPEND");
+}
+
 int el_store_set_idle_timeout(struct el_store *s, int idle_ms)
 {
     uint8_t st;

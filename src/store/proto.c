@@ -39,6 +39,7 @@ static const struct op_desc x_ops[] = {
     {EL_OP_X_MULTI_GET, "iL"},    {EL_OP_X_WATCH, "ikbv"},
     {EL_OP_X_DELETE_PREFIX, "k"}, {EL_OP_X_ON_CLOSE_SET, "kv"},
     {EL_OP_X_TRY_GET, "k"},       {EL_OP_X_IDLE_TIMEOUT, "i"},
+    {EL_OP_X_ON_CLOSE_APPEND, "kv"},
 };
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
@@ -62,7 +63,7 @@ const char *el_proto_op_name(enum el_op op)
         "WAIT", "GETNUMKEYS", "DELETE_KEY", "APPEND", "MULTI_GET",
         "MULTI_SET", "CANCEL_WAIT", "PING", "X_GET", "X_WAIT", "X_MULTI_GET",
         "X_WATCH", "X_DELETE_PREFIX", "X_ON_CLOSE_SET", "X_TRY_GET",
-        "X_IDLE_TIMEOUT"};
+        "X_IDLE_TIMEOUT", "X_ON_CLOSE_APPEND"};
     return (unsigned)op < NELEM(names) ? names[op] : "?";
 }
 

@@ -51,6 +51,7 @@ enum el_op {
     EL_OP_X_ON_CLOSE_SET,  /* set a key when this connection closes     */
     EL_OP_X_TRY_GET,       /* get without waiting                       */
     EL_OP_X_IDLE_TIMEOUT,  /* close this connection when it goes quiet  */
+    EL_OP_X_ON_CLOSE_APPEND, /* append to a key when this connection closes */
 };
 
 /* Wire codes of elrun's own operations: no PyTorch version uses 64..95. */
@@ -63,6 +64,7 @@ enum {
     EL_CODE_X_ON_CLOSE_SET = 69,
     EL_CODE_X_TRY_GET = 70,
     EL_CODE_X_IDLE_TIMEOUT = 71,
+    EL_CODE_X_ON_CLOSE_APPEND = 72,
 };
 
 /* Wire codes of the V2 (2.3+) dialect, used by the C client. */

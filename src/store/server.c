@@ -37,9 +37,10 @@ struct el_waiter {
     struct el_waiter *cnext;         /* the connection's list              */
 };
 
-/* A key to set when the connection closes (X_ON_CLOSE_SET). */
+/* A key to set or append to when the connection closes. */
 struct close_hook {
     struct close_hook *next;
+    int append;
     size_t klen, vlen;
     uint8_t data[]; /* key then value */
 };
@@ -699,6 +700,7 @@ static int add_close_hook(struct conn *c, const struct el_req *rq)
         conn_close(c, "out of memory");
         return -1;
     }
+    h->append = rq->op == EL_OP_X_ON_CLOSE_APPEND;
     h->klen = rq->len[0];
     h->vlen = rq->len[1];
     memcpy(h->data, rq->str[0], h->klen);
@@ -715,8 +717,20 @@ static void run_pending_hooks(struct el_store_server *srv)
     for (; h; h = next) {
         next = h->next;
         struct el_entry *e = el_table_get_or_add(&srv->table, h->data, h->klen);
-        if (e && el_table_set_value(&srv->table, e, h->data + h->klen,
-                                    h->vlen) == 0)
+        const uint8_t *v = h->data + h->klen;
+        int ok = 0;
+        if (e && h->append && e->present) {
+            uint8_t *p = realloc(e->val, e->vlen + h->vlen + 1);
+            if (p) {
+                memcpy(p + e->vlen, v, h->vlen);
+                e->val = p;
+                e->vlen += h->vlen;
+                ok = 1;
+            }
+        } else if (e) {
+            ok = el_table_set_value(&srv->table, e, v, h->vlen) == 0;
+        }
+        if (ok)
             wake(srv, e);
         else if (e)
             el_table_maybe_drop(&srv->table, e);
@@ -830,6 +844,7 @@ static int handle(struct conn *c, const struct el_req *rq)
         op_delete_prefix(c, rq);
         break;
     case EL_OP_X_ON_CLOSE_SET:
+    case EL_OP_X_ON_CLOSE_APPEND:
         if (add_close_hook(c, rq) == 0)
             out_u8(c, EL_X_OK);
         break;

@@ -507,3 +507,27 @@ TEST(store_idle_timeout_closes_a_quiet_client_and_fires_its_hooks)
     el_store_close(obs);
     el_store_server_close(srv);
 }
+
+TEST(store_on_close_append_logs_every_death)
+{
+    struct el_store_server *srv = start(NULL);
+    struct el_store *a = client(srv), *b = client(srv), *obs = client(srv);
+    CHECK_OK(el_store_on_close_append(a, "deaths", "a\n", 2));
+    CHECK_OK(el_store_on_close_append(b, "deaths", "b\n", 2));
+    el_store_close(a);
+    int present;
+    void *v = NULL;
+    size_t n = 0;
+    CHECK_OK(el_store_watch(obs, "deaths", 0, NULL, 0, &present, &v, &n,
+                            2000));
+    CHECK_MEM(v, n, "a\n", 2);
+    el_store_close(b);
+    char *seen = v;
+    CHECK_OK(el_store_watch(obs, "deaths", 1, seen, n, &present, &v, &n,
+                            2000));
+    free(seen);
+    CHECK_MEM(v, n, "a\nb\n", 4);
+    free(v);
+    el_store_close(obs);
+    el_store_server_close(srv);
+}

@@ -8,7 +8,12 @@
  * order, with the same counts, types, operations and roots (as with MPI,
  * gloo or NCCL: a mismatch is not detected and gives garbage or a timeout).
  *
- * Algorithms: allreduce uses recursive doubling (log2 steps, latency
+ * Transport: when every rank runs on the same host (checked at open: they
+ * all map one shared-memory segment), data moves through shared memory
+ * (allreduce: copy in, each rank reduces a slice, copy out) and the TCP
+ * connections only serve to notice dead peers.  Otherwise, or with
+ * opts.shm = -1, everything goes over TCP:
+ * allreduce uses recursive doubling (log2 steps, latency
  * optimal) up to opts.small_bytes and a pipelined ring (reduce-scatter then
  * all-gather, bandwidth optimal) above; every rank ends with bitwise the
  * same result.  Broadcast uses a binomial tree for small buffers and a
@@ -61,6 +66,10 @@ struct el_comm_opts {
     size_t small_bytes;     /* allreduce and broadcast of at most this many
                                bytes use the latency-optimal algorithm
                                [32 KiB]; 1 forces the ring/chain          */
+    int shm;                /* 1: when every rank runs on this host, move
+                               data through shared memory instead of TCP
+                               (much faster); -1: TCP only [1]            */
+    size_t shm_chunk_bytes; /* shared-memory step size [1 MiB]            */
 };
 
 /* Join the communicator 'prefix' as 'rank' of 'world'.  Publishes the key
@@ -84,6 +93,8 @@ void el_comm_close(struct el_comm *c);
 
 int el_comm_rank(const struct el_comm *c);
 int el_comm_world(const struct el_comm *c);
+/* "shm" or "tcp": how this communicator moves data (static string). */
+const char *el_comm_transport(const struct el_comm *c);
 
 /* Why the last collective failed, naming the peer at fault; never NULL.
  * Borrowed until the next call on c. */

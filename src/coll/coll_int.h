@@ -11,10 +11,12 @@
 #include "elrun/coll.h"
 
 struct el_tp;
+struct el_shm;
 
 struct el_comm {
     int rank, world;
     struct el_tp *tp;
+    struct el_shm *shm;      /* NULL unless every rank is on this host    */
     struct el_store *store;  /* borrowed; used on failure only           */
     char *prefix;
     struct el_comm_opts opts;  /* defaults filled in                     */
@@ -87,5 +89,27 @@ int el__allgather_ring(struct el_comm *c, char *recvbuf, size_t bytes);
 int el__broadcast_chain(struct el_comm *c, char *buf, size_t bytes, int root);
 int el__broadcast_tree(struct el_comm *c, char *buf, size_t bytes, int root);
 int el__barrier_dissem(struct el_comm *c);
+
+/* ---------------------------------------------------------------------------
+ * Shared memory (transport_shm.c, coll_shm.c).
+ */
+/* Collective over the TCP mesh: map a segment shared by every rank and set
+ * c->shm, or leave it NULL if any rank cannot.  0 or the sticky error. */
+int el__shm_open(struct el_comm *c, size_t chunk);
+void el__shm_close(struct el_shm *s);
+/* Tell every rank waiting in a barrier that 'rank' failed. */
+void el__shm_abort(struct el_shm *s, int rank);
+/* Bytes of each area of a slot. */
+size_t el__shm_chunk(const struct el_shm *s);
+/* The next step's slot: returns its first input area (rank r's is at
+ * + r * chunk) and sets *out to its output area. */
+char *el__shm_step(struct el_shm *s, char **out);
+/* Wait until every rank has entered this barrier; 0 or the sticky error. */
+int el__shm_barrier(struct el_comm *c);
+
+int el__allreduce_shm(struct el_comm *c, char *buf, size_t count,
+                      size_t esz);
+int el__broadcast_shm(struct el_comm *c, char *buf, size_t bytes, int root);
+int el__allgather_shm(struct el_comm *c, char *recvbuf, size_t bytes);
 
 #endif

@@ -61,6 +61,10 @@ int el_comm_open(struct el_comm **out, struct el_store *store,
         c->opts.chunk_bytes = 4096;
     if (c->opts.small_bytes == 0)
         c->opts.small_bytes = 32 << 10;
+    if (c->opts.shm == 0)
+        c->opts.shm = 1;
+    if (c->opts.shm_chunk_bytes == 0)
+        c->opts.shm_chunk_bytes = 1 << 20;
     c->opts.host = NULL; /* not kept: only needed during open */
     c->prefix = strdup(prefix);
     c->stage = malloc(c->opts.chunk_bytes);
@@ -74,6 +78,11 @@ int el_comm_open(struct el_comm **out, struct el_store *store,
         rc = el__tp_open(&c->tp, store, prefix, rank, world, host,
                          c->opts.connect_timeout_ms, open_err,
                          sizeof open_err);
+    if (rc == 0 && world > 1 && c->opts.shm > 0) {
+        rc = el__shm_open(c, c->opts.shm_chunk_bytes);
+        if (rc != 0)
+            snprintf(open_err, sizeof open_err, "%.500s", c->errmsg);
+    }
     if (rc != 0) {
         el_comm_close(c);
         return rc;
@@ -86,6 +95,7 @@ void el_comm_close(struct el_comm *c)
 {
     if (!c)
         return;
+    el__shm_close(c->shm);
     el__tp_close(c->tp);
     free(c->prefix);
     free(c->stage);
@@ -101,6 +111,11 @@ int el_comm_rank(const struct el_comm *c)
 int el_comm_world(const struct el_comm *c)
 {
     return c->world;
+}
+
+const char *el_comm_transport(const struct el_comm *c)
+{
+    return c->shm ? "shm" : "tcp";
 }
 
 const char *el_comm_errmsg(const struct el_comm *c)
@@ -157,6 +172,8 @@ int el__comm_fail(struct el_comm *c, int rc, int peer, const char *what)
         snprintf(key, sizeof key, "%s/abort/%d", c->prefix, c->rank);
         /* Best effort: without the store, peers still see the shutdown. */
         (void)el_store_set(c->store, key, root, strlen(root));
+        if (c->shm)
+            el__shm_abort(c->shm, c->rank);
         el__tp_shutdown(c->tp);
     }
     return rc;
@@ -191,6 +208,8 @@ int el_allreduce(struct el_comm *c, void *buf, size_t count,
     c->op = op;
     if (c->world == 1 || count == 0)
         return 0;
+    if (c->shm)
+        return el__allreduce_shm(c, buf, count, esz);
     if (count * esz <= c->opts.small_bytes || count < (size_t)c->world)
         return el__allreduce_rd(c, buf, count, esz);
     return el__allreduce_ring(c, buf, count, esz);
@@ -208,6 +227,8 @@ int el_broadcast(struct el_comm *c, void *buf, size_t bytes, int root)
     }
     if (c->world == 1 || bytes == 0)
         return 0;
+    if (c->shm)
+        return el__broadcast_shm(c, buf, bytes, root);
     if (bytes <= c->opts.small_bytes)
         return el__broadcast_tree(c, buf, bytes, root);
     return el__broadcast_chain(c, buf, bytes, root);
@@ -230,6 +251,8 @@ int el_allgather(struct el_comm *c, const void *sendbuf, void *recvbuf,
         memmove(own, sendbuf, bytes);
     if (c->world == 1)
         return 0;
+    if (c->shm)
+        return el__allgather_shm(c, recvbuf, bytes);
     return el__allgather_ring(c, recvbuf, bytes);
 }
 
@@ -240,5 +263,7 @@ int el_barrier(struct el_comm *c)
         return rc;
     if (c->world == 1)
         return 0;
+    if (c->shm)
+        return el__shm_barrier(c);
     return el__barrier_dissem(c);
 }

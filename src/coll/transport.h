@@ -40,6 +40,11 @@ long el__tp_recv(struct el_tp *tp, int peer, void *buf, size_t len);
 int el__tp_wait(struct el_tp *tp, int send_peer, int recv_peer,
                 int timeout_ms, int *bad);
 
+/* Without waiting: 0 if every connection is healthy, else a negative code
+ * with *bad set to a peer whose connection was closed or reset.  Data
+ * waiting to be read is left alone (it is not a failure). */
+int el__tp_check(struct el_tp *tp, int *bad);
+
 /* Shut every connection down (both directions) so that peers blocked on
  * this rank notice at once.  The transport is unusable afterwards. */
 void el__tp_shutdown(struct el_tp *tp);

@@ -392,6 +392,43 @@ int el__tp_wait(struct el_tp *tp, int send_peer, int recv_peer,
     return 1;
 }
 
+int el__tp_check(struct el_tp *tp, int *bad)
+{
+    int n = 0;
+    for (int i = 0; i < tp->world; i++) {
+        if (tp->fd[i] < 0)
+            continue;
+        tp->pfd[n].fd = tp->fd[i];
+        tp->pfd[n].events = POLLIN | POLLRDHUP;
+        tp->pfd[n].revents = 0;
+        n++;
+    }
+    if (poll(tp->pfd, (nfds_t)n, 0) <= 0)
+        return 0;
+    int k = 0;
+    for (int i = 0; i < tp->world; i++) {
+        if (tp->fd[i] < 0)
+            continue;
+        struct pollfd *p = &tp->pfd[k++];
+        if (!p->revents)
+            continue;
+        int e = 0;
+        socklen_t el = sizeof e;
+        if (p->revents & (POLLERR | POLLHUP | POLLNVAL)) {
+            getsockopt(tp->fd[i], SOL_SOCKET, SO_ERROR, &e, &el);
+            *bad = i;
+            return e ? -e : EL_EPEERLOST;
+        }
+        char b;
+        ssize_t r = recv(tp->fd[i], &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+            *bad = i;
+            return r == 0 ? EL_EPEERLOST : -errno;
+        }
+    }
+    return 0;
+}
+
 void el__tp_shutdown(struct el_tp *tp)
 {
     for (int i = 0; i < tp->world; i++)

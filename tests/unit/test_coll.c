@@ -4,7 +4,8 @@
  *
  * Covered: every dtype and op for world sizes 1..7 and awkward counts (0, 1,
  * primes, not divisible by the world), both algorithms (the default options
- * and ones that force the ring with tiny chunks); bitwise equal results on
+ * and ones that force the ring with tiny chunks), over shared memory and
+ * over TCP; bitwise equal results on
  * all ranks; broadcast from every root, allgather, barrier; a rank killed
  * with SIGKILL mid-allreduce and a rank stopped with SIGSTOP make the others
  * fail within the bound with a message naming it; a rank that never comes
@@ -192,29 +193,40 @@ static int check_allreduce(struct el_comm *c, int rank, int world,
     return 0;
 }
 
+/* The option sets every test runs under: shared memory (large and tiny
+ * steps), TCP with the default algorithm choice, TCP forced onto the ring
+ * with tiny chunks. */
+static const struct el_comm_opts configs[] = {
+    {.timeout_ms = 20000},
+    {.timeout_ms = 20000, .shm_chunk_bytes = 4096},
+    {.timeout_ms = 20000, .shm = -1},
+    {.timeout_ms = 20000, .shm = -1, .chunk_bytes = 4096, .small_bytes = 1},
+};
+static const char *const config_name[] = {"shm", "shm-4k", "tcp",
+                                          "tcp-ring"};
+#define NCONFIGS 4
+
 static int rank_allreduce(struct el_store *st, int rank, int world,
                           void *arg)
 {
-    char prefix[64];
-    struct el_comm *c;
-    snprintf(prefix, sizeof prefix, "ar/%d/default", world);
-    if (open_comm(&c, st, prefix, rank, world, NULL) != 0)
-        return 1;
-    if (el_comm_rank(c) != rank || el_comm_world(c) != world)
-        RFAIL("rank/world accessors");
-    int rc = check_allreduce(c, rank, world, "default");
-    el_comm_close(c);
-    if (rc)
-        return rc;
-    /* Force the ring everywhere, with many small chunks. */
-    struct el_comm_opts o = {.chunk_bytes = 4096, .small_bytes = 1,
-                             .timeout_ms = 20000};
-    snprintf(prefix, sizeof prefix, "ar/%d/ring", world);
-    if (open_comm(&c, st, prefix, rank, world, &o) != 0)
-        return 1;
-    rc = check_allreduce(c, rank, world, "ring");
-    el_comm_close(c);
-    return rc;
+    for (int k = 0; k < NCONFIGS; k++) {
+        char prefix[64];
+        struct el_comm *c;
+        snprintf(prefix, sizeof prefix, "ar/%d/%s", world, config_name[k]);
+        if (open_comm(&c, st, prefix, rank, world, &configs[k]) != 0)
+            return 1;
+        if (el_comm_rank(c) != rank || el_comm_world(c) != world)
+            RFAIL("rank/world accessors");
+        const char *want = world == 1 || configs[k].shm < 0 ? "tcp" : "shm";
+        if (strcmp(el_comm_transport(c), want) != 0)
+            RFAIL("%s: transport %s, want %s", config_name[k],
+                  el_comm_transport(c), want);
+        int rc = check_allreduce(c, rank, world, config_name[k]);
+        el_comm_close(c);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }
 
 TEST(coll_allreduce_reference)
@@ -228,11 +240,11 @@ TEST(coll_allreduce_reference)
 /* Non-integer floats: every rank must end with bitwise the same result. */
 static int rank_identical(struct el_store *st, int rank, int world, void *arg)
 {
+    const struct el_comm_opts *o = arg;
     char prefix[64];
     struct el_comm *c;
-    snprintf(prefix, sizeof prefix, "ident/%d", world);
-    struct el_comm_opts o = {.chunk_bytes = 8192};
-    if (open_comm(&c, st, prefix, rank, world, &o) != 0)
+    snprintf(prefix, sizeof prefix, "ident/%d/%d", world, o->shm);
+    if (open_comm(&c, st, prefix, rank, world, o) != 0)
         return 1;
     size_t sizes[] = {3, 1000, 100003};
     for (size_t si = 0; si < 3; si++) {
@@ -261,8 +273,12 @@ static int rank_identical(struct el_store *st, int rank, int world, void *arg)
 TEST(coll_allreduce_identical_on_all_ranks)
 {
     start_store();
-    for (int world = 2; world <= 5; world++)
-        run_ranks(world, rank_identical, NULL);
+    struct el_comm_opts shm = {.shm_chunk_bytes = 8192};
+    struct el_comm_opts tcp = {.chunk_bytes = 8192, .shm = -1};
+    for (int world = 2; world <= 5; world++) {
+        run_ranks(world, rank_identical, &shm);
+        run_ranks(world, rank_identical, &tcp);
+    }
     el_store_server_close(srv);
 }
 
@@ -271,11 +287,11 @@ TEST(coll_allreduce_identical_on_all_ranks)
  */
 static int rank_others(struct el_store *st, int rank, int world, void *arg)
 {
+    const struct el_comm_opts *o = arg;
     char prefix[64];
     struct el_comm *c;
-    snprintf(prefix, sizeof prefix, "bc/%d", world);
-    struct el_comm_opts o = {.chunk_bytes = 4096, .small_bytes = 512};
-    if (open_comm(&c, st, prefix, rank, world, &o) != 0)
+    snprintf(prefix, sizeof prefix, "bc/%d/%d", world, o->shm);
+    if (open_comm(&c, st, prefix, rank, world, o) != 0)
         return 1;
     size_t sizes[] = {0, 1, 13, 512, 513, 100003};
     unsigned char *b = malloc(100003 * (size_t)world + 64);
@@ -316,7 +332,8 @@ static int rank_others(struct el_store *st, int rank, int world, void *arg)
     char key[64];
     for (int round = 0; round < 3; round++) {
         int64_t now;
-        snprintf(key, sizeof key, "bc/%d/arrived/%d", world, round);
+        snprintf(key, sizeof key, "bc/%d/%d/arrived/%d", world, o->shm,
+                 round);
         if (el_store_add(st, key, 1, &now) != 0)
             RFAIL("store add");
         if (el_barrier(c) != 0)
@@ -334,8 +351,13 @@ static int rank_others(struct el_store *st, int rank, int world, void *arg)
 TEST(coll_broadcast_allgather_barrier)
 {
     start_store();
-    for (int world = 1; world <= 7; world++)
-        run_ranks(world, rank_others, NULL);
+    struct el_comm_opts shm = {.shm_chunk_bytes = 4096};
+    struct el_comm_opts tcp = {.chunk_bytes = 4096, .small_bytes = 512,
+                               .shm = -1};
+    for (int world = 1; world <= 7; world++) {
+        run_ranks(world, rank_others, &shm);
+        run_ranks(world, rank_others, &tcp);
+    }
     el_store_server_close(srv);
 }
 
@@ -375,6 +397,7 @@ struct report {
 };
 
 struct fault_arg {
+    int shm;
     int victim;
     int timeout_ms;
     int ready_fd;   /* the victim writes a byte here once it is in the loop */
@@ -385,7 +408,7 @@ static int rank_fault(struct el_store *st, int rank, int world, void *argp)
 {
     struct fault_arg *a = argp;
     struct el_comm *c;
-    struct el_comm_opts o = {.timeout_ms = a->timeout_ms};
+    struct el_comm_opts o = {.timeout_ms = a->timeout_ms, .shm = a->shm};
     if (open_comm(&c, st, "fault", rank, world, &o) != 0)
         return 1;
     size_t n = 1 << 20; /* 4 MiB: the ring, many chunks in flight */
@@ -416,12 +439,12 @@ static int rank_fault(struct el_store *st, int rank, int world, void *argp)
 
 /* Start 'world' ranks, wait until the victim is looping, signal it, and
  * check every survivor fails within bound_ms naming it. */
-static void fault_case(int world, int victim, int sig, int timeout_ms,
-                       int bound_ms)
+static void fault_case(int shm, int world, int victim, int sig,
+                       int timeout_ms, int bound_ms)
 {
     int ready[2], rep[2];
     CHECK(pipe(ready) == 0 && pipe(rep) == 0);
-    struct fault_arg a = {victim, timeout_ms, ready[1], rep[1]};
+    struct fault_arg a = {shm, victim, timeout_ms, ready[1], rep[1]};
     pid_t pids[16];
     for (int r = 0; r < world; r++)
         pids[r] = spawn_rank(rank_fault, r, world, &a);
@@ -454,19 +477,33 @@ static void fault_case(int world, int victim, int sig, int timeout_ms,
     close(rep[0]);
 }
 
-TEST(coll_peer_killed_mid_allreduce)
+/* The timeout is long: a killed peer must be noticed through its closed
+ * connections, far sooner. */
+TEST(coll_peer_killed_mid_allreduce_shm)
 {
     start_store();
-    /* The timeout is long: a killed peer must be noticed through its
-     * closed connections, far sooner. */
-    fault_case(4, 2, SIGKILL, 20000, 3000);
+    fault_case(1, 4, 2, SIGKILL, 20000, 3000);
     el_store_server_close(srv);
 }
 
-TEST(coll_peer_hung_times_out)
+TEST(coll_peer_killed_mid_allreduce_tcp)
 {
     start_store();
-    fault_case(3, 1, SIGSTOP, 700, 700 + 2500);
+    fault_case(-1, 4, 2, SIGKILL, 20000, 3000);
+    el_store_server_close(srv);
+}
+
+TEST(coll_peer_hung_times_out_shm)
+{
+    start_store();
+    fault_case(1, 3, 1, SIGSTOP, 700, 700 + 2500);
+    el_store_server_close(srv);
+}
+
+TEST(coll_peer_hung_times_out_tcp)
+{
+    start_store();
+    fault_case(-1, 3, 1, SIGSTOP, 700, 700 + 2500);
     el_store_server_close(srv);
 }
 

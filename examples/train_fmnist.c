@@ -346,6 +346,17 @@ static void mlp_alloc(struct mlp *m, int maxrows)
     m->delta2 = xmalloc((size_t)m->maxrows * (size_t)widest * sizeof(float));
 }
 
+static void mlp_free(struct mlp *m)
+{
+    free(m->w);
+    free(m->v);
+    free(m->g);
+    for (int l = 0; l <= m->nl; l++)
+        free(m->act[l]);
+    free(m->delta);
+    free(m->delta2);
+}
+
 /* act[0] holds 'rows' inputs; fill the other layers (act[nl] = logits). */
 static void mlp_forward(struct mlp *m, int rows)
 {
@@ -696,20 +707,24 @@ int main(int argc, char **argv)
     int fail_rank = r.o.fail_rank >= 0 ? r.o.fail_rank : r.world - 1;
 
     if (r.rank == 0) {
-        char arch[128];
+        char arch[128], per[48];
         int p = 0;
         for (int l = 0; l <= m.nl; l++)
             p += snprintf(arch + p, sizeof arch - (size_t)p, "%s%d",
                           l ? "-" : "", m.size[l]);
+        if (global_batch % r.world)
+            snprintf(per, sizeof per, "%ld-%ld", global_batch / r.world,
+                     global_batch / r.world + 1);
+        else
+            snprintf(per, sizeof per, "%ld", global_batch / r.world);
         el_log(EL_LOG_INFO,
                "rank 0 of %d (attempt %d, run %s): MLP %s (%zu parameters), "
                "%ld training / %ld test samples (loaded in %.1f s), global "
-               "batch %ld (%ld per rank), %llu steps per epoch, %d BLAS "
+               "batch %ld (%s per rank), %llu steps per epoch, %d BLAS "
                "threads per rank",
                r.world, r.info->restart_count, r.info->run_id, arch,
-               m.nparams, train.n, test.n, t_load, global_batch,
-               global_batch / r.world, (unsigned long long)steps_per_epoch,
-               threads);
+               m.nparams, train.n, test.n, t_load, global_batch, per,
+               (unsigned long long)steps_per_epoch, threads);
     }
 
     unsigned char *labels = xmalloc((size_t)m.maxrows);
@@ -804,5 +819,8 @@ int main(int argc, char **argv)
     el_comm_close(r.comm);
     el_shard_close(sh);
     el_worker_close(r.w);
+    mlp_free(&m);
+    free(labels);
+    free(train.x), free(train.y), free(test.x), free(test.y);
     return 0;
 }

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The Fashion-MNIST example on libelrun: a clear error outside elrun, it
+# learns a subset alone and as two workers under elrun, a worker killed
+# mid-run makes the round restart and resume from the last checkpoint with
+# the same final result, a later round with another world size resumes the
+# same run, and a corrupt newest checkpoint is skipped with a warning.
+. "$(dirname "$0")/lib.sh"
+TRAIN="$ROOT/$BUILD/examples/train_fmnist"
+DATA=/usr/share/datasets/fashion-mnist
+# A subset that trains in about a second: 6000 samples, 47 steps per epoch.
+ARGS="--subset 6000 --epochs 3 --hidden 128 --ckpt-every 25"
+
+if [[ ! -x $TRAIN || ! -f $DATA/train-images-idx3-ubyte.gz ]]; then
+    test_skip 'train_fmnist' "needs $TRAIN and dataset-fashion-mnist"
+    test_done
+    exit
+fi
+
+# final_acc FILE: the accuracy of the "final:" line.
+final_acc() { sed -n 's/^final: test accuracy \([0-9.]*\)%.*/\1/p' "$1" | tail -1; }
+# at_least A B: A >= B, as decimals.
+at_least() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a >= b) }'; }
+
+test_expect_success 'outside elrun: exit 1 naming the missing variable' '
+    env -u RANK -u ELRUN_STANDALONE "$TRAIN" $ARGS >"$T/out0" 2>"$T/err0" && false
+    grep "RANK is not set" "$T/err0"
+    grep "ELRUN_STANDALONE=1" "$T/err0"
+'
+
+test_expect_success 'alone (ELRUN_STANDALONE=1) it learns the subset' '
+    ELRUN_STANDALONE=1 timeout 120 "$TRAIN" $ARGS >"$T/out1" 2>"$T/err1"
+    cat "$T/out1"
+    grep -c "^epoch [0-9]/3: 47 steps" "$T/out1" | grep -qx 3
+    at_least "$(final_acc "$T/out1")" 75
+'
+
+test_expect_success 'two workers under elrun learn the subset' '
+    timeout 120 "$ELRUN" --standalone --nproc-per-node=2 --no-python \
+        "$TRAIN" $ARGS >"$T/out2" 2>"$T/err2"
+    cat "$T/out2"
+    grep -q "world 2$" "$T/out2"
+    at_least "$(final_acc "$T/out2")" 75
+'
+
+test_expect_success 'a worker killed at step 70 restarts the round from step 50, same result' '
+    timeout 180 "$ELRUN" --standalone --nproc-per-node=2 --max-restarts=1 \
+        --no-python "$TRAIN" $ARGS --ckpt-dir "$T/ck3" --fail-at-step 70 \
+        >"$T/out3" 2>"$T/err3"
+    cat "$T/out3"
+    grep "injected failure: rank 1 kills itself at step 70" "$T/err3"
+    grep "resumed from checkpoint step 50 " "$T/err3"
+    # The same world replays the same steps: bitwise the same model.
+    [[ $(final_acc "$T/out3") == $(final_acc "$T/out2") ]]
+'
+
+test_expect_success 'a round with another world size resumes the same run' '
+    ! timeout 120 "$ELRUN" --standalone --nproc-per-node=2 --no-python \
+        "$TRAIN" $ARGS --ckpt-dir "$T/ck4" --fail-at-step 70 \
+        >"$T/out4a" 2>"$T/err4a"
+    ls "$T/ck4" | grep -q "ckpt-0000000050.elck"
+    timeout 120 "$ELRUN" --standalone --nproc-per-node=3 --no-python \
+        "$TRAIN" $ARGS --ckpt-dir "$T/ck4" >"$T/out4" 2>"$T/err4"
+    cat "$T/out4"
+    grep "resumed from checkpoint step 50 (epoch 2, sample 384; saved by 2 ranks, now 3;" "$T/err4"
+    grep -q "^final: .* (141 steps).*world 3$" "$T/out4"
+    at_least "$(final_acc "$T/out4")" 75
+'
+
+test_expect_success 'a corrupt newest checkpoint is skipped with a warning' '
+    ELRUN_STANDALONE=1 timeout 120 "$TRAIN" $ARGS --epochs 1 \
+        --ckpt-dir "$T/ck5" >"$T/out5a" 2>"$T/err5a"
+    newest=$(ls "$T/ck5" | sort | tail -1)
+    [[ $newest == ckpt-0000000047.elck ]]
+    printf "\xff" | dd of="$T/ck5/$newest" bs=1 seek=1000 conv=notrunc 2>/dev/null
+    ELRUN_STANDALONE=1 timeout 120 "$TRAIN" $ARGS --ckpt-dir "$T/ck5" \
+        >"$T/out5" 2>"$T/err5"
+    grep "skipping checkpoint ckpt-0000000047.elck: payload checksum mismatch" "$T/err5"
+    grep "resumed from checkpoint step 25 " "$T/err5"
+    grep -q "^final: .*(141 steps)" "$T/out5"
+'
+
+test_done

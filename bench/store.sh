@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# store.sh -- the store figures of issue 2, measured side by side in one run:
+# elrun's store server (`elrun store`) against PyTorch 1.13's own TCPStore
+# server (Debian's python3-torch, via bench/store_torch_server.py), driven by
+# the same C client (bench/store_bench.c, raw TCPStore 1.13 frames) on the
+# same machine.  Three parts, then one summary table:
+#
+#   1. throughput of set / get (WAIT+GET, as the PyTorch client does it) /
+#      add, plus elrun's one-round-trip get (xget, elrun only), with 1, 16
+#      and 256 concurrent clients: medians over REPS repetitions, the two
+#      servers interleaved repetition by repetition, and the server's CPU
+#      time per op;
+#   2. a connection storm: N clients connect, ADD one key, WAIT until the
+#      count reaches N (a barrier), for each N in STORM_N, a fresh server
+#      each time;
+#   3. server memory per idle connection (RSS with IDLE_N idle connections
+#      minus RSS with none, divided by IDLE_N), a fresh server each time.
+#
+# Run, as root, from anywhere (it builds what it needs into $BUILD):
+#
+#   bench/store.sh                 full run, about 6 minutes on 2 vCPUs
+#   QUICK=1 bench/store.sh         smoke run, about 1 minute
+#
+# Knobs (environment): REPS (5), SECS per throughput measurement (1),
+# CLIENTS ("1,16,256"), STORM_N ("1000 10000 <largest that fits the fd
+# limit> 50000"), IDLE_N (10000), STORM_TIMEOUT (60 s), TORCH_STORM_TIMEOUT
+# (60 s; PyTorch's server is time-boxed), BUILD (build-bench).
+#
+# For the run it raises net.core.somaxconn to 65535 (restored on exit) and
+# tries to raise the descriptor limit to 200000 with prlimit (which needs
+# CAP_SYS_RESOURCE; when the hard limit cannot be raised, a storm larger
+# than it is still run, time-boxed, to show what each server does at its
+# descriptor limit).  Traffic goes only to 127.0.0.0/8: servers listen on
+# 127.0.0.1, storm clients are bound to 127.0.0.2-127.0.0.9.  Every wait is
+# bounded, and every process it starts is killed on exit (trap).
+set -u
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-build-bench}
+QUICK=${QUICK:-0}
+if [ "$QUICK" = 1 ]; then
+    REPS=${REPS:-1}; SECS=${SECS:-0.5}; IDLE_N=${IDLE_N:-2000}
+    STORM_N=${STORM_N:-"1000 5000"}
+else
+    REPS=${REPS:-5}; SECS=${SECS:-1}; IDLE_N=${IDLE_N:-10000}
+fi
+CLIENTS=${CLIENTS:-1,16,256}
+STORM_TIMEOUT=${STORM_TIMEOUT:-60}
+TORCH_STORM_TIMEOUT=${TORCH_STORM_TIMEOUT:-60}
+PY=/usr/bin/python3
+BENCH="$ROOT/$BUILD/bench/store_bench"
+ELRUN="$ROOT/$BUILD/elrun"
+TMP=$(mktemp -d /tmp/elrun-store-bench.XXXXXX)
+PIDS=()
+OLD_SOMAXCONN=
+
+cleanup() {
+    local p
+    for p in "${PIDS[@]}"; do
+        kill "$p" 2>/dev/null
+    done
+    sleep 0.2
+    for p in "${PIDS[@]}"; do
+        kill -9 "$p" 2>/dev/null
+    done
+    if [ -n "$OLD_SOMAXCONN" ]; then
+        echo "$OLD_SOMAXCONN" > /proc/sys/net/core/somaxconn 2>/dev/null
+    fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log() { printf '%s  %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+# --- build -------------------------------------------------------------------
+log "building $BUILD/elrun and $BUILD/bench/store_bench"
+if ! make -s -C "$ROOT" BUILD="$BUILD" "$BUILD/elrun" "$BUILD/bench/store_bench" \
+        > "$TMP/build.log" 2>&1; then
+    cat "$TMP/build.log" >&2
+    echo "store.sh: build failed" >&2
+    exit 1
+fi
+if ! $PY -c 'import torch.distributed' 2>/dev/null; then
+    echo "store.sh: $PY cannot import torch (apt-get install python3-torch)" >&2
+    exit 1
+fi
+
+# --- limits --------------------------------------------------------------------
+PRL=()
+if prlimit --nofile=200000:200000 true 2>/dev/null; then
+    PRL=(prlimit --nofile=200000:200000)
+    FDMAX=200000
+else
+    FDMAX=$(ulimit -Hn)
+    log "cannot raise the descriptor hard limit above $FDMAX (no CAP_SYS_RESOURCE):" \
+        "one server process holds at most ~$FDMAX connections here"
+fi
+if [ -w /proc/sys/net/core/somaxconn ]; then
+    OLD_SOMAXCONN=$(cat /proc/sys/net/core/somaxconn)
+    echo 65535 > /proc/sys/net/core/somaxconn
+fi
+if [ -z "${STORM_N:-}" ]; then
+    FIT=$(( (FDMAX - 1000) / 1000 * 1000 ))
+    if [ "$FIT" -lt 50000 ]; then
+        STORM_N="1000 10000 $FIT 50000"
+    else
+        STORM_N="1000 10000 50000"
+    fi
+fi
+
+# --- servers -------------------------------------------------------------------
+# start_server elrun|torch: sets SRV_PID and SRV_ADDR (HOST:PORT).
+start_server() {
+    local kind=$1 out="$TMP/$1.$RANDOM.out"
+    if [ "$kind" = elrun ]; then
+        "${PRL[@]}" "$ELRUN" store --listen 127.0.0.1:0 > "$out" 2>&1 &
+    else
+        "${PRL[@]}" $PY "$ROOT/bench/store_torch_server.py" 0 \
+            --max-seconds 3600 > "$out" 2>&1 &
+    fi
+    SRV_PID=$!
+    PIDS+=("$SRV_PID")
+    SRV_ADDR=
+    local i
+    for i in $(seq 1 300); do
+        SRV_ADDR=$(sed -n 's/^listening on \(127\.0\.0\.1:[0-9]*\).*/\1/p' "$out" | head -1)
+        [ -n "$SRV_ADDR" ] && return 0
+        kill -0 "$SRV_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    cat "$out" >&2
+    echo "store.sh: the $kind server did not start" >&2
+    exit 1
+}
+
+stop_server() {
+    local pid=$1 i
+    kill "$pid" 2>/dev/null
+    for i in $(seq 1 50); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -9 "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+}
+
+# --- machine -----------------------------------------------------------------
+{
+    echo "machine: $(nproc) vCPU, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)," \
+         "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r)"
+    echo "elrun: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)');" \
+         "PyTorch: $(dpkg-query -W -f '${Version}' python3-torch 2>/dev/null)" \
+         "(torch.__version__ $($PY -c 'import torch; print(torch.__version__)' 2>/dev/null))"
+    echo "descriptor hard limit: $FDMAX; somaxconn: $(cat /proc/sys/net/core/somaxconn)"
+    echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+} > "$TMP/machine.txt"
+cat "$TMP/machine.txt" >&2
+
+# --- 1. throughput ---------------------------------------------------------------
+log "throughput: $REPS repetitions x $SECS s, clients $CLIENTS (both servers interleaved)"
+start_server elrun; E_PID=$SRV_PID; E_ADDR=$SRV_ADDR
+start_server torch; T_PID=$SRV_PID; T_ADDR=$SRV_ADDR
+timeout 1800 "$BENCH" tput --server "elrun=$E_ADDR" --server "torch=$T_ADDR" \
+    --pid "elrun=$E_PID" --pid "torch=$T_PID" --native elrun \
+    --clients "$CLIENTS" --ops set,get,add,xget --reps "$REPS" --seconds "$SECS" \
+    > "$TMP/tput.txt" 2> "$TMP/tput.err"
+grep '^tput ' "$TMP/tput.txt" >&2
+cat "$TMP/tput.err" >&2
+stop_server "$E_PID"
+stop_server "$T_PID"
+
+# --- 2. connection storm ----------------------------------------------------------
+: > "$TMP/storm.txt"
+for n in $STORM_N; do
+    for kind in elrun torch; do
+        to=$STORM_TIMEOUT
+        [ "$kind" = torch ] && to=$TORCH_STORM_TIMEOUT
+        if [ $((n + 100)) -gt "$FDMAX" ]; then
+            to=15 # cannot complete here: show the behaviour at the limit
+        fi
+        log "storm: $kind, N=$n (time box ${to}s)"
+        start_server "$kind"
+        timeout $((to + 60)) "$BENCH" storm --addr "$SRV_ADDR" --name "$kind" \
+            --n "$n" --timeout "$to" >> "$TMP/storm.txt" 2> "$TMP/storm.err"
+        rc=$?
+        [ $rc -eq 124 ] && echo "RESULT storm server=$kind n=$n result=killed" >> "$TMP/storm.txt"
+        alive=yes
+        kill -0 "$SRV_PID" 2>/dev/null || alive=no
+        echo "ALIVE server=$kind n=$n alive=$alive" >> "$TMP/storm.txt"
+        tail -1 "$TMP/storm.txt" >&2
+        grep "server=$kind n=$n " "$TMP/storm.txt" | grep '^RESULT' >&2
+        stop_server "$SRV_PID"
+    done
+done
+
+# --- 3. memory per idle connection ------------------------------------------------
+: > "$TMP/idle.txt"
+for kind in elrun torch; do
+    log "idle memory: $kind, $IDLE_N connections"
+    start_server "$kind"
+    sleep 1
+    timeout 300 "$BENCH" idle --addr "$SRV_ADDR" --pid "$SRV_PID" --name "$kind" \
+        --n "$IDLE_N" >> "$TMP/idle.txt" 2>&1
+    tail -1 "$TMP/idle.txt" >&2
+    stop_server "$SRV_PID"
+done
+
+# --- summary ----------------------------------------------------------------------
+field() { # field NAME LINE
+    sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<< "$2"
+}
+echo
+echo "=== elrun store vs PyTorch 1.13 TCPStore ($(date -u '+%Y-%m-%d %H:%M UTC')) ==="
+cat "$TMP/machine.txt"
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+sed -n '/^Throughput/,$p' "$TMP/tput.txt" | grep -v '^RESULT'
+echo
+echo "Connection storm: N clients connect, ADD 1 to one key, WAIT on 'done' (set"
+echo "by the client whose ADD returned N); time until every client's WAIT returned"
+printf '%-7s %-44s %-44s\n' N elrun torch
+for n in $STORM_N; do
+    cells=()
+    for kind in elrun torch; do
+        line=$(grep "^RESULT storm server=$kind n=$n " "$TMP/storm.txt" | head -1)
+        alive=$(grep "^ALIVE server=$kind n=$n " "$TMP/storm.txt" | sed 's/.*alive=//')
+        res=$(field result "$line")
+        if [ "$res" = ok ]; then
+            cell="$(field t_done "$line") s (connected $(field t_connected "$line") s)"
+        elif [ -n "$res" ]; then
+            cell="$res: $(field done "$line") done, $(field added "$line") added,"
+            cell="$cell $(field failed "$line") failed"
+            [ "$alive" = no ] && cell="$cell, server DIED"
+        else
+            cell="no result"
+        fi
+        cells+=("$cell")
+    done
+    printf '%-7s %-44s %-44s\n' "$n" "${cells[0]}" "${cells[1]}"
+done
+echo
+echo "Memory per idle connection (server RSS with $IDLE_N idle connections minus"
+echo "with none, divided by $IDLE_N; kernel socket memory not included)"
+for kind in elrun torch; do
+    line=$(grep "^RESULT idle server=$kind " "$TMP/idle.txt" | head -1)
+    printf '%-6s %s bytes/connection (RSS %s -> %s KiB, opened %s)\n' "$kind" \
+        "$(field bytes_per_conn "$line")" "$(field rss_before_kib "$line")" \
+        "$(field rss_with_kib "$line")" "$(field opened "$line")"
+done
+echo
+echo "Raw result lines:"
+grep -h '^RESULT' "$TMP/tput.txt" "$TMP/storm.txt" "$TMP/idle.txt"

@@ -15,7 +15,9 @@
  *                 other every round.
  *   "standalone"  one node, the store embedded on a free port of 127.0.0.1
  *                 (or at the endpoint when it names a port).
- *   "c10d" with max_nodes == 1 is run as "standalone" at the endpoint.
+ *   "c10d" with max_nodes == 1 is run as "standalone" at the endpoint;
+ *                 with max_nodes > 1 it is the elastic rendezvous of
+ *                 dynamic.c (nodes join, leave and die between rounds).
  * Rounds are numbered globally (0, 1, 2 ...), the same on every node, and the
  * agent passes the round to its workers as TORCHELASTIC_RESTART_COUNT, so the
  * workers' key prefix /worker/attempt_<round>/ is never reused; the store
@@ -47,6 +49,13 @@ struct el_rdzv_config {
     const char *local_addr;    /* this node's address for MASTER_ADDR, or NULL */
     int join_timeout_ms;       /* whole next() deadline [600 s]             */
     int io_timeout_ms;         /* one store request [60 s]                  */
+    /* c10d (elastic) only: */
+    int last_call_timeout_ms;  /* wait after MIN nodes joined (0: none)     */
+    int keep_alive_interval_ms; /* heartbeat period [5 s]                    */
+    int keep_alive_max_attempt; /* missed heartbeats before a node is dead [3] */
+    int is_host;               /* host the store at the endpoint: 1 yes,
+                                  -1 never, 0 when the address is local     */
+    int max_restarts;          /* the job's restart budget (all nodes)      */
     /* Called (on the caller's thread, or the embedded store's thread) with
      * one-line notes worth logging.  May be NULL. */
     void (*on_event)(void *arg, const char *msg);
@@ -100,6 +109,14 @@ void el_rdzv_ack_notify(struct el_rdzv *r);
  * logging only. */
 int el_rdzv_exit_barrier(struct el_rdzv *r, int succeeded, int timeout_ms,
                          int cancel_fd);
+
+/* This node's workers failed in the current round.  Backends that keep a
+ * job-wide restart budget (c10d) charge it (once per round, whichever node
+ * reports first) and start a new round for every node; they return
+ * EL_ELIMIT when the budget is used up (the job is then closed as failed).
+ * Backends without one return -ENOTSUP and the agent counts restarts
+ * itself. */
+int el_rdzv_report_failure(struct el_rdzv *r, const char *why);
 
 /* Mark the job closed: nodes still joining a round get EL_ECLOSED. */
 int el_rdzv_set_closed(struct el_rdzv *r);

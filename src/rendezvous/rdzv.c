@@ -3,6 +3,7 @@
  * agent never knows which backend it runs on.  A new backend adds one row
  * to the table below.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,13 +11,24 @@
 #include "elrun/err.h"
 #include "rendezvous/rdzv_impl.h"
 
+/* c10d: one node runs as standalone at the endpoint (static.c); more are
+ * the elastic rendezvous (dynamic.c). */
+static int el__rdzv_c10d_open(struct el_rdzv **out,
+                              const struct el_rdzv_config *cfg, char *err,
+                              size_t errlen)
+{
+    if (cfg->max_nodes > 1)
+        return el__rdzv_dynamic_open(out, cfg, err, errlen);
+    return el__rdzv_static_open(out, cfg, err, errlen);
+}
+
 static const struct {
     const char *name;
     el_rdzv_open_fn open;
 } backends[] = {
     {"static", el__rdzv_static_open},
     {"standalone", el__rdzv_static_open},
-    {"c10d", el__rdzv_static_open},   /* single node only, see static.c */
+    {"c10d", el__rdzv_c10d_open},
 };
 
 int el__rdzv_fail(struct el_rdzv *r, int rc, const char *fmt, ...)
@@ -66,6 +78,13 @@ int el_rdzv_exit_barrier(struct el_rdzv *r, int succeeded, int timeout_ms,
                          int cancel_fd)
 {
     return r->ops->exit_barrier(r, succeeded, timeout_ms, cancel_fd);
+}
+
+int el_rdzv_report_failure(struct el_rdzv *r, const char *why)
+{
+    r->errmsg[0] = 0;
+    return r->ops->report_failure ? r->ops->report_failure(r, why)
+                                  : -ENOTSUP;
 }
 
 int el_rdzv_set_closed(struct el_rdzv *r)

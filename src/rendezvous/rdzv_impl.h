@@ -20,6 +20,7 @@ struct el_rdzv_ops {
     int (*exit_barrier)(struct el_rdzv *r, int succeeded, int timeout_ms,
                         int cancel_fd);
     int (*set_closed)(struct el_rdzv *r);
+    int (*report_failure)(struct el_rdzv *r, const char *why); /* optional */
     void (*close)(struct el_rdzv *r);
 };
 
@@ -36,6 +37,9 @@ typedef int (*el_rdzv_open_fn)(struct el_rdzv **out,
 int el__rdzv_static_open(struct el_rdzv **out,
                          const struct el_rdzv_config *cfg, char *err,
                          size_t errlen);
+int el__rdzv_dynamic_open(struct el_rdzv **out,
+                          const struct el_rdzv_config *cfg, char *err,
+                          size_t errlen);
 
 /* printf into r->errmsg; returns rc. */
 int el__rdzv_fail(struct el_rdzv *r, int rc, const char *fmt, ...)

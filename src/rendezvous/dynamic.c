@@ -1,0 +1,1032 @@
+/* dynamic.c -- the elastic rendezvous ("c10d" with --nnodes=MIN:MAX, MAX > 1).
+ *
+ * Nodes come, go and die; each round is a fresh agreement on who takes part.
+ * All state lives in the elrun store at the endpoint, under
+ * /elrun/<run_id>/ (docs/RENDEZVOUS.md describes every key):
+ *
+ *   round            the current round number R (decimal)
+ *   r<R>/joined      ADD counter: a joiner's sequence number
+ *   r<R>/node/<seq>  "v1 <id> <lws> <prev_rank> <name>" per joiner
+ *   r<R>/deadline    wall-clock ms when round R completes (set once MIN
+ *                    nodes joined: now + last_call_timeout; 0 = at once)
+ *   r<R>/members     the sealed member list; written once (compare-and-set)
+ *   r<R>/failed      ADD counter: the first failure of a round charges the
+ *                    job's restart budget, later ones of the same round don't
+ *   restarts         rounds charged so far (the budget is the whole job's)
+ *   events           an append-only log the agents watch: "round R",
+ *                    "dead <id>" (appended by the server when an agent's
+ *                    connection closes or goes silent), "closed <why>"
+ *   closed           present once the job ended ("ok" or "failed: ...")
+ *
+ * Joining round R: ADD r<R>/joined gives a sequence number; the node that
+ * makes the count reach MIN sets the deadline, the one that reaches MAX
+ * seals at once.  Sealing orders the joiners: the previous round's members
+ * first in their old order (stable ranks), then newcomers by arrival, and
+ * keeps the first MAX; the others are hot spares for the next round.  A node
+ * that finds round R sealed with fewer than MAX members opens round R+1
+ * (scale-up); one that finds it full waits as a spare.
+ *
+ * Liveness: a background thread keeps its own connection, on which it
+ * registers "dead <id>" to be appended to the events log when the
+ * connection closes, and asks the server to close it after
+ * keep_alive_interval * keep_alive_max_attempt of silence.  Its watch of the
+ * events log (re-issued every keep_alive_interval) is the heartbeat, and a
+ * change of the log makes el_rdzv_notify_fd() readable.  So a killed agent
+ * is seen at once, a silent host after the keep-alive window, and nobody
+ * polls.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "elrun/err.h"
+#include "elrun/net.h"
+#include "elrun/store.h"
+#include "rendezvous/rdzv_impl.h"
+
+#define ID_MAX 192
+
+struct member {
+    char id[ID_MAX];
+    char name[EL_HOST_MAX];
+    int lws;
+    int prev_rank;
+    int64_t seq;
+};
+
+struct dyn_rdzv {
+    struct el_rdzv base;
+    char run_id[256];
+    char prefix[300];
+    char host[EL_HOST_MAX];       /* the store endpoint                    */
+    int port;
+    char id[ID_MAX];              /* this node: name#pid#random            */
+    char name[EL_HOST_MAX];       /* --local-addr, else the hostname       */
+    int min_nodes, max_nodes, max_restarts;
+    int join_timeout_ms, last_call_ms, io_timeout_ms;
+    int keepalive_ms, keepalive_attempts;
+    struct el_store_server *srv;  /* when this agent hosts the store       */
+    struct el_store *cl;          /* main connection                       */
+    int64_t round;                /* last round this node was a member of  */
+    int rank;                     /* its rank in that round, -1 if none    */
+    struct member *members;       /* that round's members, in rank order   */
+    int nmembers;
+    int64_t joined_round;         /* round joined but not yet sealed       */
+    int64_t seq;
+    int spare_logged;
+    size_t events_seen;           /* bytes of the events log processed     */
+    int closed;
+    /* The liveness thread. */
+    pthread_t th;
+    int th_running;
+    int stop_pipe[2];
+    int evfd;
+    volatile int lost;
+    void (*on_event)(void *, const char *);
+    void *event_arg;
+};
+
+#define FAIL(r, rc, ...) el__rdzv_fail(&(r)->base, (rc), __VA_ARGS__)
+
+static void note(struct dyn_rdzv *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void note(struct dyn_rdzv *r, const char *fmt, ...)
+{
+    if (!r->on_event)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    r->on_event(r->event_arg, msg);
+}
+
+static void key(const struct dyn_rdzv *r, char *buf, size_t cap,
+                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void key(const struct dyn_rdzv *r, char *buf, size_t cap,
+                const char *fmt, ...)
+{
+    int n = snprintf(buf, cap, "%s", r->prefix);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, cap - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+static long long wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- store access ---- */
+
+static int connect_store(struct dyn_rdzv *r, struct el_store **out,
+                         int io_timeout_ms, int cancel_fd, long long deadline)
+{
+    int rc = 0;
+    for (;;) {
+        long long left = deadline - el_now_ms();
+        if (left <= 0)
+            return FAIL(r, rc ? rc : -ETIMEDOUT,
+                        "cannot reach the rendezvous store at %s:%d (%s); "
+                        "check --rdzv-endpoint and that the host agent (or "
+                        "'elrun store') runs there", r->host, r->port,
+                        el_strerror(rc ? rc : -ETIMEDOUT));
+        if (cancel_fd >= 0) {
+            struct pollfd p = {.fd = cancel_fd, .events = POLLIN};
+            if (poll(&p, 1, 0) > 0)
+                return -ECANCELED;
+        }
+        rc = el_store_connect(out, r->host, r->port,
+                              left < 500 ? (int)left : 500, io_timeout_ms);
+        if (rc == 0)
+            return 0;
+        if (rc == EL_EUSAGE)
+            return FAIL(r, rc, "rendezvous host '%s' does not resolve",
+                        r->host);
+    }
+}
+
+static int ensure_client(struct dyn_rdzv *r, int cancel_fd, long long deadline)
+{
+    if (r->cl)
+        return 0;
+    return connect_store(r, &r->cl, r->io_timeout_ms, cancel_fd, deadline);
+}
+
+/* A store call on the main connection failed: say why, drop it if broken. */
+static int store_fail(struct dyn_rdzv *r, int rc, const char *what)
+{
+    if (rc == -ECANCELED) {
+        el_store_close(r->cl);
+        r->cl = NULL;
+        return rc;
+    }
+    FAIL(r, rc == -ETIMEDOUT ? rc : EL_EPEERLOST,
+         "rendezvous store %s:%d: %s: %s", r->host, r->port, what,
+         r->cl ? el_store_errmsg(r->cl) : el_strerror(rc));
+    if (rc != -ETIMEDOUT && rc != EL_EMISMATCH && rc != EL_ENOTFOUND) {
+        el_store_close(r->cl);
+        r->cl = NULL;
+        return EL_EPEERLOST;
+    }
+    return rc;
+}
+
+/* Read a decimal key; *v = dflt if it is missing. */
+static int get_int(struct dyn_rdzv *r, const char *k, int64_t dflt,
+                   int64_t *v)
+{
+    void *val = NULL;
+    size_t len;
+    int rc = el_store_try_get(r->cl, k, &val, &len);
+    if (rc == EL_ENOTFOUND) {
+        *v = dflt;
+        return 0;
+    }
+    if (rc)
+        return store_fail(r, rc, "reading a key");
+    *v = strtoll(val, NULL, 10);
+    free(val);
+    return 0;
+}
+
+static int append_event(struct dyn_rdzv *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int append_event(struct dyn_rdzv *r, const char *fmt, ...)
+{
+    char line[512], k[400];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0 || n > (int)sizeof line - 2)
+        n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    key(r, k, sizeof k, "events");
+    int rc = el_store_append(r->cl, k, line, (size_t)n);
+    return rc ? store_fail(r, rc, "appending an event") : 0;
+}
+
+/* Raise the shared round to at least 'target' (compare-and-set loop).
+ * *now gets the round in force afterwards.  Appends "round N" when this
+ * call raised it. */
+static int raise_round(struct dyn_rdzv *r, int64_t target, int64_t *now)
+{
+    char k[400], e[32], d[32];
+    int64_t cur;
+    int rc;
+    key(r, k, sizeof k, "round");
+    if ((rc = get_int(r, k, -1, &cur)))
+        return rc;
+    while (cur < target) {
+        void *got = NULL;
+        size_t glen;
+        if (cur < 0)
+            e[0] = '\0';
+        else
+            snprintf(e, sizeof e, "%" PRId64, cur);
+        snprintf(d, sizeof d, "%" PRId64, target);
+        rc = el_store_compare_set(r->cl, k, e, strlen(e), d, strlen(d), &got,
+                                  &glen);
+        if (rc == 0) {
+            free(got);
+            cur = target;
+            if ((rc = append_event(r, "round %" PRId64, target)))
+                return rc;
+            break;
+        }
+        if (rc != EL_EMISMATCH)
+            return store_fail(r, rc, "raising the round");
+        /* Lost the race (or the key was missing and 'e' non-empty). */
+        if (cur < 0 && got && glen == strlen(e)) {
+            free(got);
+            if ((rc = get_int(r, k, -1, &cur)))
+                return rc;
+            continue;
+        }
+        cur = got ? strtoll(got, NULL, 10) : cur;
+        free(got);
+    }
+    *now = cur;
+    return 0;
+}
+
+static int read_round(struct dyn_rdzv *r, int64_t *round)
+{
+    char k[400];
+    int64_t cur;
+    int rc;
+    key(r, k, sizeof k, "round");
+    if ((rc = get_int(r, k, -1, &cur)))
+        return rc;
+    if (cur < 0)
+        return raise_round(r, 0, round);
+    *round = cur;
+    return 0;
+}
+
+/* 1 if the job is closed (reason in errmsg), 0 if not, < 0 on error. */
+static int check_closed(struct dyn_rdzv *r)
+{
+    char k[400];
+    void *val = NULL;
+    size_t len;
+    key(r, k, sizeof k, "closed");
+    int rc = el_store_try_get(r->cl, k, &val, &len);
+    if (rc == EL_ENOTFOUND)
+        return 0;
+    if (rc)
+        return store_fail(r, rc, "reading the job state");
+    FAIL(r, EL_ECLOSED, "the job is closed (%s)", (char *)val);
+    free(val);
+    return 1;
+}
+
+/* ---- the member list ---- */
+
+static int parse_members(const char *text, struct member **out, int *n)
+{
+    int cap = 16, count = 0;
+    struct member *m = malloc((size_t)cap * sizeof *m);
+    if (!m)
+        return -ENOMEM;
+    const char *p = strchr(text, '\n');
+    if (strncmp(text, "v1 ", 3) != 0 || !p) {
+        free(m);
+        return EL_EFORMAT;
+    }
+    for (p++; *p;) {
+        const char *end = strchr(p, '\n');
+        if (!end)
+            end = p + strlen(p);
+        if (count == cap) {
+            cap *= 2;
+            struct member *q = realloc(m, (size_t)cap * sizeof *m);
+            if (!q) {
+                free(m);
+                return -ENOMEM;
+            }
+            m = q;
+        }
+        struct member *x = &m[count];
+        char line[ID_MAX + EL_HOST_MAX + 64];
+        size_t len = (size_t)(end - p) < sizeof line - 1 ? (size_t)(end - p)
+                                                         : sizeof line - 1;
+        memcpy(line, p, len);
+        line[len] = '\0';
+        if (sscanf(line, "%191s %d %255s", x->id, &x->lws, x->name) != 3) {
+            free(m);
+            return EL_EFORMAT;
+        }
+        count++;
+        p = *end ? end + 1 : end;
+    }
+    *out = m;
+    *n = count;
+    return 0;
+}
+
+static int by_order(const void *a, const void *b)
+{
+    const struct member *x = a, *y = b;
+    /* Survivors first, in their previous order; then newcomers by arrival. */
+    int xs = x->prev_rank >= 0, ys = y->prev_rank >= 0;
+    if (xs != ys)
+        return ys - xs;
+    if (xs && x->prev_rank != y->prev_rank)
+        return x->prev_rank < y->prev_rank ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Is 'id' listed as dead in the events log? */
+static int is_dead(const char *events, const char *id)
+{
+    size_t n = strlen(id);
+    for (const char *p = events; p && *p;) {
+        if (strncmp(p, "dead ", 5) == 0 && strncmp(p + 5, id, n) == 0 &&
+            (p[5 + n] == '\n' || p[5 + n] == '\0'))
+            return 1;
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    return 0;
+}
+
+static int read_events(struct dyn_rdzv *r, char **out)
+{
+    char k[400];
+    void *val = NULL;
+    size_t len;
+    key(r, k, sizeof k, "events");
+    int rc = el_store_try_get(r->cl, k, &val, &len);
+    if (rc == EL_ENOTFOUND) {
+        *out = strdup("");
+        return *out ? 0 : -ENOMEM;
+    }
+    if (rc)
+        return store_fail(r, rc, "reading the events");
+    *out = val;
+    return 0;
+}
+
+/* Try to complete round R.  Returns 0 when r<R>/members exists afterwards
+ * (sealed by us or by someone else), 1 if fewer than MIN live nodes joined
+ * (the round stays open), < 0 on error. */
+static int seal(struct dyn_rdzv *r, int64_t round)
+{
+    char k[400];
+    int64_t count;
+    int rc;
+    key(r, k, sizeof k, "r%" PRId64 "/joined", round);
+    if ((rc = el_store_add(r->cl, k, 0, &count)))
+        return store_fail(r, rc, "counting the joiners");
+    if (count <= 0)
+        return 1;
+    struct member *m = calloc((size_t)count, sizeof *m);
+    char *events = NULL;
+    if (!m)
+        return FAIL(r, -ENOMEM, "out of memory");
+    if ((rc = read_events(r, &events))) {
+        free(m);
+        return rc;
+    }
+    int n = 0;
+    for (int64_t s = 1; s <= count; s++) {
+        void *val = NULL;
+        size_t len;
+        key(r, k, sizeof k, "r%" PRId64 "/node/%" PRId64, round, s);
+        /* A joiner writes its record right after its ADD; give it a moment,
+         * but one that died in between must not hold the round up. */
+        rc = el_store_get(r->cl, k, &val, &len,
+                          r->io_timeout_ms < 2000 ? r->io_timeout_ms : 2000);
+        if (rc == -ETIMEDOUT)
+            continue;
+        if (rc) {
+            free(m);
+            free(events);
+            return store_fail(r, rc, "reading a joiner");
+        }
+        struct member *x = &m[n];
+        if (sscanf(val, "v1 %191s %d %d %255s", x->id, &x->lws, &x->prev_rank,
+                   x->name) == 4 &&
+            !is_dead(events, x->id)) {
+            x->seq = s;
+            n++;
+        }
+        free(val);
+    }
+    free(events);
+    if (n < r->min_nodes) {
+        free(m);
+        return 1;
+    }
+    qsort(m, (size_t)n, sizeof *m, by_order);
+    if (n > r->max_nodes)
+        n = r->max_nodes;
+    size_t cap = 64 + (size_t)n * (ID_MAX + EL_HOST_MAX + 16), len = 0;
+    char *list = malloc(cap);
+    if (!list) {
+        free(m);
+        return FAIL(r, -ENOMEM, "out of memory");
+    }
+    len += (size_t)snprintf(list, cap, "v1 %" PRId64 "\n", round);
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(list + len, cap - len, "%s %d %s\n", m[i].id,
+                                m[i].lws, m[i].name);
+    free(m);
+    key(r, k, sizeof k, "r%" PRId64 "/members", round);
+    rc = el_store_compare_set(r->cl, k, "", 0, list, len, NULL, NULL);
+    free(list);
+    if (rc == 0 || rc == EL_EMISMATCH) {
+        /* Nodes still waiting for a deadline wake up and find the list. */
+        char dk[400];
+        key(r, dk, sizeof dk, "r%" PRId64 "/deadline", round);
+        int drc = el_store_compare_set(r->cl, dk, "", 0, "0", 1, NULL, NULL);
+        if (drc && drc != EL_EMISMATCH)
+            return store_fail(r, drc, "marking the round sealed");
+    }
+    if (rc == 0) {
+        /* We sealed it: no worker or agent of an earlier round needs the
+         * earlier rounds' keys any more. */
+        int64_t cnt;
+        char wk[64];
+        if (round > 0) {
+            snprintf(wk, sizeof wk, "/worker/attempt_%" PRId64 "/",
+                     round - 1);
+            el_store_delete_prefix(r->cl, wk, &cnt);
+            snprintf(wk, sizeof wk, "//worker/attempt_%" PRId64 "/",
+                     round - 1);
+            el_store_delete_prefix(r->cl, wk, &cnt);
+            key(r, k, sizeof k, "r%" PRId64 "/", round - 1);
+            el_store_delete_prefix(r->cl, k, &cnt);
+        }
+        return 0;
+    }
+    if (rc == EL_EMISMATCH)
+        return 0; /* someone else sealed first */
+    return store_fail(r, rc, "sealing the round");
+}
+
+/* ---- the liveness thread ---- */
+
+static void signal_agent(struct dyn_rdzv *r)
+{
+    uint64_t one = 1;
+    if (write(r->evfd, &one, sizeof one) < 0) {
+        /* an eventfd counter does not overflow here */
+    }
+}
+
+static void *live_main(void *arg)
+{
+    struct dyn_rdzv *r = arg;
+    struct el_store *w = NULL;
+    char k[400], line[ID_MAX + 8];
+    void *seen = NULL;
+    size_t seen_len = 0;
+    int seen_present = 0, rc;
+    /* This connection's silence beyond the keep-alive window is a death. */
+    int window = r->keepalive_ms * r->keepalive_attempts;
+    rc = connect_store(r, &w, window, r->stop_pipe[0],
+                       el_now_ms() + r->io_timeout_ms);
+    if (rc == 0) {
+        el_store_set_cancel_fd(w, r->stop_pipe[0]);
+        key(r, k, sizeof k, "events");
+        snprintf(line, sizeof line, "dead %s\n", r->id);
+        rc = el_store_on_close_append(w, k, line, strlen(line));
+        if (rc == 0)
+            rc = el_store_set_idle_timeout(w, window);
+    }
+    while (rc == 0) {
+        int present = 0;
+        void *val = NULL;
+        size_t len = 0;
+        rc = el_store_watch(w, k, seen_present, seen, seen_len, &present,
+                            &val, &len, r->keepalive_ms);
+        if (rc == -ETIMEDOUT) {
+            rc = 0; /* that request was the heartbeat */
+            continue;
+        }
+        if (rc)
+            break;
+        free(seen);
+        seen = val;
+        seen_len = present ? len : 0;
+        seen_present = present;
+        signal_agent(r);
+    }
+    free(seen);
+    if (rc != -ECANCELED) {
+        r->lost = 1;
+        signal_agent(r);
+    }
+    el_store_close(w);
+    return NULL;
+}
+
+static int start_live(struct dyn_rdzv *r)
+{
+    int rc = pthread_create(&r->th, NULL, live_main, r);
+    if (rc)
+        return FAIL(r, -rc, "cannot start the rendezvous keep-alive thread: "
+                    "%s", strerror(rc));
+    r->th_running = 1;
+    return 0;
+}
+
+static void stop_live(struct dyn_rdzv *r)
+{
+    if (!r->th_running)
+        return;
+    char c = 1;
+    if (write(r->stop_pipe[1], &c, 1) < 0) {
+        /* the pipe is ours and empty */
+    }
+    pthread_join(r->th, NULL);
+    r->th_running = 0;
+}
+
+/* ---- operations ---- */
+
+static void log_round(struct dyn_rdzv *r, int64_t round, struct member *m,
+                      int n)
+{
+    char joined[512] = "", left[512] = "";
+    size_t jl = 0, ll = 0;
+    for (int i = 0; i < n; i++) {
+        int old = 0;
+        for (int j = 0; j < r->nmembers && !old; j++)
+            old = strcmp(m[i].id, r->members[j].id) == 0;
+        if (!old && jl < sizeof joined - 80)
+            jl += (size_t)snprintf(joined + jl, sizeof joined - jl, "%s%s",
+                                   jl ? ", " : "", m[i].name);
+    }
+    for (int j = 0; j < r->nmembers; j++) {
+        int still = 0;
+        for (int i = 0; i < n && !still; i++)
+            still = strcmp(m[i].id, r->members[j].id) == 0;
+        if (!still && ll < sizeof left - 80)
+            ll += (size_t)snprintf(left + ll, sizeof left - ll, "%s%s",
+                                   ll ? ", " : "", r->members[j].name);
+    }
+    note(r, "round %" PRId64 ": %d nodes (joined: %s; left: %s)", round, n,
+         jl ? joined : "-", ll ? left : "-");
+}
+
+static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
+                    struct el_rdzv_info *info)
+{
+    struct dyn_rdzv *r = (struct dyn_rdzv *)base;
+    long long deadline = el_now_ms() + r->join_timeout_ms;
+    char k[400], v[ID_MAX + EL_HOST_MAX + 64];
+    int rc;
+
+    if (r->closed)
+        return FAIL(r, EL_ECLOSED, "the rendezvous is closed");
+    for (;;) {
+        if (el_now_ms() > deadline)
+            return FAIL(r, -ETIMEDOUT,
+                        "no round with at least %d nodes formed within %d s; "
+                        "start more nodes or raise --rdzv-conf=join_timeout",
+                        r->min_nodes, r->join_timeout_ms / 1000);
+        if ((rc = ensure_client(r, cancel_fd, deadline)))
+            return rc;
+        el_store_set_cancel_fd(r->cl, -1);
+        if ((rc = check_closed(r)) != 0)
+            return rc < 0 ? rc : EL_ECLOSED;
+        int64_t round;
+        if ((rc = read_round(r, &round)))
+            return rc;
+        /* After a round this node took part in, the next one is newer. */
+        if (r->rank >= 0 && round <= r->round &&
+            (rc = raise_round(r, r->round + 1, &round)))
+            return rc;
+
+        /* Is round 'round' sealed already? */
+        void *val = NULL;
+        size_t len;
+        key(r, k, sizeof k, "r%" PRId64 "/members", round);
+        rc = el_store_try_get(r->cl, k, &val, &len);
+        if (rc && rc != EL_ENOTFOUND)
+            return store_fail(r, rc, "reading the members");
+        if (rc == 0) {
+            struct member *m = NULL;
+            int n = 0, me = -1;
+            rc = parse_members(val, &m, &n);
+            free(val);
+            if (rc)
+                return FAIL(r, rc, "round %" PRId64 ": unreadable member "
+                            "list in the store", round);
+            for (int i = 0; i < n && me < 0; i++)
+                if (strcmp(m[i].id, r->id) == 0)
+                    me = i;
+            if (me >= 0) {
+                int base_rank = 0, world = 0;
+                for (int i = 0; i < n; i++) {
+                    if (i < me)
+                        base_rank += m[i].lws;
+                    world += m[i].lws;
+                }
+                log_round(r, round, m, n);
+                free(r->members);
+                r->members = m;
+                r->nmembers = n;
+                r->round = round;
+                r->rank = me;
+                r->joined_round = -1;
+                r->spare_logged = 0;
+                memset(info, 0, sizeof *info);
+                info->round = round;
+                info->node_rank = me;
+                info->num_nodes = n;
+                info->base_rank = base_rank;
+                info->world_size = world;
+                snprintf(info->store_host, sizeof info->store_host, "%s",
+                         r->host);
+                info->store_port = r->port;
+                info->use_agent_store = 1;
+                return 0;
+            }
+            free(m);
+            if (n < r->max_nodes) {
+                /* Room for us: open the next round (scale-up; it charges
+                 * no restart). */
+                int64_t now;
+                if ((rc = raise_round(r, round + 1, &now)))
+                    return rc;
+                continue;
+            }
+            /* Full: wait as a hot spare until the round changes. */
+            if (!r->spare_logged) {
+                note(r, "round %" PRId64 " is full (%d nodes); waiting as a "
+                     "hot spare", round, n);
+                r->spare_logged = 1;
+            }
+            char cur[32];
+            int present;
+            void *nv = NULL;
+            snprintf(cur, sizeof cur, "%" PRId64, round);
+            key(r, k, sizeof k, "round");
+            long long left = deadline - el_now_ms();
+            el_store_set_cancel_fd(r->cl, cancel_fd);
+            rc = el_store_watch(r->cl, k, 1, cur, strlen(cur), &present, &nv,
+                                &len, left > 0 ? (int)left : 0);
+            free(nv);
+            if (rc && rc != -ETIMEDOUT)
+                return store_fail(r, rc, "waiting as a spare");
+            continue;
+        }
+
+        /* Round 'round' is open: join it once. */
+        if (r->joined_round != round) {
+            key(r, k, sizeof k, "r%" PRId64 "/joined", round);
+            if ((rc = el_store_add(r->cl, k, 1, &r->seq)))
+                return store_fail(r, rc, "joining");
+            key(r, k, sizeof k, "r%" PRId64 "/node/%" PRId64, round, r->seq);
+            int prev = r->rank;
+            snprintf(v, sizeof v, "v1 %s %d %d %s", r->id, lws, prev,
+                     r->name);
+            if ((rc = el_store_set(r->cl, k, v, strlen(v))))
+                return store_fail(r, rc, "publishing this node");
+            r->joined_round = round;
+        }
+        int64_t count;
+        key(r, k, sizeof k, "r%" PRId64 "/joined", round);
+        if ((rc = el_store_add(r->cl, k, 0, &count)))
+            return store_fail(r, rc, "counting the joiners");
+        if (count >= r->max_nodes) {
+            if ((rc = seal(r, round)) < 0)
+                return rc;
+            continue;
+        }
+        /* The round's deadline: set by whoever sees MIN joiners first. */
+        int64_t dl;
+        char dk[400];
+        key(r, dk, sizeof dk, "r%" PRId64 "/deadline", round);
+        if ((rc = get_int(r, dk, -1, &dl)))
+            return rc;
+        if (dl < 0 && count >= r->min_nodes) {
+            char d[32];
+            snprintf(d, sizeof d, "%lld", wall_ms() + r->last_call_ms);
+            rc = el_store_compare_set(r->cl, dk, "", 0, d, strlen(d), NULL,
+                                      NULL);
+            if (rc && rc != EL_EMISMATCH)
+                return store_fail(r, rc, "setting the round's deadline");
+            continue;
+        }
+        long long left = deadline - el_now_ms();
+        if (left <= 0)
+            continue;
+        el_store_set_cancel_fd(r->cl, cancel_fd);
+        if (dl < 0) {
+            /* Fewer than MIN so far: wait for the deadline to be set (or
+             * for the round to be sealed, which sets none; so look again
+             * every keep-alive interval). */
+            int wait = r->keepalive_ms < left ? r->keepalive_ms : (int)left;
+            rc = el_store_get(r->cl, dk, NULL, NULL, wait);
+        } else {
+            /* Wait for the seal until the deadline (plus a stagger by
+             * arrival, so one node seals and the others just read). */
+            long long until = dl - wall_ms() + (r->seq < 50 ? r->seq : 50) * 4;
+            if (until > left)
+                until = left;
+            key(r, k, sizeof k, "r%" PRId64 "/members", round);
+            rc = until > 0 ? el_store_get(r->cl, k, NULL, NULL, (int)until)
+                           : -ETIMEDOUT;
+            if (rc == -ETIMEDOUT) {
+                el_store_set_cancel_fd(r->cl, -1);
+                if ((rc = seal(r, round)) < 0)
+                    return rc;
+                if (rc == 1) {
+                    /* Joiners died: below MIN again; reopen the deadline. */
+                    el_store_delete(r->cl, dk, NULL);
+                }
+                continue;
+            }
+        }
+        if (r->cl)
+            el_store_set_cancel_fd(r->cl, -1);
+        if (rc && rc != -ETIMEDOUT)
+            return store_fail(r, rc, "waiting for the round");
+    }
+}
+
+static int dyn_report_failure(struct el_rdzv *base, const char *why);
+
+/* Scan the events log for what concerns the round this node runs. */
+static int dyn_num_nodes_waiting(struct el_rdzv *base, int *n)
+{
+    struct dyn_rdzv *r = (struct dyn_rdzv *)base;
+    char k[400];
+    int64_t cur, waiting;
+    int rc;
+    *n = 0;
+    if (r->lost)
+        return FAIL(r, EL_EPEERLOST, "lost the rendezvous store at %s:%d "
+                    "(its host is gone, or this node was cut off for longer "
+                    "than the keep-alive window)", r->host, r->port);
+    if ((rc = ensure_client(r, -1, el_now_ms() + r->io_timeout_ms)))
+        return rc;
+    if ((rc = check_closed(r)) != 0) {
+        if (rc < 0)
+            return rc;
+        *n = 1; /* the agent's next() reports the closure */
+        return 0;
+    }
+    key(r, k, sizeof k, "round");
+    if ((rc = get_int(r, k, 0, &cur)))
+        return rc;
+    if (cur > r->round) {
+        key(r, k, sizeof k, "r%" PRId64 "/joined", cur);
+        if ((rc = get_int(r, k, 1, &waiting)))
+            return rc;
+        *n = waiting > 0 ? (int)waiting : 1;
+        return 0;
+    }
+    /* A member of this round died: end the round (it counts against the
+     * job's restart budget, like a worker failure). */
+    char *events = NULL;
+    if ((rc = read_events(r, &events)))
+        return rc;
+    const char *dead = NULL;
+    for (int i = 0; i < r->nmembers && !dead; i++)
+        if (is_dead(events, r->members[i].id))
+            dead = r->members[i].name;
+    if (dead) {
+        char why[EL_HOST_MAX + 32];
+        snprintf(why, sizeof why, "node %s is gone", dead);
+        free(events);
+        note(r, "round %" PRId64 ": %s; re-forming", r->round, why);
+        rc = dyn_report_failure(base, why);
+        *n = 1; /* next() re-forms the job, or reports that it is closed */
+        return rc == EL_ELIMIT ? 0 : rc;
+    }
+    free(events);
+    return 0;
+}
+
+/* Charge the round's end to the job's restart budget, once per round. */
+static int dyn_report_failure(struct el_rdzv *base, const char *why)
+{
+    struct dyn_rdzv *r = (struct dyn_rdzv *)base;
+    char k[400];
+    int64_t first, used, now;
+    int rc;
+    if ((rc = ensure_client(r, -1, el_now_ms() + r->io_timeout_ms)))
+        return rc;
+    key(r, k, sizeof k, "r%" PRId64 "/failed", r->round);
+    if ((rc = el_store_add(r->cl, k, 1, &first)))
+        return store_fail(r, rc, "reporting a failure");
+    if (first == 1) {
+        key(r, k, sizeof k, "restarts");
+        if ((rc = el_store_add(r->cl, k, 1, &used)))
+            return store_fail(r, rc, "charging the restart budget");
+        if (used > r->max_restarts) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "failed: restart budget of %d used up "
+                     "(last: %s)", r->max_restarts, why ? why : "failure");
+            key(r, k, sizeof k, "closed");
+            el_store_compare_set(r->cl, k, "", 0, msg, strlen(msg), NULL,
+                                 NULL);
+            append_event(r, "closed %s", msg);
+            return FAIL(r, EL_ELIMIT, "%s", msg);
+        }
+        note(r, "round %" PRId64 " failed (%s); restart %" PRId64 " of %d",
+             r->round, why ? why : "failure", used, r->max_restarts);
+    }
+    if ((rc = check_closed(r)) != 0)
+        return rc < 0 ? rc : EL_ELIMIT;
+    return raise_round(r, r->round + 1, &now);
+}
+
+static int dyn_notify_fd(struct el_rdzv *base)
+{
+    return ((struct dyn_rdzv *)base)->evfd;
+}
+
+static void dyn_ack_notify(struct el_rdzv *base)
+{
+    struct dyn_rdzv *r = (struct dyn_rdzv *)base;
+    uint64_t v;
+    if (read(r->evfd, &v, sizeof v) < 0) {
+        /* nothing pending */
+    }
+}
+
+static int dyn_exit_barrier(struct el_rdzv *base, int succeeded,
+                            int timeout_ms, int cancel_fd)
+{
+    struct dyn_rdzv *r = (struct dyn_rdzv *)base;
+    char k[400], kc[400];
+    int rc;
+    if ((rc = ensure_client(r, cancel_fd, el_now_ms() + 2000)))
+        return rc;
+    key(r, k, sizeof k, "r%" PRId64 "/exit/done", r->round);
+    if (!succeeded) {
+        rc = el_store_set(r->cl, k, "failed", 6);
+        return rc ? store_fail(r, rc, "reporting the failure") : 0;
+    }
+    int64_t n;
+    key(r, kc, sizeof kc, "r%" PRId64 "/exit/count", r->round);
+    if ((rc = el_store_add(r->cl, kc, 1, &n)))
+        return store_fail(r, rc, "entering the exit barrier");
+    if (n >= r->nmembers && (rc = el_store_set(r->cl, k, "ok", 2)))
+        return store_fail(r, rc, "completing the exit barrier");
+    el_store_set_cancel_fd(r->cl, cancel_fd);
+    rc = el_store_get(r->cl, k, NULL, NULL, timeout_ms);
+    if (r->cl)
+        el_store_set_cancel_fd(r->cl, -1);
+    if (rc == -ETIMEDOUT)
+        return FAIL(r, rc, "exit barrier: not every node finished within "
+                    "%d s", timeout_ms / 1000);
+    return rc ? store_fail(r, rc, "waiting in the exit barrier") : 0;
+}
+
+static int dyn_set_closed(struct el_rdzv *base)
+{
+    struct dyn_rdzv *r = (struct dyn_rdzv *)base;
+    char k[400];
+    r->closed = 1;
+    if (!r->cl && ensure_client(r, -1, el_now_ms() + 2000))
+        return EL_EPEERLOST;
+    key(r, k, sizeof k, "closed");
+    int rc = el_store_compare_set(r->cl, k, "", 0, "ok", 2, NULL, NULL);
+    if (rc && rc != EL_EMISMATCH)
+        return store_fail(r, rc, "closing");
+    return append_event(r, "closed ok");
+}
+
+static void dyn_close(struct el_rdzv *base)
+{
+    struct dyn_rdzv *r = (struct dyn_rdzv *)base;
+    stop_live(r);
+    el_store_close(r->cl);
+    el_store_server_close(r->srv);
+    close(r->stop_pipe[0]);
+    close(r->stop_pipe[1]);
+    close(r->evfd);
+    free(r->members);
+    free(r);
+}
+
+static const struct el_rdzv_ops dyn_ops = {
+    .name = "c10d",
+    .next = dyn_next,
+    .num_nodes_waiting = dyn_num_nodes_waiting,
+    .notify_fd = dyn_notify_fd,
+    .ack_notify = dyn_ack_notify,
+    .exit_barrier = dyn_exit_barrier,
+    .set_closed = dyn_set_closed,
+    .report_failure = dyn_report_failure,
+    .close = dyn_close,
+};
+
+/* Host the store at the endpoint?  is_host = 1 must, -1 must not, 0 tries:
+ * binding works only where the endpoint's address is local and free. */
+static int maybe_host(struct dyn_rdzv *r, int is_host, char *err,
+                      size_t errlen)
+{
+    if (is_host < 0)
+        return 0;
+    struct el_store_server_opts so = {.host = r->host, .port = r->port};
+    if (strcmp(r->host, "localhost") == 0)
+        so.host = "127.0.0.1";
+    int rc = el_store_server_start(&r->srv, &so);
+    if (rc == 0) {
+        note(r, "hosting the rendezvous store on %s:%d", r->host, r->port);
+        return 0;
+    }
+    r->srv = NULL;
+    if (is_host == 0 && (rc == -EADDRINUSE || rc == -EADDRNOTAVAIL ||
+                        rc == EL_EUSAGE))
+        return 0; /* someone else hosts it, or the address is not ours */
+    snprintf(err, errlen, "cannot host the rendezvous store on %s:%d: %s",
+             r->host, r->port, el_strerror(rc));
+    return rc;
+}
+
+int el__rdzv_dynamic_open(struct el_rdzv **out,
+                          const struct el_rdzv_config *cfg, char *err,
+                          size_t errlen)
+{
+    if (cfg->min_nodes < 1 || cfg->max_nodes < cfg->min_nodes) {
+        snprintf(err, errlen, "--nnodes must be MIN:MAX with 1 <= MIN <= MAX "
+                 "(got %d:%d)", cfg->min_nodes, cfg->max_nodes);
+        return EL_EUSAGE;
+    }
+    if (!cfg->host || !*cfg->host || cfg->port <= 0) {
+        snprintf(err, errlen, "the c10d rendezvous needs --rdzv-endpoint="
+                 "HOST:PORT (every node gives the same one)");
+        return EL_EUSAGE;
+    }
+    struct dyn_rdzv *r = calloc(1, sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    r->base.ops = &dyn_ops;
+    r->min_nodes = cfg->min_nodes;
+    r->max_nodes = cfg->max_nodes;
+    r->max_restarts = cfg->max_restarts;
+    r->join_timeout_ms = cfg->join_timeout_ms > 0 ? cfg->join_timeout_ms
+                                                  : 600000;
+    r->io_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 60000;
+    r->last_call_ms = cfg->last_call_timeout_ms > 0 ? cfg->last_call_timeout_ms
+                                                    : 0;
+    r->keepalive_ms = cfg->keep_alive_interval_ms > 0
+                          ? cfg->keep_alive_interval_ms : 5000;
+    r->keepalive_attempts = cfg->keep_alive_max_attempt > 0
+                                ? cfg->keep_alive_max_attempt : 3;
+    r->on_event = cfg->on_event;
+    r->event_arg = cfg->event_arg;
+    r->round = -1;
+    r->rank = -1;
+    r->joined_round = -1;
+    r->stop_pipe[0] = r->stop_pipe[1] = -1;
+    snprintf(r->run_id, sizeof r->run_id, "%s",
+             cfg->run_id ? cfg->run_id : "none");
+    snprintf(r->prefix, sizeof r->prefix, "/elrun/%s/", r->run_id);
+    snprintf(r->host, sizeof r->host, "%s", cfg->host);
+    r->port = cfg->port;
+    if (cfg->local_addr && *cfg->local_addr)
+        snprintf(r->name, sizeof r->name, "%s", cfg->local_addr);
+    else if (gethostname(r->name, sizeof r->name) != 0)
+        snprintf(r->name, sizeof r->name, "node");
+    for (char *p = r->name; *p; p++)
+        if (*p == ' ' || *p == '\n')
+            *p = '_';
+    unsigned rnd = (unsigned)(el_now_ns() ^ ((long long)getpid() << 16));
+    snprintf(r->id, sizeof r->id, "%.150s#%d#%08x", r->name, (int)getpid(), rnd);
+    r->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (r->evfd < 0 || pipe2(r->stop_pipe, O_CLOEXEC) < 0) {
+        int e = -errno;
+        snprintf(err, errlen, "eventfd/pipe: %s", strerror(errno));
+        if (r->evfd >= 0)
+            close(r->evfd);
+        free(r);
+        return e;
+    }
+    int rc = maybe_host(r, cfg->is_host, err, errlen);
+    if (rc == 0)
+        rc = start_live(r);
+    if (rc) {
+        if (!*err)
+            snprintf(err, errlen, "%s", r->base.errmsg);
+        dyn_close(&r->base);
+        return rc;
+    }
+    *out = &r->base;
+    return 0;
+}

@@ -39,6 +39,7 @@
 #define MARKER_ENTRY 16
 #define MAX_WORLD (1 << 20)
 #define IO_CHUNK (1 << 20)
+#define WRITEBACK_CHUNK (8 << 20)
 
 void (*el__ckpt_before_rename)(const char *tmpname);
 
@@ -250,7 +251,9 @@ static int open_dir(const char *dir)
 }
 
 /* Write header + payload to a temporary file in dirfd, make it durable and
- * rename it to 'name'; then make the rename durable. */
+ * rename it to 'name'; then make the rename durable.  The payload is
+ * checksummed chunk by chunk just before each chunk is written (one pass
+ * over memory), and the header, which holds the checksum, goes in last. */
 static int write_atomic(int dirfd, const char *name, struct hdr *h,
                         const struct iovec *iov, int iovcnt)
 {
@@ -258,24 +261,43 @@ static int write_atomic(int dirfd, const char *name, struct hdr *h,
     if (snprintf(tmp, sizeof tmp, ".%s.tmp.%ld", name, (long)getpid()) >=
         (int)sizeof tmp)
         return EL_EUSAGE;
-    unsigned char hb[EL_CKPT_HEADER_SIZE];
-    uint32_t crc = 0;
-    uint64_t len = 0;
-    for (int i = 0; i < iovcnt; i++) {
-        crc = el_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
-        len += iov[i].iov_len;
-    }
-    h->crc = crc;
-    h->len = len;
-    hdr_encode(h, hb);
-
+    unsigned char hb[EL_CKPT_HEADER_SIZE] = {0};
     int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
                     0644);
     if (fd < 0)
         return -errno;
+    uint32_t crc = 0;
+    uint64_t len = 0, flushed = 0;
     int rc = write_all(fd, hb, sizeof hb);
-    for (int i = 0; rc == 0 && i < iovcnt; i++)
-        rc = write_all(fd, iov[i].iov_base, iov[i].iov_len);
+    for (int i = 0; rc == 0 && i < iovcnt; i++) {
+        const char *p = iov[i].iov_base;
+        for (size_t left = iov[i].iov_len; rc == 0 && left;) {
+            size_t n = left > IO_CHUNK ? IO_CHUNK : left;
+            crc = el_crc32c(crc, p, n);
+            rc = write_all(fd, p, n);
+            p += n;
+            left -= n;
+            len += n;
+            /* Start writing back what is in the page cache while we go on
+             * copying, so that the final fsync has little left to wait
+             * for (a hint: errors show up in fsync). */
+            if (len - flushed >= WRITEBACK_CHUNK) {
+                sync_file_range(fd, (off_t)flushed, (off_t)(len - flushed),
+                                SYNC_FILE_RANGE_WRITE);
+                flushed = len;
+            }
+        }
+    }
+    if (rc == 0) {
+        h->crc = crc;
+        h->len = len;
+        hdr_encode(h, hb);
+        ssize_t w = pwrite(fd, hb, sizeof hb, 0);
+        if (w < 0)
+            rc = -errno;
+        else if (w != (ssize_t)sizeof hb)
+            rc = -EIO;
+    }
     if (rc == 0 && fsync(fd) < 0)
         rc = -errno;
     if (close(fd) < 0 && rc == 0)
@@ -609,10 +631,10 @@ static void prune(int dirfd, int keep)
         }
     }
     free(v);
-    if (cutoff >= 0) {
+    /* No fsync of the directory: a deletion that a crash undoes only
+     * leaves an old checkpoint for the next prune. */
+    if (cutoff >= 0)
         delete_older(dirfd, cutoff);
-        fsync(dirfd);
-    }
 }
 
 /* ------------------------------------------------------------------------

@@ -176,7 +176,7 @@ for n in $STORM_N; do
     for kind in elrun torch; do
         to=$STORM_TIMEOUT
         [ "$kind" = torch ] && to=$TORCH_STORM_TIMEOUT
-        if [ $((n + 100)) -gt "$FDMAX" ]; then
+        if [ $((n + 100)) -gt "$FDMAX" ] && [ "$kind" = elrun ]; then
             to=15 # cannot complete here: show the behaviour at the limit
         fi
         log "storm: $kind, N=$n (time box ${to}s)"

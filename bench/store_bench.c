@@ -36,7 +36,6 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <poll.h>
-#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -237,6 +236,15 @@ struct target {
     int pid;    /* server process, for its CPU time (0: unknown)  */
     int native; /* speaks elrun's own ops (xget)                   */
 };
+
+/* CPU time (user + system) of this process, all threads, in seconds. */
+static double self_cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
 
 /* CPU time (user + system, all threads) of a process in seconds, or -1. */
 static double cpu_seconds(int pid)
@@ -649,10 +657,11 @@ static int prefill_gets(int fd, int client, const uint8_t *value, size_t vlen)
  * Returns ops per second, or -1 on failure. */
 static double tput_once(const struct target *tg, enum bench_op op,
                         int nclients, int nthreads, double seconds,
-                        const uint8_t *value, size_t vlen, double *cpu_us)
+                        const uint8_t *value, size_t vlen, double *cpu_us,
+                        double *client_us)
 {
-    double cpu0 = -1;
-    *cpu_us = -1;
+    double cpu0 = -1, self0 = 0;
+    *cpu_us = *client_us = -1;
     struct tconn *conns = calloc((size_t)nclients, sizeof *conns);
     if (!conns)
         die("calloc");
@@ -699,6 +708,7 @@ static double tput_once(const struct target *tg, enum bench_op op,
                 die("pthread_create");
         /* the threads read their deadline after the barrier */
         cpu0 = cpu_seconds(tg->pid);
+        self0 = self_cpu_seconds();
         start = now_ns();
         for (int k = 0; k < nthreads; k++)
             th[k].deadline_ns = start + (long long)(seconds * 1e9);
@@ -713,9 +723,11 @@ static double tput_once(const struct target *tg, enum bench_op op,
             if (th[k].failed)
                 ok = 0;
         }
-        double cpu1 = cpu_seconds(tg->pid);
+        double cpu1 = cpu_seconds(tg->pid), self1 = self_cpu_seconds();
         if (ok)
             rate = (double)ops / ((double)(end - start) / 1e9);
+        if (ok && ops > 0)
+            *client_us = (self1 - self0) * 1e6 / (double)ops;
         if (ok && ops > 0 && cpu0 >= 0 && cpu1 >= 0)
             *cpu_us = (cpu1 - cpu0) * 1e6 / (double)ops;
         if (ok && op == B_ADD) {
@@ -782,11 +794,15 @@ static void print_table(int which, int reps, double seconds, int nthreads,
 {
     if (which == 0)
         printf("\nThroughput, ops/s: median of %d repetitions of %.1f s "
-               "(min-max); 1 client thread per %d, %d-byte values\n",
+               "(min-max); client: %d epoll thread(s), one connection per "
+               "client, %d-byte values\n",
                reps, seconds, nthreads, vlen);
-    else
+    else if (which == 1)
         printf("\nServer CPU time per op, us (user+system, all threads): "
                "median (min-max)\n");
+    else
+        printf("\nThe load generator's own CPU time per op, us (same "
+               "client for every server)\n");
     printf("%-5s %7s", "op", "clients");
     for (int s = 0; s < ntg; s++)
         printf(" %26s", tg[s].name);
@@ -811,7 +827,7 @@ static void print_table(int which, int reps, double seconds, int nthreads,
                     med[s] = median_of(v, n);
                     snprintf(cell, sizeof cell, "%.1f (%.1f-%.1f)", med[s],
                              v[0], v[n - 1]);
-                } else if (which == 1) {
+                } else if (which > 0) {
                     snprintf(cell, sizeof cell, "-");
                 }
                 printf(" %26s", cell);
@@ -823,7 +839,8 @@ static void print_table(int which, int reps, double seconds, int nthreads,
     }
     for (int oi = 0; oi < no; oi++) {
         for (int ci = 0; ci < nc; ci++) {
-            printf("RESULT %s op=%s clients=%d", which == 0 ? "tput" : "cpu_us",
+            printf("RESULT %s op=%s clients=%d",
+                   which == 0 ? "tput" : which == 1 ? "cpu_us" : "client_cpu_us",
                    op_names[ops[oi]], clients[ci]);
             for (int s = 0; s < ntg; s++) {
                 int n = nres[ci][oi][s];
@@ -926,6 +943,8 @@ static int cmd_tput(int argc, char **argv)
     static double cpu[MAX_LIST][MAX_LIST][MAX_SERVERS][100];
     static int nres[MAX_LIST][MAX_LIST][MAX_SERVERS];
     static int ncpu[MAX_LIST][MAX_LIST][MAX_SERVERS];
+    static double ccpu[MAX_LIST][MAX_LIST][MAX_SERVERS][100];
+    static int nccpu[MAX_LIST][MAX_LIST][MAX_SERVERS];
     for (int rep = 0; rep < reps; rep++) {
         for (int ci = 0; ci < nc; ci++) {
             for (int oi = 0; oi < no; oi++) {
@@ -934,19 +953,22 @@ static int cmd_tput(int argc, char **argv)
                     int si = rep % 2 ? ntg - 1 - s : s;
                     if (ops[oi] == B_XGET && !tg[si].native)
                         continue;
-                    double cpu_us;
+                    double cpu_us, client_us;
                     double r = tput_once(&tg[si], ops[oi], clients[ci],
                                          nthreads, seconds, value,
-                                         (size_t)vlen, &cpu_us);
+                                         (size_t)vlen, &cpu_us, &client_us);
                     printf("tput server=%s op=%s clients=%d rep=%d "
-                           "ops_per_s=%.0f server_cpu_us_per_op=%.2f\n",
+                           "ops_per_s=%.0f server_cpu_us_per_op=%.2f "
+                           "client_cpu_us_per_op=%.2f\n",
                            tg[si].name, op_names[ops[oi]], clients[ci],
-                           rep + 1, r, cpu_us);
+                           rep + 1, r, cpu_us, client_us);
                     fflush(stdout);
                     if (r > 0)
                         res[ci][oi][si][nres[ci][oi][si]++] = r;
                     if (cpu_us > 0)
                         cpu[ci][oi][si][ncpu[ci][oi][si]++] = cpu_us;
+                    if (client_us > 0)
+                        ccpu[ci][oi][si][nccpu[ci][oi][si]++] = client_us;
                 }
             }
         }
@@ -955,6 +977,8 @@ static int cmd_tput(int argc, char **argv)
                 nc, res, nres);
     print_table(1, reps, seconds, nthreads, vlen, tg, ntg, ops, no, clients,
                 nc, cpu, ncpu);
+    print_table(2, reps, seconds, nthreads, vlen, tg, ntg, ops, no, clients,
+                nc, ccpu, nccpu);
     return 0;
 }
 
@@ -979,6 +1003,7 @@ struct sthread {
     int n_total;        /* N                                             */
     int window;         /* connections in handshake or ADD at once       */
     int sources;
+    int idle_only;      /* stop after the ADD reply (idle mode)          */
     const struct sockaddr_in *sa;
     const char *cnt_key, *done_key;
     long long start_ns, deadline_ns;
@@ -1116,6 +1141,13 @@ static void *storm_thread(void *arg)
                 in_flight--;
                 t->n_added++;
                 t->t_added = now;
+                if (t->idle_only) {
+                    c->state = S_DONE;
+                    t->n_done++;
+                    t->t_done = now;
+                    finished++;
+                    continue;
+                }
                 const uint8_t *p = tail_frame + set_len;
                 size_t len = wait_len;
                 if (v == t->n_total) {
@@ -1154,8 +1186,8 @@ struct storm_res {
 static void storm_part(const struct sockaddr_in *sa, int n, int lo, int hi,
                        int nthreads, int window, int sources,
                        const char *cnt_key, const char *done_key,
-                       long long start, long long deadline,
-                       struct storm_res *out)
+                       long long start, long long deadline, int idle_only,
+                       struct storm_res *out, struct sconn **keep)
 {
     int count = hi - lo;
     memset(out, 0, sizeof *out);
@@ -1173,6 +1205,7 @@ static void storm_part(const struct sockaddr_in *sa, int n, int lo, int hi,
                                  .nconn = b - a, .n_total = n,
                                  .window = window / nthreads > 0 ? window / nthreads : 1,
                                  .sources = sources, .sa = sa,
+                                 .idle_only = idle_only,
                                  .cnt_key = cnt_key, .done_key = done_key,
                                  .start_ns = start, .deadline_ns = deadline};
         if (pthread_create(&th[k].tid, NULL, storm_thread, &th[k]) != 0)
@@ -1195,9 +1228,10 @@ static void storm_part(const struct sockaddr_in *sa, int n, int lo, int hi,
         if (!out->first_error[0] && th[k].first_error[0])
             memcpy(out->first_error, th[k].first_error, sizeof out->first_error);
     }
-    /* Keep the sockets open until every process of the storm is done (the
-     * caller closes them by exiting); closing early would look like
-     * departing ranks to the server. */
+    /* The sockets stay open: the caller closes them (storm: by exiting,
+     * once every process of the storm is done). */
+    if (keep)
+        *keep = conns;
 }
 
 static int cmd_storm(int argc, char **argv)
@@ -1260,7 +1294,7 @@ static int cmd_storm(int argc, char **argv)
             close(pfd[0]);
             close(rel[1]);
             storm_part(&sa, n, lo, hi, nthreads, pwindow, sources, cnt_key,
-                       done_key, start, deadline, &r);
+                       done_key, start, deadline, 0, &r, NULL);
             if (write(pfd[1], &r, sizeof r) != (ssize_t)sizeof r)
                 _exit(3);
             /* hold the connections until the parent has every report:
@@ -1364,31 +1398,24 @@ static int cmd_idle(int argc, char **argv)
         fprintf(stderr, "store_bench idle: bad arguments\n");
         return 2;
     }
-    raise_nofile(n + 1024L);
-    int *fds = malloc(sizeof(int) * (size_t)n);
-    if (!fds)
-        die("malloc");
+    /* Every connection does one ADD round trip (as a 1.13 client's first
+     * request), so the server has surely accepted it and set up whatever
+     * it keeps per connection; then it stays idle.  The connections are
+     * opened concurrently (the storm machinery without the barrier). */
     long before = rss_kib(pid);
     long long start = now_ns();
-    int opened = 0;
-    uint8_t frame[FRAME_MAX], reply[IN_MAX];
-    size_t flen = frame_keys1(frame, OP_CHECK, "/idle/none"), got;
-    /* Each connection does one CHECK round trip, so the server has surely
-     * accepted it and set up whatever it keeps per connection. */
-    for (int i = 0; i < n; i++) {
-        int fd = connect_blocking(&sa, sources > 0 ? i % sources : -1, 30);
-        if (fd < 0)
-            break;
-        fds[opened++] = fd;
-        if (write_all(fd, frame, flen) != 0 ||
-            read_reply(fd, R_BYTE, reply, &got) != 0)
-            break;
-    }
+    struct storm_res r;
+    struct sconn *conns = NULL;
+    storm_part(&sa, n, 0, n, 1, 1024, sources, "/idle/cnt", "/idle/done",
+               start, start + 120LL * 1000000000LL, 1, &r, &conns);
+    int opened = r.done;
     double connect_s = (double)(now_ns() - start) / 1e9;
     usleep(1000000); /* let the server settle */
     long with = rss_kib(pid);
-    for (int i = 0; i < opened; i++)
-        close_hard(fds[i]);
+    for (int i = 0; i < n; i++)
+        if (conns[i].fd >= 0)
+            close_hard(conns[i].fd);
+    free(conns);
     usleep(1000000);
     long after = rss_kib(pid);
     double per = opened > 0 ? (double)(with - before) * 1024.0 / opened : 0;
@@ -1396,7 +1423,6 @@ static int cmd_idle(int argc, char **argv)
            "rss_with_kib=%ld rss_after_close_kib=%ld bytes_per_conn=%.0f "
            "connect_s=%.2f\n",
            name, n, opened, before, with, after, per, connect_s);
-    free(fds);
     return opened == n ? 0 : 1;
 }
 

@@ -18,8 +18,8 @@
  *
  * Fault tolerance: rank 0 checkpoints (elrun/ckpt.h) the weights, momentum
  * and position (epoch, global sample offset, step) every --ckpt-every steps
- * and at the end of each epoch; at start every rank resumes from the newest
- * good checkpoint.  A peer's death makes the allreduce fail at once: the
+ * and at the end of each epoch; at start the ranks agree on the newest good
+ * checkpoint any of them can see, and the one holding it broadcasts it.  A peer's death makes the allreduce fail at once: the
  * worker exits non-zero and the agent starts a new round, which resumes.
  * --fail-at-step S kills one rank (SIGKILL) at step S of the first attempt,
  * for demonstrating exactly that.
@@ -551,54 +551,91 @@ static void save_ckpt(struct run *r, struct mlp *m, const struct state *s)
                (long long)s->step, (now_s() - t0) * 1e3);
 }
 
-/* Resume from the newest good checkpoint, if any: returns 1 if resumed. */
+/* One int64 reduced over all ranks (a no-op alone). */
+static int64_t allreduce_i64(struct run *r, int64_t v, enum el_redop op)
+{
+    if (!r->comm)
+        return v;
+    int rc = el_allreduce(r->comm, &v, 1, EL_INT64, op);
+    if (rc != 0)
+        die("allreduce failed: %s (%s)", el_strerror(rc),
+            el_comm_errmsg(r->comm));
+    return v;
+}
+
+/* Resume from the newest good checkpoint any rank can see.  The ranks agree
+ * on the newest step (allreduce max); the lowest rank that has it reads it
+ * and broadcasts state, weights and momentum, so that ranks on machines
+ * without a shared file system resume together.  Returns 1 if resumed. */
 static int load_ckpt(struct run *r, struct mlp *m, struct state *s)
 {
     if (!r->o.ckpt_dir)
         return 0;
-    struct el_ckpt_info info;
+    struct el_ckpt_info info = {0};
     struct el_ckpt_scan scan;
     int rc = el_ckpt_latest(r->o.ckpt_dir, &info, &scan);
-    for (int i = 0; r->rank == 0 && i < scan.nskipped &&
+    for (int i = 0; r->info->local_rank == 0 && i < scan.nskipped &&
                     i < EL_CKPT_MAX_SKIPPED; i++)
         el_log(EL_LOG_WARN, "skipping checkpoint %s: %s",
                scan.skipped[i].what, el_strerror(scan.skipped[i].err));
-    if (rc == -ENOENT)
-        return 0;
-    if (rc != 0)
+    if (rc != 0 && rc != -ENOENT)
         die("cannot read checkpoints in %s: %s", r->o.ckpt_dir,
             el_strerror(rc));
+    int64_t mine = rc == 0 ? info.step : -1;
+    int64_t best = allreduce_i64(r, mine, EL_MAX);
+    if (best < 0)
+        return 0;
+    int src = (int)allreduce_i64(r, mine == best ? r->rank : r->world,
+                                 EL_MIN);
+
     size_t want = sizeof *s + 2 * m->nparams * sizeof(float);
-    void *buf;
-    size_t len;
-    rc = el_ckpt_load(r->o.ckpt_dir, info.step, 0, &buf, &len, NULL);
-    if (rc != 0)
-        die("cannot load checkpoint %lld: %s", (long long)info.step,
-            el_strerror(rc));
+    char *buf = xmalloc(want);
+    int64_t saved_world = info.world;
+    if (r->rank == src) {
+        void *p;
+        size_t len;
+        rc = el_ckpt_load(r->o.ckpt_dir, best, 0, &p, &len, NULL);
+        if (rc != 0)
+            die("cannot load checkpoint %lld: %s", (long long)best,
+                el_strerror(rc));
+        if (len != want)
+            die("checkpoint %lld in %s is from another model (%zu bytes, "
+                "want %zu); use another --ckpt-dir", (long long)best,
+                r->o.ckpt_dir, len, want);
+        memcpy(buf, p, want);
+        free(p);
+    }
+    if (r->comm) {
+        rc = el_broadcast(r->comm, buf, want, src);
+        if (rc == 0)
+            rc = el_broadcast(r->comm, &saved_world, sizeof saved_world, src);
+        if (rc != 0)
+            die("broadcast of the checkpoint failed: %s (%s)",
+                el_strerror(rc), el_comm_errmsg(r->comm));
+    }
     struct state st;
-    if (len >= sizeof st)
-        memcpy(&st, buf, sizeof st);
-    if (len != want || memcmp(st.magic, "FMNIST01", 8) != 0 ||
+    memcpy(&st, buf, sizeof st);
+    if (memcmp(st.magic, "FMNIST01", 8) != 0 ||
         st.nparams != (int64_t)m->nparams)
-        die("checkpoint %lld in %s is from another model (%zu bytes, want "
-            "%zu); use another --ckpt-dir", (long long)info.step,
-            r->o.ckpt_dir, len, want);
+        die("checkpoint %lld in %s is from another model; use another "
+            "--ckpt-dir", (long long)best, r->o.ckpt_dir);
     for (int l = 0; l <= m->nl; l++)
         if (st.layers[l] != m->size[l])
             die("checkpoint %lld has other layer sizes; use another "
-                "--ckpt-dir", (long long)info.step);
-    memcpy(m->w, (char *)buf + sizeof st, m->nparams * sizeof(float));
-    memcpy(m->v, (char *)buf + sizeof st + m->nparams * sizeof(float),
+                "--ckpt-dir", (long long)best);
+    memcpy(m->w, buf + sizeof st, m->nparams * sizeof(float));
+    memcpy(m->v, buf + sizeof st + m->nparams * sizeof(float),
            m->nparams * sizeof(float));
     free(buf);
     *s = st;
     if (r->rank == 0)
         el_log(EL_LOG_INFO,
                "resumed from checkpoint step %lld (epoch %lld, sample %lld; "
-               "saved by %d ranks, now %d; global batch %lld)",
+               "saved by %lld ranks, now %d; global batch %lld; read by "
+               "rank %d)",
                (long long)st.step, (long long)st.epoch + 1,
-               (long long)st.offset, info.world, r->world,
-               (long long)st.global_batch);
+               (long long)st.offset, (long long)saved_world, r->world,
+               (long long)st.global_batch, src);
     return 1;
 }
 
@@ -614,8 +651,8 @@ static void progress(const struct run *r, const struct state *s,
         return;
     int tty = isatty(STDERR_FILENO);
     double t = now_s();
-    /* A terminal gets a live bar; a log file one line every 10 s. */
-    if (!final && t - last < (tty ? 0.2 : 10.0))
+    /* A terminal gets a live bar; a log file one line every 2 s. */
+    if (!final && t - last < (tty ? 0.2 : 2.0))
         return;
     last = t;
     int pct = (int)(100 * (uint64_t)s->offset / n);

@@ -3,7 +3,8 @@
 # learns a subset alone and as two workers under elrun, a worker killed
 # mid-run makes the round restart and resume from the last checkpoint with
 # the same final result, a later round with another world size resumes the
-# same run, and a corrupt newest checkpoint is skipped with a warning.
+# same run, ranks without a shared directory resume from the one that has the
+# checkpoint, and a corrupt newest checkpoint is skipped with a warning.
 . "$(dirname "$0")/lib.sh"
 TRAIN="$ROOT/$BUILD/examples/train_fmnist"
 DATA=/usr/share/datasets/fashion-mnist
@@ -64,6 +65,20 @@ test_expect_success 'a round with another world size resumes the same run' '
     grep "resumed from checkpoint step 50 (epoch 2, sample 384; saved by 2 ranks, now 3;" "$T/err4"
     grep -q "^final: .* (141 steps).*world 3$" "$T/out4"
     at_least "$(final_acc "$T/out4")" 75
+'
+
+test_expect_success 'without a shared directory the rank holding the checkpoint shares it' '
+    # Each rank gets its own directory; only rank 0 writes checkpoints.
+    ! timeout 120 "$ELRUN" --standalone --nproc-per-node=2 --no-python \
+        "$TRAIN" $ARGS --ckpt-dir "$T/ck6/\${local_rank}" --fail-at-step 70 \
+        >"$T/out6a" 2>"$T/err6a"
+    [[ ! -e $T/ck6/1 ]]
+    mv "$T/ck6/0" "$T/ck6/1"
+    timeout 120 "$ELRUN" --standalone --nproc-per-node=2 --no-python \
+        "$TRAIN" $ARGS --ckpt-dir "$T/ck6/\${local_rank}" \
+        >"$T/out6" 2>"$T/err6"
+    grep "resumed from checkpoint step 50 .*read by rank 1)" "$T/err6"
+    [[ $(final_acc "$T/out6") == $(final_acc "$T/out2") ]]
 '
 
 test_expect_success 'a corrupt newest checkpoint is skipped with a warning' '

@@ -468,15 +468,13 @@ struct run {
 };
 
 /* Sum 'count' floats over all ranks, in place: the one collective a step
- * needs.  With a world of 1 there is nothing to do. */
-static void allreduce_sum_f32(struct run *r, float *buf, size_t count)
+ * needs.  With a world of 1 there is nothing to do.  Returns 0 or the
+ * collective's error (a peer died or hung). */
+static int allreduce_sum_f32(struct run *r, float *buf, size_t count)
 {
     if (!r->comm)
-        return;
-    int rc = el_allreduce(r->comm, buf, count, EL_FLOAT32, EL_SUM);
-    if (rc != 0)
-        die("allreduce failed: %s (%s); exiting so that the agent starts a "
-            "new round", el_strerror(rc), el_comm_errmsg(r->comm));
+        return 0;
+    return el_allreduce(r->comm, buf, count, EL_FLOAT32, EL_SUM);
 }
 
 static void allreduce_sum_f64(struct run *r, double *buf, size_t count)
@@ -640,6 +638,33 @@ static int load_ckpt(struct run *r, struct mlp *m, struct state *s)
 }
 
 /* ------------------------------------------------------------------------
+ * Stopping early.  The agent stops the workers with SIGTERM when the job's
+ * membership changes, and a peer's death makes the allreduce fail.  Either
+ * way rank 0 still holds the complete state of the last finished step (the
+ * same on every rank), so it saves it before going: the next round loses
+ * no work.
+ */
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+    stop_signal = sig;
+}
+
+/* Rank 0 saves the state of the last finished step (if it is not saved
+ * already) before the process exits. */
+static void save_on_exit(struct run *r, struct mlp *m, const struct state *s,
+                         int64_t last_saved, const char *why)
+{
+    if (r->rank != 0 || !r->o.ckpt_dir || s->step == last_saved)
+        return;
+    save_ckpt(r, m, s);
+    el_log(EL_LOG_INFO, "%s: saved checkpoint step %lld before exiting", why,
+           (long long)s->step);
+}
+
+/* ------------------------------------------------------------------------
  * Progress line.
  */
 
@@ -765,6 +790,11 @@ int main(int argc, char **argv)
     }
 
     unsigned char *labels = xmalloc((size_t)m.maxrows);
+    int64_t last_saved = resumed ? s.step : -1;
+    struct sigaction sa = {.sa_handler = on_stop_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
     double run_t0 = now_s();
     double acc = 0, test_loss = 0;
     long run_samples = 0;
@@ -797,7 +827,13 @@ int main(int argc, char **argv)
             /* Gradients and the loss travel in one allreduce. */
             m.g[m.nparams] = (float)loss;
             m.g[m.nparams + 1] = (float)correct;
-            allreduce_sum_f32(&r, m.g, m.nparams + 2);
+            rc = allreduce_sum_f32(&r, m.g, m.nparams + 2);
+            if (rc != 0) {
+                save_on_exit(&r, &m, &s, last_saved, "the round is broken");
+                die("allreduce failed: %s (%s); exiting so that the agent "
+                    "starts a new round", el_strerror(rc),
+                    el_comm_errmsg(r.comm));
+            }
 
             float lr = (float)(r.o.lr * 0.5 *
                                (1.0 + cos(M_PI * (double)s.step /
@@ -817,8 +853,16 @@ int main(int argc, char **argv)
             progress(&r, &s, (uint64_t)train.n,
                      s.epoch_samples / (s.epoch_seconds + 1e-9), 0);
             if (s.step % r.o.ckpt_every == 0 &&
-                (uint64_t)s.offset < (uint64_t)train.n)
+                (uint64_t)s.offset < (uint64_t)train.n) {
                 save_ckpt(&r, &m, &s);
+                last_saved = s.step;
+            }
+            if (stop_signal) {
+                int sig = stop_signal;
+                save_on_exit(&r, &m, &s, last_saved, strsignal(sig));
+                signal(sig, SIG_DFL);
+                raise(sig);
+            }
         }
         double train_s = s.epoch_seconds;
         double rate = s.epoch_samples / (train_s + 1e-9);
@@ -840,6 +884,7 @@ int main(int argc, char **argv)
         s.offset = 0;
         s.epoch_loss = s.epoch_samples = s.epoch_seconds = 0;
         save_ckpt(&r, &m, &s);
+        last_saved = s.step;
     }
     if (run_train_s == 0) /* resumed after the last epoch: just score */
         acc = evaluate(&r, &m, &test, &test_loss);

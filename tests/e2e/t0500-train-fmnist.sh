@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Fashion-MNIST example on libelrun: a clear error outside elrun, it
 # learns a subset alone and as two workers under elrun, a worker killed
-# mid-run makes the round restart and resume from the last checkpoint with
-# the same final result, a later round with another world size resumes the
+# mid-run makes the round restart and resume from the last checkpoint (or
+# from the one rank 0 saves on its way out) with the same final result, a later round with another world size resumes the
 # same run, ranks without a shared directory resume from the one that has the
 # checkpoint, and a corrupt newest checkpoint is skipped with a warning.
 . "$(dirname "$0")/lib.sh"
@@ -43,26 +43,49 @@ test_expect_success 'two workers under elrun learn the subset' '
     at_least "$(final_acc "$T/out2")" 75
 '
 
-test_expect_success 'a worker killed at step 70 restarts the round from step 50, same result' '
+test_expect_success 'rank 0 killed at step 70: the round restarts from the checkpoint of step 50, same result' '
     timeout 180 "$ELRUN" --standalone --nproc-per-node=2 --max-restarts=1 \
         --no-python "$TRAIN" $ARGS --ckpt-dir "$T/ck3" --fail-at-step 70 \
-        >"$T/out3" 2>"$T/err3"
+        --fail-rank 0 >"$T/out3" 2>"$T/err3"
     cat "$T/out3"
-    grep "injected failure: rank 1 kills itself at step 70" "$T/err3"
+    grep "injected failure: rank 0 kills itself at step 70" "$T/err3"
     grep "resumed from checkpoint step 50 " "$T/err3"
     # The same world replays the same steps: bitwise the same model.
     [[ $(final_acc "$T/out3") == $(final_acc "$T/out2") ]]
+'
+
+test_expect_success 'rank 1 killed at step 70: rank 0 saves step 70 on its way out, no work lost' '
+    timeout 180 "$ELRUN" --standalone --nproc-per-node=2 --max-restarts=1 \
+        --no-python "$TRAIN" $ARGS --ckpt-dir "$T/ck3b" --fail-at-step 70 \
+        >"$T/out3b" 2>"$T/err3b"
+    grep "injected failure: rank 1 kills itself at step 70" "$T/err3b"
+    grep "the round is broken: saved checkpoint step 70 before exiting" "$T/err3b"
+    grep "resumed from checkpoint step 70 " "$T/err3b"
+    [[ $(final_acc "$T/out3b") == $(final_acc "$T/out2") ]]
+'
+
+test_expect_success 'SIGTERM (how the agent stops a round): rank 0 saves the last step' '
+    ELRUN_STANDALONE=1 "$TRAIN" $ARGS --epochs 50 --ckpt-dir "$T/ck3c" \
+        >"$T/out3c" 2>"$T/err3c" &
+    pid=$!
+    wait_for_line "$T/out3c" "^epoch 1/50" 60
+    kill -TERM $pid
+    st=0; wait $pid || st=$?
+    [[ $st == 143 ]]
+    grep -E "Terminated: saved checkpoint step [0-9]+ before exiting" "$T/err3c"
+    step=$(sed -n "s/.*Terminated: saved checkpoint step \([0-9]*\) .*/\1/p" "$T/err3c")
+    ls "$T/ck3c" | grep -q "^ckpt-$(printf %010d "$step").elck$"
 '
 
 test_expect_success 'a round with another world size resumes the same run' '
     ! timeout 120 "$ELRUN" --standalone --nproc-per-node=2 --no-python \
         "$TRAIN" $ARGS --ckpt-dir "$T/ck4" --fail-at-step 70 \
         >"$T/out4a" 2>"$T/err4a"
-    ls "$T/ck4" | grep -q "ckpt-0000000050.elck"
+    ls "$T/ck4" | grep -q "ckpt-0000000070.elck"
     timeout 120 "$ELRUN" --standalone --nproc-per-node=3 --no-python \
         "$TRAIN" $ARGS --ckpt-dir "$T/ck4" >"$T/out4" 2>"$T/err4"
     cat "$T/out4"
-    grep "resumed from checkpoint step 50 (epoch 2, sample 384; saved by 2 ranks, now 3;" "$T/err4"
+    grep "resumed from checkpoint step 70 (epoch 2, sample 2944; saved by 2 ranks, now 3;" "$T/err4"
     grep -q "^final: .* (141 steps).*world 3$" "$T/out4"
     at_least "$(final_acc "$T/out4")" 75
 '
@@ -77,7 +100,7 @@ test_expect_success 'without a shared directory the rank holding the checkpoint 
     timeout 120 "$ELRUN" --standalone --nproc-per-node=2 --no-python \
         "$TRAIN" $ARGS --ckpt-dir "$T/ck6/\${local_rank}" \
         >"$T/out6" 2>"$T/err6"
-    grep "resumed from checkpoint step 50 .*read by rank 1)" "$T/err6"
+    grep "resumed from checkpoint step 70 .*read by rank 1)" "$T/err6"
     [[ $(final_acc "$T/out6") == $(final_acc "$T/out2") ]]
 '
 

@@ -676,8 +676,9 @@ static void progress(const struct run *r, const struct state *s,
         return;
     int tty = isatty(STDERR_FILENO);
     double t = now_s();
-    /* A terminal gets a live bar; a log file one line every 2 s. */
-    if (!final && t - last < (tty ? 0.2 : 2.0))
+    /* A terminal gets a live bar; a log file one line every 2 s (and none
+     * at the end of an epoch, which has its own line). */
+    if (final ? !tty : t - last < (tty ? 0.2 : 2.0))
         return;
     last = t;
     int pct = (int)(100 * (uint64_t)s->offset / n);

@@ -1,5 +1,6 @@
 /* coll.h -- collectives among the workers of one round: allreduce,
- * broadcast, allgather and barrier over TCP, connected through the store.
+ * broadcast, allgather and barrier over shared memory or TCP, connected
+ * through the store.
  *
  * A communicator joins 'world' processes (ranks 0..world-1).  Every rank
  * calls el_comm_open() with the same store, prefix, world and options; each
@@ -20,14 +21,21 @@
  * pipelined chain for large ones; allgather a ring; barrier a dissemination
  * barrier.  Any world size (1..N) and any element count (including 0) work.
  *
- * Failures: a peer that dies is noticed at once (EOF / reset on a
- * connection in use, or a reset on any other one), and a peer that hangs
- * after opts.timeout_ms without any byte moving.  The collective then
- * returns EL_EPEERLOST or -ETIMEDOUT, el_comm_errmsg() names the peer at
- * fault (rank and address), and the ranks tell each other through the store
- * so that ranks further away name the same root cause.  After a failure
- * the communicator is broken: every later call returns the same error at
- * once; close it (the agent restarts the round).
+ * Failures: a peer that dies is noticed at once: over TCP by the EOF or
+ * reset on a connection in use (or a reset on any other), over shared
+ * memory within 10 ms by its TCP connections, idle in that mode, closing.
+ * A peer that hangs (or never enters the collective) is noticed when no
+ * byte has moved for opts.timeout_ms.  Over shared memory the barrier
+ * shows which rank did not arrive; over TCP the ranks take up to
+ * min(timeout_ms, 1 s) more to agree on which rank is hung (each publishes
+ * whom it waits on, and the chain is followed to the rank waiting on no
+ * one).  The collective then returns EL_EPEERLOST or -ETIMEDOUT, and
+ * el_comm_errmsg() names the peer at fault by rank and address: ranks tell
+ * each other through the store ("<prefix>/abort/<rank>"), so that ranks
+ * further away name the same root cause rather than the neighbour that
+ * passed the failure on.  After a failure the communicator is broken:
+ * every later call returns the same error at once; close it (the agent
+ * restarts the round).
  *
  * Threads: a communicator is used by one thread at a time.  The store
  * client passed to el_comm_open() is borrowed: it must outlive the
@@ -56,8 +64,9 @@ enum el_redop { EL_SUM, EL_AVG, EL_MAX, EL_MIN };
 /* A zero field takes the default in brackets.  Every rank must pass the
  * same chunk_bytes and small_bytes (they pick the algorithm). */
 struct el_comm_opts {
-    int timeout_ms;         /* a collective fails when no byte has moved on
-                               its connections for this long [300000]     */
+    int timeout_ms;         /* a collective fails when no byte has moved
+                               (TCP) or a barrier step has not completed
+                               (shared memory) for this long [300000]     */
     int connect_timeout_ms; /* el_comm_open() waits this long for every
                                peer to publish and connect [60000]        */
     const char *host;       /* address to listen on and publish, reachable
@@ -73,7 +82,8 @@ struct el_comm_opts {
 };
 
 /* Join the communicator 'prefix' as 'rank' of 'world'.  Publishes the key
- * "<prefix>/addr/<rank>" and, on failure, "<prefix>/abort/<rank>"; the
+ * "<prefix>/addr/<rank>" and, on failure, "<prefix>/abort/<rank>" and
+ * "<prefix>/wait/<rank>"; the
  * prefix must be unique to this communicator (e.g. contain the round).
  * Blocks until connected to every peer or opts.connect_timeout_ms passed.
  * opts may be NULL (defaults).  Returns 0 and sets *out, or -ETIMEDOUT,

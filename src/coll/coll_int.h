@@ -67,6 +67,13 @@ int el__xfer(struct el_comm *c, int send_peer, const struct el__tx *tx,
  * publishes this rank's, shuts every connection down.  Returns rc. */
 int el__comm_fail(struct el_comm *c, int rc, int peer, const char *what);
 
+/* A transfer with 'peer' made no progress for opts.timeout_ms.  Publishes
+ * whom this rank waits on, gives the other ranks up to min(timeout, 1 s) to
+ * do the same, then follows the chain of waits to the rank that is not
+ * waiting on anyone (the hung one) and fails naming it, so that every rank
+ * blames the same peer.  Returns the sticky error. */
+int el__comm_timeout(struct el_comm *c, int peer, const char *what);
+
 /* Grow c->tmp to at least n bytes; 0 or -ENOMEM. */
 int el__comm_tmp(struct el_comm *c, size_t n);
 

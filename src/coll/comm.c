@@ -179,6 +179,50 @@ int el__comm_fail(struct el_comm *c, int rc, int peer, const char *what)
     return rc;
 }
 
+int el__comm_timeout(struct el_comm *c, int peer, const char *what)
+{
+    char key[600], val[16];
+    snprintf(key, sizeof key, "%s/wait/%d", c->prefix, c->rank);
+    snprintf(val, sizeof val, "%d", peer);
+    (void)el_store_set(c->store, key, val, strlen(val));
+    int grace = c->opts.timeout_ms < 1000 ? c->opts.timeout_ms : 1000;
+    int bad = -1;
+    /* Someone may settle it first: adopt its report. */
+    if (el__tp_wait_close(c->tp, grace, &bad) > 0)
+        return el__comm_fail(c, EL_EPEERLOST, bad, "connection closed");
+    /* Follow who waits on whom, from our peer on. */
+    char chain[256];
+    int len = snprintf(chain, sizeof chain, "%d", peer);
+    int x = peer;
+    for (int steps = 0; steps < c->world; steps++) {
+        void *v = NULL;
+        size_t vl = 0;
+        snprintf(key, sizeof key, "%s/wait/%d", c->prefix, x);
+        if (el_store_try_get(c->store, key, &v, &vl) != 0) {
+            if (x == peer)
+                return el__comm_fail(c, -ETIMEDOUT, peer, what);
+            char w[400];
+            snprintf(w, sizeof w,
+                     "hung: made no progress for %d ms (rank %d waits on "
+                     "rank %s)", c->opts.timeout_ms, c->rank, chain);
+            return el__comm_fail(c, -ETIMEDOUT, x, w);
+        }
+        int next = atoi(v);
+        free(v);
+        if (next < 0 || next >= c->world || next == c->rank)
+            break;
+        x = next;
+        if (len < (int)sizeof chain - 16)
+            len += snprintf(chain + len, sizeof chain - (size_t)len,
+                            " -> %d", x);
+    }
+    char w[400];
+    snprintf(w, sizeof w,
+             "ranks wait on each other in a cycle (%d -> %s): mismatched "
+             "collectives?", c->rank, chain);
+    return el__comm_fail(c, -ETIMEDOUT, peer, w);
+}
+
 /* Common entry checks; sets the name used in messages. */
 static int begin(struct el_comm *c, const char *name)
 {

@@ -138,9 +138,9 @@ int el__xfer(struct el_comm *c, int send_peer, const struct el__tx *tx,
                 snprintf(what, sizeof what,
                          "could not send for %d ms (peer not reading)",
                          c->opts.timeout_ms);
-            return el__comm_fail(c, -ETIMEDOUT,
-                                 want_recv >= 0 ? want_recv : want_send,
-                                 what);
+            return el__comm_timeout(c,
+                                    want_recv >= 0 ? want_recv : want_send,
+                                    what);
         }
     }
 }

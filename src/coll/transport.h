@@ -45,6 +45,10 @@ int el__tp_wait(struct el_tp *tp, int send_peer, int recv_peer,
  * waiting to be read is left alone (it is not a failure). */
 int el__tp_check(struct el_tp *tp, int *bad);
 
+/* Wait up to timeout_ms for any peer to close or reset its connection.
+ * Returns 1 with *bad set, or 0 when none did. */
+int el__tp_wait_close(struct el_tp *tp, int timeout_ms, int *bad);
+
 /* Shut every connection down (both directions) so that peers blocked on
  * this rank notice at once.  The transport is unusable afterwards. */
 void el__tp_shutdown(struct el_tp *tp);

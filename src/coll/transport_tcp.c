@@ -239,6 +239,10 @@ int el__tp_open(struct el_tp **out, struct el_store *store,
     }
     rc = el_store_set(store, keys[rank], tp->addr[rank],
                       strlen(tp->addr[rank]));
+    /* Wait first, then read: the read then never parks in the server. */
+    if (rc == 0)
+        rc = el_store_wait(store, (const char *const *)keys, (size_t)world,
+                           left_ms(deadline));
     if (rc == 0)
         rc = el_store_multi_get(store, (const char *const *)keys,
                                 (size_t)world, vals, lens,
@@ -424,6 +428,36 @@ int el__tp_check(struct el_tp *tp, int *bad)
         if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
             *bad = i;
             return r == 0 ? EL_EPEERLOST : -errno;
+        }
+    }
+    return 0;
+}
+
+int el__tp_wait_close(struct el_tp *tp, int timeout_ms, int *bad)
+{
+    int n = 0;
+    for (int i = 0; i < tp->world; i++) {
+        if (tp->fd[i] < 0)
+            continue;
+        tp->pfd[n].fd = tp->fd[i];
+        tp->pfd[n].events = POLLRDHUP;
+        tp->pfd[n].revents = 0;
+        n++;
+    }
+    long long deadline = el_now_ms() + timeout_ms;
+    int rc;
+    do
+        rc = poll(tp->pfd, (nfds_t)n, left_ms(deadline));
+    while (rc < 0 && errno == EINTR);
+    if (rc <= 0)
+        return 0;
+    int k = 0;
+    for (int i = 0; i < tp->world; i++) {
+        if (tp->fd[i] < 0)
+            continue;
+        if (tp->pfd[k++].revents) {
+            *bad = i;
+            return 1;
         }
     }
     return 0;

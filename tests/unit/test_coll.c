@@ -26,14 +26,47 @@
 #include "elrun/store.h"
 #include "test.h"
 
-static struct el_store_server *srv;
-static int srv_port;
+/* The store server runs in a child process of its own, so that the test
+ * process has no threads when it forks ranks (a fork while another thread
+ * holds an allocator lock deadlocks the child under ASan). */
+static pid_t srv_pid;
+static int srv_port, srv_pipe = -1;
 
 static void start_store(void)
 {
-    struct el_store_server_opts o = {.host = "127.0.0.1", .port = 0};
-    CHECK_OK(el_store_server_start(&srv, &o));
-    srv_port = el_store_server_port(srv);
+    int port_p[2], life_p[2];
+    CHECK(pipe(port_p) == 0 && pipe(life_p) == 0);
+    fflush(NULL);
+    srv_pid = fork();
+    CHECK(srv_pid >= 0);
+    if (srv_pid == 0) {
+        struct el_store_server *srv;
+        struct el_store_server_opts o = {.host = "127.0.0.1", .port = 0};
+        close(life_p[1]);
+        if (el_store_server_start(&srv, &o) != 0)
+            _exit(1);
+        int port = el_store_server_port(srv);
+        if (write(port_p[1], &port, sizeof port) != sizeof port)
+            _exit(1);
+        char b;
+        while (read(life_p[0], &b, 1) != 0) /* until the test closes it */
+            ;
+        el_store_server_close(srv);
+        _exit(0);
+    }
+    close(port_p[1]);
+    close(life_p[0]);
+    srv_pipe = life_p[1];
+    CHECK_EQ(read(port_p[0], &srv_port, sizeof srv_port), sizeof srv_port);
+    close(port_p[0]);
+}
+
+static void stop_store(void)
+{
+    int st;
+    close(srv_pipe);
+    waitpid(srv_pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
 /* A rank's body: returns 0 on success; failures print and return 1. */
@@ -53,6 +86,7 @@ static pid_t spawn_rank(rank_fn fn, int rank, int world, void *arg)
     pid_t pid = fork();
     if (pid == 0) {
         struct el_store *st = NULL;
+        close(srv_pipe);
         int rc = el_store_connect(&st, "127.0.0.1", srv_port, 10000, 10000);
         if (rc != 0) {
             fprintf(stderr, "  rank %d: store connect: %s\n", rank,
@@ -234,7 +268,7 @@ TEST(coll_allreduce_reference)
     start_store();
     for (int world = 1; world <= 7; world++)
         run_ranks(world, rank_allreduce, NULL);
-    el_store_server_close(srv);
+    stop_store();
 }
 
 /* Non-integer floats: every rank must end with bitwise the same result. */
@@ -279,7 +313,7 @@ TEST(coll_allreduce_identical_on_all_ranks)
         run_ranks(world, rank_identical, &shm);
         run_ranks(world, rank_identical, &tcp);
     }
-    el_store_server_close(srv);
+    stop_store();
 }
 
 /* ---------------------------------------------------------------------------
@@ -358,7 +392,7 @@ TEST(coll_broadcast_allgather_barrier)
         run_ranks(world, rank_others, &shm);
         run_ranks(world, rank_others, &tcp);
     }
-    el_store_server_close(srv);
+    stop_store();
 }
 
 static int rank_usage(struct el_store *st, int rank, int world, void *arg)
@@ -383,7 +417,7 @@ TEST(coll_usage_errors)
 {
     start_store();
     run_ranks(2, rank_usage, NULL);
-    el_store_server_close(srv);
+    stop_store();
     el_comm_close(NULL);
 }
 
@@ -483,28 +517,28 @@ TEST(coll_peer_killed_mid_allreduce_shm)
 {
     start_store();
     fault_case(1, 4, 2, SIGKILL, 20000, 3000);
-    el_store_server_close(srv);
+    stop_store();
 }
 
 TEST(coll_peer_killed_mid_allreduce_tcp)
 {
     start_store();
     fault_case(-1, 4, 2, SIGKILL, 20000, 3000);
-    el_store_server_close(srv);
+    stop_store();
 }
 
 TEST(coll_peer_hung_times_out_shm)
 {
     start_store();
     fault_case(1, 3, 1, SIGSTOP, 700, 700 + 2500);
-    el_store_server_close(srv);
+    stop_store();
 }
 
 TEST(coll_peer_hung_times_out_tcp)
 {
     start_store();
     fault_case(-1, 3, 1, SIGSTOP, 700, 700 + 2500);
-    el_store_server_close(srv);
+    stop_store();
 }
 
 static int rank_open_timeout(struct el_store *st, int rank, int world,
@@ -534,5 +568,5 @@ TEST(coll_open_times_out_naming_missing_rank)
     waitpid(p1, &s1, 0);
     CHECK(WIFEXITED(s0) && WEXITSTATUS(s0) == 0);
     CHECK(WIFEXITED(s1) && WEXITSTATUS(s1) == 0);
-    el_store_server_close(srv);
+    stop_store();
 }

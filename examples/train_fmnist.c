@@ -32,6 +32,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,11 +169,21 @@ static void parse_opts(struct opts *o, int argc, char **argv)
  * Fatal-error helpers (a program, not a library: errors end the run).
  */
 
-#define die(...)                                                            \
-    do {                                                                    \
-        el_log(EL_LOG_ERROR, __VA_ARGS__);                                  \
-        exit(1);                                                            \
-    } while (0)
+/* Log the error, leave it in the error file for the agent's failure
+ * report, and exit 1. */
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2),
+                                                     noreturn));
+static void die(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    el_log(EL_LOG_ERROR, "%s", msg);
+    el_worker_record_error("%s", msg);
+    exit(1);
+}
 
 static void *xmalloc(size_t n)
 {
@@ -706,10 +717,8 @@ int main(int argc, char **argv)
 
     char err[512];
     int rc = el_worker_open(&r.w, NULL, err, sizeof err);
-    if (rc != 0) {
-        fprintf(stderr, "train_fmnist: %s\n", err);
-        return 1;
-    }
+    if (rc != 0)
+        die("%s", err);
     r.info = el_worker_info(r.w);
     r.rank = r.info->rank;
     r.world = r.info->world_size;

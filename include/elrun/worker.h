@@ -122,6 +122,15 @@ int el_worker_barrier(struct el_worker *w, const char *name, int timeout_ms);
  * el_ckpt_opts.barrier: pass the context as barrier_arg. */
 int el_worker_barrier_cb(void *arg);
 
+/* Record why this worker is about to fail, for the agent's failure report:
+ * writes $TORCHELASTIC_ERROR_FILE in the format of torch's @record
+ * ({"message": {"message": ..., "extraInfo": {"py_callstack": ...,
+ * "timestamp": ...}}}), replacing it atomically.  Needs no context (call it
+ * even when el_worker_open() failed).  Returns 0, -ENOENT when the variable
+ * is unset or empty (not under an agent), or -errno. */
+int el_worker_record_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
 #ifdef __cplusplus
 }
 #endif

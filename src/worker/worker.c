@@ -3,11 +3,14 @@
  * alone), name the round's keys, and a store-based barrier.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "elrun/err.h"
 #include "elrun/store.h"
@@ -306,4 +309,80 @@ int el_worker_barrier(struct el_worker *w, const char *name, int timeout_ms)
 int el_worker_barrier_cb(void *arg)
 {
     return el_worker_barrier(arg, "ckpt", CKPT_BARRIER_MS);
+}
+
+/* ------------------------------------------------------------------------
+ * The error file.
+ */
+
+/* Append s to the JSON string being built in b (cap bytes, always
+ * terminated), escaped. */
+static void json_escape(char *b, size_t cap, size_t *n, const char *s)
+{
+    for (; *s && *n + 8 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            b[(*n)++] = '\\';
+            b[(*n)++] = (char)c;
+        } else if (c == '\n') {
+            b[(*n)++] = '\\';
+            b[(*n)++] = 'n';
+        } else if (c < 0x20) {
+            *n += (size_t)snprintf(b + *n, cap - *n, "\\u%04x", c);
+        } else {
+            b[(*n)++] = (char)c;
+        }
+    }
+    b[*n] = '\0';
+}
+
+int el_worker_record_error(const char *fmt, ...)
+{
+    const char *path = getenv("TORCHELASTIC_ERROR_FILE");
+    if (!path || !*path)
+        return -ENOENT;
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+
+    /* The message doubles as the "callstack" the report prints.  Room for
+     * two copies escaped at worst (6 bytes a byte): never truncated. */
+    char json[2 * 6 * sizeof msg + 256];
+    size_t n = 0;
+    n += (size_t)snprintf(json, sizeof json, "{\"message\": {\"message\": \"");
+    json_escape(json, sizeof json, &n, msg);
+    n += (size_t)snprintf(json + n, sizeof json - n,
+                          "\", \"extraInfo\": {\"py_callstack\": \"");
+    json_escape(json, sizeof json, &n, msg);
+    n += (size_t)snprintf(json + n, sizeof json - n,
+                          "\", \"timestamp\": \"%lld\"}}}\n",
+                          (long long)time(NULL));
+
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >=
+        (int)sizeof tmp)
+        return -ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    int rc = 0;
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(fd, json + off, n - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0) {
+            rc = -errno;
+            break;
+        }
+        off += (size_t)w;
+    }
+    if (close(fd) < 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && rename(tmp, path) < 0)
+        rc = -errno;
+    if (rc != 0)
+        unlink(tmp);
+    return rc;
 }

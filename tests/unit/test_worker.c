@@ -1,14 +1,16 @@
 /* test_worker.c -- the worker context: parsing the agent's environment,
- * clear errors outside elrun, the single-process fallback, and real
- * processes meeting in store barriers through the agent's store or a store
- * served by rank 0.
+ * clear errors outside elrun, the single-process fallback, real processes
+ * meeting in store barriers through the agent's store or a store served by
+ * rank 0, and the error file for the agent's failure report.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "elrun/err.h"
@@ -336,4 +338,42 @@ TEST(worker_store_unreachable)
     int rc = el_worker_open(&w, &o, err, sizeof err);
     CHECK(rc < 0);
     CHECK(strstr(err, "cannot reach the job's store at 127.0.0.1:") != NULL);
+}
+
+TEST(worker_record_error)
+{
+    char dir[] = "/tmp/elrun-errfile-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[128];
+    snprintf(path, sizeof path, "%s/error.json", dir);
+    unsetenv("TORCHELASTIC_ERROR_FILE");
+    CHECK_EQ(el_worker_record_error("x"), -ENOENT);
+    setenv("TORCHELASTIC_ERROR_FILE", "", 1);
+    CHECK_EQ(el_worker_record_error("x"), -ENOENT);
+    setenv("TORCHELASTIC_ERROR_FILE", path, 1);
+    CHECK_OK(el_worker_record_error("first"));
+    /* A second call replaces the first; quotes, backslashes, newlines and
+     * control bytes are escaped. */
+    CHECK_OK(el_worker_record_error("allreduce failed: rank %d \"died\"\n"
+                                    "\tC:\\path \x01",
+                                    1));
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root)
+        TEST_FAIL_("bad JSON: %s", je.text);
+    json_t *msg = json_object_get(root, "message");
+    CHECK(json_is_object(msg));
+    const char *want = "allreduce failed: rank 1 \"died\"\n\tC:\\path \x01";
+    CHECK_STR(json_string_value(json_object_get(msg, "message")), want);
+    json_t *extra = json_object_get(msg, "extraInfo");
+    CHECK_STR(json_string_value(json_object_get(extra, "py_callstack")),
+              want);
+    const char *ts = json_string_value(json_object_get(extra, "timestamp"));
+    CHECK(ts != NULL);
+    long long t = strtoll(ts, NULL, 10);
+    CHECK(t > 1700000000LL && t <= (long long)time(NULL));
+    json_decref(root);
+    /* Nothing else was left in the directory. */
+    CHECK_EQ(unlink(path), 0);
+    CHECK_EQ(rmdir(dir), 0);
 }

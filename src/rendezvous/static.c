@@ -537,7 +537,7 @@ int el__rdzv_static_open(struct el_rdzv **out,
     snprintf(r->host, sizeof r->host, "%s", host);
     r->port = cfg->port;
     r->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (r->evfd < 0 || pipe2(r->stop_pipe, O_CLOEXEC) < 0) {
+    if (r->evfd < 0 || pipe2(r->stop_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
         int e = -errno;
         snprintf(err, errlen, "eventfd/pipe: %s", strerror(errno));
         if (r->evfd >= 0)

@@ -1,0 +1,257 @@
+/* test_opts.c -- the launcher's flag parser: torchrun's spellings, prefixes,
+ * PET_* fallbacks, value checks and the messages of usage errors.
+ * src/cli is not part of libelrun, so the parser is compiled in here.
+ */
+#include "cli/opts.c"
+#include "test.h"
+
+#include <signal.h>
+
+static char *empty_env[] = {NULL};
+
+/* Parse a NULL-terminated list of words (argv[0] added) with env. */
+static int parse(struct el_opts *o, char **env, char *err, size_t errlen,
+                 const char **words)
+{
+    static char *argv[64];
+    int argc = 0;
+    argv[argc++] = "elrun";
+    for (; *words; words++)
+        argv[argc++] = (char *)*words;
+    argv[argc] = NULL;
+    return el_opts_parse(o, argc, argv, env ? env : empty_env, err, errlen);
+}
+
+#define PARSE(o, ...)                                                       \
+    parse((o), NULL, err, sizeof err, (const char *[]){__VA_ARGS__, NULL})
+#define PARSE_ENV(o, env, ...)                                              \
+    parse((o), (env), err, sizeof err, (const char *[]){__VA_ARGS__, NULL})
+
+TEST(opts_defaults)
+{
+    struct el_opts o;
+    char err[512];
+    CHECK_OK(PARSE(&o, "train.py"));
+    CHECK_EQ(o.min_nodes, 1);
+    CHECK_EQ(o.max_nodes, 1);
+    CHECK_EQ(o.nproc, 1);
+    CHECK_STR(o.rdzv_backend, "static");
+    CHECK_STR(o.rdzv_id, "none");
+    CHECK_STR(o.role, "default");
+    CHECK_STR(o.master_addr, "127.0.0.1");
+    CHECK_EQ(o.master_port, 29500);
+    CHECK_EQ(o.max_restarts, 0);
+    CHECK_STR(o.redirects, "0");
+    CHECK_STR(o.tee, "0");
+    CHECK_STR(o.script, "train.py");
+    CHECK_EQ(o.script_argc, 0);
+    CHECK(o.log_dir == NULL);
+}
+
+TEST(opts_dash_and_underscore_spellings)
+{
+    struct el_opts o;
+    char err[512];
+    CHECK_OK(PARSE(&o, "--nproc-per-node=3", "--max_restarts", "2",
+                   "--rdzv_backend=static", "--no_python", "--log-dir", "/x",
+                   "prog"));
+    CHECK_EQ(o.nproc, 3);
+    CHECK_EQ(o.max_restarts, 2);
+    CHECK(o.no_python);
+    CHECK_STR(o.log_dir, "/x");
+    CHECK_OK(PARSE(&o, "--nproc_per_node", "4", "--monitor_interval=0.1",
+                   "--master_port=1234", "--node_rank=0", "prog"));
+    CHECK_EQ(o.nproc, 4);
+    CHECK_EQ(o.master_port, 1234);
+}
+
+TEST(opts_unique_prefixes)
+{
+    struct el_opts o;
+    char err[512];
+    CHECK_OK(PARSE(&o, "--nproc=2", "--stand", "--max-r", "1", "x.py"));
+    CHECK_EQ(o.nproc, 2);
+    CHECK(o.standalone);
+    CHECK_EQ(o.max_restarts, 1);
+    /* --rdzv could be any --rdzv-* flag. */
+    CHECK_EQ(PARSE(&o, "--rdzv=x", "x.py"), EL_EUSAGE);
+    CHECK(strstr(err, "ambiguous") != NULL);
+    CHECK(strstr(err, "--rdzv-backend") != NULL);
+    /* --no could be --no-python or --node-rank; --no-py cannot. */
+    CHECK_EQ(PARSE(&o, "--no", "prog"), EL_EUSAGE);
+    CHECK_OK(PARSE(&o, "--no_py", "prog"));
+    CHECK(o.no_python);
+}
+
+TEST(opts_short_flags)
+{
+    struct el_opts o;
+    char err[512];
+    CHECK_OK(PARSE(&o, "-r3", "-t", "1", "-m", "pkg.mod"));
+    CHECK_STR(o.redirects, "3");
+    CHECK_STR(o.tee, "1");
+    CHECK(o.module);
+    CHECK_OK(PARSE(&o, "-r=2", "x.py"));
+    CHECK_STR(o.redirects, "2");
+    CHECK_EQ(PARSE(&o, "-x", "x.py"), EL_EUSAGE);
+}
+
+TEST(opts_script_args_are_not_flags)
+{
+    struct el_opts o;
+    char err[512];
+    CHECK_OK(PARSE(&o, "--nproc-per-node=2", "train.py", "--nproc-per-node",
+                   "7", "--lr=${local_rank}"));
+    CHECK_EQ(o.nproc, 2);
+    CHECK_STR(o.script, "train.py");
+    CHECK_EQ(o.script_argc, 3);
+    CHECK_STR(o.script_args[0], "--nproc-per-node");
+    CHECK_STR(o.script_args[2], "--lr=${local_rank}");
+    CHECK_OK(PARSE(&o, "--", "-weird-name", "a"));
+    CHECK_STR(o.script, "-weird-name");
+    CHECK_EQ(o.script_argc, 1);
+}
+
+TEST(opts_pet_fallback)
+{
+    struct el_opts o;
+    char err[512];
+    char *env[] = {"PET_NPROC_PER_NODE=3", "PET_NNODES=1", "PET_MAX_RESTARTS=4",
+                   "PET_STANDALONE=1", "PET_NO_PYTHON=0", "PET_ROLE=trainer",
+                   "PET_REDIRECTS=2", NULL};
+    CHECK_OK(PARSE_ENV(&o, env, "x.py"));
+    CHECK_EQ(o.nproc, 3);
+    CHECK_EQ(o.max_restarts, 4);
+    CHECK(o.standalone);
+    CHECK(!o.no_python);
+    CHECK_STR(o.role, "trainer");
+    CHECK_STR(o.redirects, "2");
+    /* The command line wins over PET_*. */
+    CHECK_OK(PARSE_ENV(&o, env, "--nproc-per-node=5", "x.py"));
+    CHECK_EQ(o.nproc, 5);
+    /* A bad PET_ value names the variable. */
+    char *bad[] = {"PET_NPROC_PER_NODE=lots", NULL};
+    CHECK_EQ(PARSE_ENV(&o, bad, "x.py"), EL_EUSAGE);
+    CHECK(strstr(err, "PET_NPROC_PER_NODE") != NULL);
+    char *badbool[] = {"PET_STANDALONE=yes", NULL};
+    CHECK_EQ(PARSE_ENV(&o, badbool, "x.py"), EL_EUSAGE);
+    CHECK(strstr(err, "PET_STANDALONE") != NULL);
+}
+
+TEST(opts_nnodes_and_nproc_values)
+{
+    struct el_opts o;
+    char err[512];
+    CHECK_OK(PARSE(&o, "--nnodes=2", "x.py"));
+    CHECK_EQ(o.min_nodes, 2);
+    CHECK_EQ(o.max_nodes, 2);
+    CHECK_OK(PARSE(&o, "--nnodes=1:4", "--rdzv-backend=c10d", "x.py"));
+    CHECK_EQ(o.min_nodes, 1);
+    CHECK_EQ(o.max_nodes, 4);
+    CHECK_EQ(PARSE(&o, "--nnodes=3:2", "x.py"), EL_EUSAGE);
+    CHECK(strstr(err, "--nnodes") != NULL);
+    CHECK_EQ(PARSE(&o, "--nnodes=0", "x.py"), EL_EUSAGE);
+    CHECK_EQ(PARSE(&o, "--nnodes=1:2:3", "x.py"), EL_EUSAGE);
+    /* static needs a fixed size */
+    CHECK_EQ(PARSE(&o, "--nnodes=1:2", "x.py"), EL_EUSAGE);
+    CHECK(strstr(err, "static") != NULL);
+    CHECK_OK(PARSE(&o, "--nproc-per-node=cpu", "x.py"));
+    CHECK(o.nproc >= 1);
+    CHECK_OK(PARSE(&o, "--nproc-per-node=auto", "x.py"));
+    CHECK(o.nproc >= 1);
+    CHECK_EQ(PARSE(&o, "--nproc-per-node=0", "x.py"), EL_EUSAGE);
+    CHECK_EQ(PARSE(&o, "--nproc-per-node=gpu", "x.py"), EL_EUSAGE);
+    CHECK(strstr(err, "CUDA") != NULL);
+}
+
+TEST(opts_usage_errors_say_how_to_fix)
+{
+    struct el_opts o;
+    char err[512];
+    CHECK_EQ(PARSE(&o, "--bogus", "x.py"), EL_EUSAGE);
+    CHECK(strstr(err, "--bogus") && strstr(err, "--help"));
+    CHECK_EQ(PARSE(&o, "--nproc-per-node"), EL_EUSAGE);
+    CHECK(strstr(err, "needs a value") != NULL);
+    CHECK_EQ(PARSE(&o, "--nproc-per-node=2"), EL_EUSAGE);
+    CHECK(strstr(err, "missing the training script") != NULL);
+    CHECK_EQ(PARSE(&o, "--no-python", "-m", "x"), EL_EUSAGE);
+    CHECK(strstr(err, "cannot be used together") != NULL);
+    CHECK_EQ(PARSE(&o, "--standalone", "--nnodes=2", "x.py"), EL_EUSAGE);
+    CHECK_EQ(PARSE(&o, "--nnodes=2", "--node-rank=2", "x.py"), EL_EUSAGE);
+    CHECK(strstr(err, "0 to 1") != NULL);
+    CHECK_EQ(PARSE(&o, "--master-port=70000", "x.py"), EL_EUSAGE);
+    CHECK_EQ(PARSE(&o, "--max-restarts=-1", "x.py"), EL_EUSAGE);
+    CHECK_EQ(PARSE(&o, "--rdzv-backend=zk", "x.py"), EL_EUSAGE);
+    CHECK_EQ(PARSE(&o, "--rdzv-conf=timeout", "x.py"), EL_EUSAGE);
+    CHECK_EQ(PARSE(&o, "--rdzv-conf=a=1,=2", "x.py"), EL_EUSAGE);
+    CHECK_OK(PARSE(&o, "--rdzv-conf= timeout = 5 ,join_timeout=6", "x.py"));
+    CHECK_EQ(PARSE(&o, "--standalone=1", "x.py"), EL_EUSAGE);
+    CHECK_EQ(PARSE(&o, "--start-method=thread", "x.py"), EL_EUSAGE);
+    CHECK_EQ(PARSE(&o, "--tee=4", "x.py"), EL_EUSAGE);
+    CHECK_EQ(PARSE(&o, "--signals-to-handle=SIGKILL", "x.py"), EL_EUSAGE);
+}
+
+TEST(opts_help_needs_no_script)
+{
+    struct el_opts o;
+    char err[512];
+    CHECK_OK(PARSE(&o, "--help"));
+    CHECK(o.help);
+    CHECK_OK(PARSE(&o, "-h"));
+    CHECK(o.help);
+    CHECK(strstr(el_opts_help, "--nproc-per-node") != NULL);
+}
+
+TEST(opts_std_masks)
+{
+    unsigned char m[4];
+    CHECK_OK(el_opts_std_mask("3", m, 4));
+    CHECK(m[0] == 3 && m[3] == 3);
+    CHECK_OK(el_opts_std_mask("0:1,2:2", m, 4));
+    CHECK(m[0] == 1 && m[1] == 0 && m[2] == 2 && m[3] == 0);
+    CHECK_OK(el_opts_std_mask("12:3", m, 4));  /* beyond nproc: ignored */
+    CHECK(m[0] == 0);
+    CHECK_EQ(el_opts_std_mask("0:1,", m, 4), EL_EUSAGE);
+    CHECK_EQ(el_opts_std_mask("0=1", m, 4), EL_EUSAGE);
+    CHECK_EQ(el_opts_std_mask("", m, 4), EL_EUSAGE);
+    CHECK_EQ(el_opts_std_mask("0:4", m, 4), EL_EUSAGE);
+}
+
+TEST(opts_ranks_filter)
+{
+    unsigned char s[4];
+    CHECK_OK(el_opts_ranks_filter("", s, 4));
+    CHECK(s[0] && s[1] && s[2] && s[3]);
+    CHECK_OK(el_opts_ranks_filter("0,2", s, 4));
+    CHECK(s[0] && !s[1] && s[2] && !s[3]);
+    CHECK_EQ(el_opts_ranks_filter("a", s, 4), EL_EUSAGE);
+}
+
+TEST(opts_signals)
+{
+    int sigs[8], n;
+    CHECK_OK(el_opts_signals("SIGTERM,SIGUSR1, int ,10", sigs, 8, &n));
+    CHECK_EQ(n, 3); /* 10 is SIGUSR1 again */
+    CHECK_EQ(sigs[0], SIGTERM);
+    CHECK_EQ(sigs[1], SIGUSR1);
+    CHECK_EQ(sigs[2], SIGINT);
+    CHECK_EQ(el_opts_signals("SIGFOO", sigs, 8, &n), EL_EUSAGE);
+    CHECK_EQ(el_opts_signals("SIGCHLD", sigs, 8, &n), EL_EUSAGE);
+}
+
+TEST(opts_torchx_ddp_command_line)
+{
+    /* What TorchX dist.ddp generates for one node of 2 workers. */
+    struct el_opts o;
+    char err[512];
+    CHECK_OK(PARSE(&o, "--rdzv_backend", "c10d", "--rdzv_endpoint",
+                   "localhost:0", "--rdzv_id", "app-123", "--nnodes", "1",
+                   "--nproc_per_node", "2", "--tee", "3", "--role", "",
+                   "train.py", "--epochs", "1"));
+    CHECK_STR(o.rdzv_backend, "c10d");
+    CHECK_STR(o.rdzv_endpoint, "localhost:0");
+    CHECK_STR(o.rdzv_id, "app-123");
+    CHECK_STR(o.role, "");
+    CHECK_STR(o.tee, "3");
+    CHECK_EQ(o.script_argc, 2);
+}

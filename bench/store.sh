@@ -14,14 +14,16 @@
 #      count reaches N (a barrier), for each N in STORM_N, a fresh server
 #      each time;
 #   3. server memory per idle connection (RSS with IDLE_N idle connections
-#      minus RSS with none, divided by IDLE_N), a fresh server each time.
+#      minus RSS with none, divided by IDLE_N), a fresh server each time;
+#      for elrun also with every connection holding a partial frame (not
+#      for PyTorch 1.13, whose server stalls on a partial frame).
 #
 # Run, as root, from anywhere (it builds what it needs into $BUILD):
 #
-#   bench/store.sh                 full run, about 6 minutes on 2 vCPUs
+#   bench/store.sh                 full run, about 7 minutes on 2 vCPUs
 #   QUICK=1 bench/store.sh         smoke run, about 1 minute
 #
-# Knobs (environment): REPS (5), SECS per throughput measurement (1),
+# Knobs (environment): REPS (7), SECS per throughput measurement (1),
 # CLIENTS ("1,16,256"), STORM_N ("1000 10000 <largest that fits the fd
 # limit> 50000"), IDLE_N (10000), STORM_TIMEOUT (60 s), TORCH_STORM_TIMEOUT
 # (60 s; PyTorch's server is time-boxed), BUILD (build-bench).
@@ -42,7 +44,7 @@ if [ "$QUICK" = 1 ]; then
     REPS=${REPS:-1}; SECS=${SECS:-0.5}; IDLE_N=${IDLE_N:-2000}
     STORM_N=${STORM_N:-"1000 5000"}
 else
-    REPS=${REPS:-5}; SECS=${SECS:-1}; IDLE_N=${IDLE_N:-10000}
+    REPS=${REPS:-7}; SECS=${SECS:-1}; IDLE_N=${IDLE_N:-10000}
 fi
 CLIENTS=${CLIENTS:-1,16,256}
 STORM_TIMEOUT=${STORM_TIMEOUT:-60}
@@ -196,12 +198,14 @@ done
 
 # --- 3. memory per idle connection ------------------------------------------------
 : > "$TMP/idle.txt"
-for kind in elrun torch; do
+for kind in elrun torch elrun-partial; do
     log "idle memory: $kind, $IDLE_N connections"
-    start_server "$kind"
+    partial=0
+    [ "$kind" = elrun-partial ] && partial=9
+    start_server "${kind%-partial}"
     sleep 1
     timeout 300 "$BENCH" idle --addr "$SRV_ADDR" --pid "$SRV_PID" --name "$kind" \
-        --n "$IDLE_N" >> "$TMP/idle.txt" 2>&1
+        --n "$IDLE_N" --partial "$partial" >> "$TMP/idle.txt" 2>&1
     tail -1 "$TMP/idle.txt" >&2
     stop_server "$SRV_PID"
 done
@@ -214,6 +218,9 @@ echo
 echo "=== elrun store vs PyTorch 1.13 TCPStore ($(date -u '+%Y-%m-%d %H:%M UTC')) ==="
 cat "$TMP/machine.txt"
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "(elrun/torch: ratio of the medians; paired: median of the ratios of the"
+echo " back-to-back measurements of each repetition.  get = WAIT + GET, as"
+echo " PyTorch's client does it; xget = elrun's one-round-trip get, elrun only)"
 sed -n '/^Throughput/,$p' "$TMP/tput.txt" | grep -v '^RESULT'
 echo
 echo "Connection storm: N clients connect, ADD 1 to one key, WAIT on 'done' (set"
@@ -240,10 +247,11 @@ for n in $STORM_N; do
 done
 echo
 echo "Memory per idle connection (server RSS with $IDLE_N idle connections minus"
-echo "with none, divided by $IDLE_N; kernel socket memory not included)"
-for kind in elrun torch; do
+echo "with none, divided by $IDLE_N; kernel socket memory not included;"
+echo "elrun-partial: each connection also holds the first 9 bytes of a SET)"
+for kind in elrun torch elrun-partial; do
     line=$(grep "^RESULT idle server=$kind " "$TMP/idle.txt" | head -1)
-    printf '%-6s %s bytes/connection (RSS %s -> %s KiB, opened %s)\n' "$kind" \
+    printf '%-13s %s bytes/connection (RSS %s -> %s KiB, opened %s)\n' "$kind" \
         "$(field bytes_per_conn "$line")" "$(field rss_before_kib "$line")" \
         "$(field rss_with_kib "$line")" "$(field opened "$line")"
 done

@@ -790,7 +790,8 @@ static void print_table(int which, int reps, double seconds, int nthreads,
                         int vlen, const struct target *tg, int ntg,
                         const enum bench_op *ops, int no, const int *clients,
                         int nc, double (*res)[MAX_LIST][MAX_SERVERS][100],
-                        int (*nres)[MAX_LIST][MAX_SERVERS])
+                        int (*nres)[MAX_LIST][MAX_SERVERS],
+                        double (*byrep)[MAX_LIST][MAX_SERVERS][100])
 {
     if (which == 0)
         printf("\nThroughput, ops/s: median of %d repetitions of %.1f s "
@@ -808,6 +809,8 @@ static void print_table(int which, int reps, double seconds, int nthreads,
         printf(" %26s", tg[s].name);
     if (ntg >= 2)
         printf("  %s/%s", tg[0].name, tg[1].name);
+    if (ntg >= 2 && byrep)
+        printf("  paired");
     printf("\n");
     for (int oi = 0; oi < no; oi++) {
         for (int ci = 0; ci < nc; ci++) {
@@ -833,7 +836,18 @@ static void print_table(int which, int reps, double seconds, int nthreads,
                 printf(" %26s", cell);
             }
             if (ntg >= 2 && med[0] > 0 && med[1] > 0)
-                printf("  %.2fx", med[0] / med[1]);
+                printf("  %9.2fx", med[0] / med[1]);
+            if (ntg >= 2 && byrep && med[0] > 0 && med[1] > 0) {
+                /* the median of the ratios of back-to-back measurements:
+                 * less sensitive to load that drifts during the run */
+                double ratios[100];
+                int nr = 0;
+                for (int r = 0; r < reps && r < 100; r++)
+                    if (byrep[ci][oi][0][r] > 0 && byrep[ci][oi][1][r] > 0)
+                        ratios[nr++] = byrep[ci][oi][0][r] / byrep[ci][oi][1][r];
+                if (nr > 0)
+                    printf("  %.2fx", median_of(ratios, nr));
+            }
             printf("\n");
         }
     }
@@ -944,6 +958,7 @@ static int cmd_tput(int argc, char **argv)
     static int nres[MAX_LIST][MAX_LIST][MAX_SERVERS];
     static int ncpu[MAX_LIST][MAX_LIST][MAX_SERVERS];
     static double ccpu[MAX_LIST][MAX_LIST][MAX_SERVERS][100];
+    static double byrep[MAX_LIST][MAX_LIST][MAX_SERVERS][100];
     static int nccpu[MAX_LIST][MAX_LIST][MAX_SERVERS];
     for (int rep = 0; rep < reps; rep++) {
         for (int ci = 0; ci < nc; ci++) {
@@ -965,6 +980,7 @@ static int cmd_tput(int argc, char **argv)
                     fflush(stdout);
                     if (r > 0)
                         res[ci][oi][si][nres[ci][oi][si]++] = r;
+                    byrep[ci][oi][si][rep] = r;
                     if (cpu_us > 0)
                         cpu[ci][oi][si][ncpu[ci][oi][si]++] = cpu_us;
                     if (client_us > 0)
@@ -974,11 +990,11 @@ static int cmd_tput(int argc, char **argv)
         }
     }
     print_table(0, reps, seconds, nthreads, vlen, tg, ntg, ops, no, clients,
-                nc, res, nres);
+                nc, res, nres, byrep);
     print_table(1, reps, seconds, nthreads, vlen, tg, ntg, ops, no, clients,
-                nc, cpu, ncpu);
+                nc, cpu, ncpu, NULL);
     print_table(2, reps, seconds, nthreads, vlen, tg, ntg, ops, no, clients,
-                nc, ccpu, nccpu);
+                nc, ccpu, nccpu, NULL);
     return 0;
 }
 
@@ -1373,7 +1389,7 @@ static long rss_kib(int pid)
 static int cmd_idle(int argc, char **argv)
 {
     struct sockaddr_in sa;
-    int have_addr = 0, n = 10000, pid = 0, sources = 8;
+    int have_addr = 0, n = 10000, pid = 0, sources = 8, partial = 0;
     char name[32] = "server";
     for (int i = 0; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
@@ -1387,6 +1403,8 @@ static int cmd_idle(int argc, char **argv)
             n = atoi(v);
         } else if (!strcmp(a, "--pid")) {
             pid = atoi(v);
+        } else if (!strcmp(a, "--partial")) {
+            partial = atoi(v);
         } else if (!strcmp(a, "--sources")) {
             sources = atoi(v);
         } else {
@@ -1410,6 +1428,14 @@ static int cmd_idle(int argc, char **argv)
                start, start + 120LL * 1000000000LL, 1, &r, &conns);
     int opened = r.done;
     double connect_s = (double)(now_ns() - start) / 1e9;
+    /* --partial B: then each connection sends the first B bytes of a SET
+     * frame and stops, as a slow or stalled client would. */
+    uint8_t frame[FRAME_MAX];
+    size_t flen = frame_set(frame, "/idle/partial", (const uint8_t *)"x", 1);
+    if (partial > 0 && (size_t)partial < flen)
+        for (int i = 0; i < n; i++)
+            if (conns[i].fd >= 0 && write(conns[i].fd, frame, (size_t)partial) < 0)
+                opened--;
     usleep(1000000); /* let the server settle */
     long with = rss_kib(pid);
     for (int i = 0; i < n; i++)
@@ -1419,10 +1445,10 @@ static int cmd_idle(int argc, char **argv)
     usleep(1000000);
     long after = rss_kib(pid);
     double per = opened > 0 ? (double)(with - before) * 1024.0 / opened : 0;
-    printf("RESULT idle server=%s n=%d opened=%d rss_before_kib=%ld "
+    printf("RESULT idle server=%s n=%d partial=%d opened=%d rss_before_kib=%ld "
            "rss_with_kib=%ld rss_after_close_kib=%ld bytes_per_conn=%.0f "
            "connect_s=%.2f\n",
-           name, n, opened, before, with, after, per, connect_s);
+           name, n, partial, opened, before, with, after, per, connect_s);
     return opened == n ? 0 : 1;
 }
 
@@ -1441,7 +1467,9 @@ static void usage(void)
             "  store_bench storm --addr HOST:PORT --n N [--name S] [--threads 2]\n"
             "        [--sources 8] [--window 4096] [--timeout 60]\n"
             "  store_bench idle --addr HOST:PORT --pid SERVER_PID [--n 10000]\n"
-            "        [--name S] [--sources 8]\n"
+            "        [--name S] [--sources 8] [--partial BYTES]\n"
+            "     --partial: each idle connection also holds the first BYTES\n"
+            "     bytes of a SET frame (a stalled client)\n"
             "Targets must be in 127.0.0.0/8; client sockets of storm and idle\n"
             "are bound to 127.0.0.2.. (one per source).\n");
 }

@@ -3,6 +3,7 @@
 # torchrun's command lines (PET_* variables, TorchX's dist.ddp line), and
 # rejects bad ones with a one-line message and exit status 2.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/t01-common.bash"
 
 # A worker that dumps its environment and argv to $1/env.<round>.<rank>.
 cat >"$T/envdump.sh" <<'EOF'
@@ -19,8 +20,6 @@ import os, sys
 open("$T/py/out." + os.environ["LOCAL_RANK"], "w").write(" ".join(sys.argv) + " u=%d" % sys.stdout.write_through)
 EOF
 
-# envval FILE NAME: the value of NAME in an env dump.
-envval() { sed -n "s/^$2=//p" "$1" | head -1; }
 
 test_expect_success 'success: exit 0, every worker ran, quietly' '
     "$ELRUN" --standalone --nproc-per-node=2 --no-python sh -c "touch $T/ran.\$RANK" >"$T/o" 2>"$T/e"

@@ -43,3 +43,10 @@ tree_pids() {
     echo "$1"
     for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do tree_pids "$c"; done
 }
+
+# alive PID: the process exists and is not a zombie.
+alive() {
+    local st
+    st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+    [[ -n $st && $st != Z* ]]
+}

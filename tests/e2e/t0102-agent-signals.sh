@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Signals: TERM/INT/HUP/QUIT (and --signals-to-handle ones) sent to the agent
+# reach every worker, then the agent exits 1 as torchrun does, leaving no
+# process behind (workers, their children); the agent's death kills its
+# workers; a signal during the rendezvous ends the wait at once.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/t01-common.bash"
+
+# sigworker.sh DIR: records the signal it gets, has a child of its own
+# (same process group), reports ready.
+cat >"$T/sigworker.sh" <<'EOF'
+#!/bin/bash
+dir=$1
+for s in TERM INT HUP QUIT USR1; do
+    trap "echo $s > $dir/got.\$RANK; exit 0" $s
+done
+sleep 300 &
+echo $! > "$dir/child.$RANK"
+echo $$ > "$dir/ready.$RANK"
+wait
+EOF
+chmod +x "$T/sigworker.sh"
+
+# run_and_signal SIG DIR [FLAGS...]: start the agent, wait until both
+# workers are ready, send SIG, wait for the agent; sets ST and APID.
+run_and_signal() {
+    local sig=$1 dir=$2; shift 2
+    mkdir -p "$dir"
+    "$ELRUN" --standalone --nproc-per-node=2 "$@" --no-python "$T/sigworker.sh" "$dir" \
+        >"$dir/out" 2>"$dir/err" &
+    APID=$!
+    wait_for_file "$dir/ready.0"; wait_for_file "$dir/ready.1"
+    wait_for_file "$dir/child.0"; wait_for_file "$dir/child.1"
+    TREE=$(tree_pids $APID | tr "\n" " ")
+    kill -$sig $APID
+    set +e; wait $APID; ST=$?; set -e
+}
+
+for sig in TERM INT HUP QUIT; do
+    test_expect_success "SIG$sig to the agent: forwarded, exit 1, nothing left" '
+        run_and_signal '$sig' "$T/'$sig'"
+        [[ $ST == 1 ]]
+        [[ $(cat $T/'$sig'/got.0) == '$sig' && $(cat $T/'$sig'/got.1) == '$sig' ]]
+        [[ $(wc -w <<<"$TREE") -ge 5 ]]   # agent, 2 workers, 2 children
+        for p in $TREE; do ! alive $p || { ps -o pid,stat,cmd -p $p; false; }; done
+        grep -q "received signal" "$T/'$sig'/err"
+    '
+done
+
+test_expect_success '--signals-to-handle=SIGUSR1 (Slurm preemption) is forwarded too' '
+    run_and_signal USR1 "$T/usr1" --signals-to-handle=SIGTERM,SIGUSR1
+    [[ $ST == 1 ]]
+    [[ $(cat $T/usr1/got.0) == USR1 && $(cat $T/usr1/got.1) == USR1 ]]
+    for p in $TREE; do ! alive $p; done
+'
+
+test_expect_success 'the agent killed with SIGKILL takes its workers along' '
+    mkdir "$T/k9"
+    "$ELRUN" --standalone --nproc-per-node=2 --no-python "$T/sigworker.sh" "$T/k9" 2>/dev/null &
+    apid=$!
+    wait_for_file "$T/k9/ready.0"; wait_for_file "$T/k9/ready.1"
+    w0=$(cat $T/k9/ready.0) w1=$(cat $T/k9/ready.1)
+    kill -KILL $apid; wait $apid || true
+    for i in $(seq 200); do kill -0 $w0 2>/dev/null || kill -0 $w1 2>/dev/null || break; sleep 0.01; done
+    ! kill -0 $w0 2>/dev/null
+    ! kill -0 $w1 2>/dev/null
+'
+
+# stubborn.sh: ignores SIGTERM.
+cat >"$T/stubborn.sh" <<'EOF'
+#!/bin/bash
+trap "" TERM
+echo $$ > "$1/ready.$RANK"
+while :; do sleep 1; done
+EOF
+chmod +x "$T/stubborn.sh"
+
+test_expect_success 'a second SIGTERM ends the grace: workers are killed at once' '
+    mkdir "$T/two"
+    "$ELRUN" --standalone --nproc-per-node=2 --stop-timeout=60 --no-python "$T/stubborn.sh" "$T/two" 2>"$T/two/err" &
+    apid=$!
+    wait_for_file "$T/two/ready.0"; wait_for_file "$T/two/ready.1"
+    kill -TERM $apid
+    wait_for_line "$T/two/err" "received signal 15"
+    kill -TERM $apid
+    set +e; timeout 10 tail --pid=$apid -f /dev/null; st=$?; set -e
+    [[ $st == 0 ]]
+    ! kill -0 $(cat $T/two/ready.0) 2>/dev/null
+'
+
+test_expect_success 'SIGTERM while waiting in the rendezvous ends the agent at once' '
+    port=$(free_port)
+    "$ELRUN" --nnodes=2 --node-rank=0 --master-port=$port --no-python true 2>"$T/rd.err" &
+    apid=$!
+    # Node 0 hosts the store, so the port answers once it waits.
+    for i in $(seq 500); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.01; done
+    kill -TERM $apid
+    set +e; timeout 5 tail --pid=$apid -f /dev/null; st=$?; wait $apid; ast=$?; set -e
+    [[ $st == 0 && $ast == 1 ]]
+'
+
+test_done

@@ -1017,7 +1017,7 @@ int el_agent_run(struct el_agent *a, struct el_rdzv *r,
             break;
         }
         if (membership) {
-            event(a, EL_AGENT_INFO, "other nodes are waiting for a new "
+            event(a, EL_AGENT_WARN, "other nodes are waiting for a new "
                   "round; restarting the workers (not counted as a "
                   "restart)");
             stop_workers(a, SIGTERM);

@@ -420,7 +420,24 @@ static int st_exit_barrier(struct el_rdzv *base, int succeeded,
     el_store_set_cancel_fd(r->cl, -1);
     key(r, k, sizeof k, "exit/done");
     if (!succeeded) {
+        /* Release nodes in the barrier, close the job, and raise the round
+         * so that running nodes are notified, stop their workers and find
+         * the job closed instead of waiting for peers that will not come. */
+        int64_t v;
+        char kr[400], e[32], d[32];
         rc = el_store_set(r->cl, k, "failed", 6);
+        key(r, kr, sizeof kr, "closed");
+        if (!rc)
+            rc = el_store_add(r->cl, kr, 1, &v);
+        key(r, kr, sizeof kr, "round");
+        snprintf(e, sizeof e, "%" PRId64, r->round);
+        snprintf(d, sizeof d, "%" PRId64, r->round + 1);
+        if (!rc) {
+            rc = el_store_compare_set(r->cl, kr, e, strlen(e), d, strlen(d),
+                                      NULL, NULL);
+            if (rc == EL_EMISMATCH)
+                rc = 0;  /* someone raised it already */
+        }
         return rc ? store_fail(r, rc, "reporting the failure") : 0;
     }
     int64_t n;

@@ -863,6 +863,7 @@ int main(int argc, char **argv)
             s.epoch_loss += m.g[m.nparams];
             s.epoch_samples += (double)b.global_count;
             s.epoch_seconds = seconds0 + (now_s() - t0);
+            run_samples += (long)b.global_count;
             progress(&r, &s, (uint64_t)train.n,
                      s.epoch_samples / (s.epoch_seconds + 1e-9), 0);
             if (s.step % r.o.ckpt_every == 0 &&
@@ -891,24 +892,27 @@ int main(int argc, char **argv)
                    test_loss, acc, r.world);
             fflush(stdout);
         }
-        run_samples += (long)(s.epoch_samples);
-        run_train_s += train_s;
+        run_train_s += train_s - seconds0;
         s.epoch++;
         s.offset = 0;
         s.epoch_loss = s.epoch_samples = s.epoch_seconds = 0;
         save_ckpt(&r, &m, &s);
         last_saved = s.step;
     }
-    if (run_train_s == 0) /* resumed after the last epoch: just score */
+    if (run_samples == 0) /* resumed after the last epoch: just score */
         acc = evaluate(&r, &m, &test, &test_loss);
-    if (r.rank == 0) {
+    if (r.rank == 0 && run_samples == 0) {
+        printf("final: test accuracy %.2f%% after %d epochs (%lld steps), "
+               "nothing left to train, world %d\n",
+               acc, r.o.epochs, (long long)s.step, r.world);
+    } else if (r.rank == 0) {
         printf("final: test accuracy %.2f%% after %d epochs (%lld steps), "
                "%.0f samples/s, %.1f s in this run, world %d\n",
                acc, r.o.epochs, (long long)s.step,
-               run_samples / (run_train_s + 1e-9), now_s() - run_t0,
-               r.world);
-        fflush(stdout);
+               (double)run_samples / (run_train_s + 1e-9),
+               now_s() - run_t0, r.world);
     }
+    fflush(stdout);
     /* Rank 0 may serve the store; let the others finish with it first. */
     el_worker_barrier(r.w, "exit", 60000);
     el_comm_close(r.comm);

@@ -673,7 +673,13 @@ int el_ckpt_savev(const struct el_ckpt_opts *o, int64_t step,
     h.kind = KIND_SHARD;
     h.shard = (uint32_t)o->rank;
     name_shard(name, sizeof name, step, o->rank);
-    rc = write_atomic(dirfd, name, &h, iov, iovcnt);
+    /* A shard left by an earlier save of this step must not pass for this
+     * one if the write below fails: rank 0 then finds it missing. */
+    if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT) {
+        rc = -errno;
+    } else {
+        rc = write_atomic(dirfd, name, &h, iov, iovcnt);
+    }
     /* Every rank must reach the barrier even if its write failed, or the
      * others would wait for it; a failed rank then fails the save on its
      * own and rank 0's check of the headers finds the missing shard. */

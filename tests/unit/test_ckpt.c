@@ -658,3 +658,56 @@ TEST(ckpt_random_damage)
     }
     cleanup();
 }
+
+/* Re-saving a step in which one rank's write fails: its shard from the
+ * earlier save must not make the new checkpoint look complete. */
+static void lose_tmp(const char *tmpname)
+{
+    char p[256];
+    path_of(p, sizeof p, tmpname);
+    unlink(p); /* the rename then fails */
+}
+
+TEST(ckpt_sharded_failed_rewrite)
+{
+    mktmp();
+    int64_t s1[] = {8, 9};
+    sharded_run(2, s1, 2, -1);
+    struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(sh != MAP_FAILED);
+    pthread_barrierattr_t a;
+    pthread_barrierattr_init(&a);
+    pthread_barrierattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    CHECK_EQ(pthread_barrier_init(&sh->bar, &a, 2), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        struct el_ckpt_opts o = {.dir = tmpdir, .rank = 1, .world = 2,
+                                 .sharded = 1, .keep = -1,
+                                 .barrier = proc_barrier, .barrier_arg = sh};
+        unsigned char buf[1000];
+        fill(buf, sizeof buf, 12345);
+        el__ckpt_before_rename = lose_tmp;
+        _exit(el_ckpt_save(&o, 9, buf, sizeof buf) == -ENOENT ? 0 : 1);
+    }
+    struct el_ckpt_opts o = {.dir = tmpdir, .rank = 0, .world = 2,
+                             .sharded = 1, .keep = -1,
+                             .barrier = proc_barrier, .barrier_arg = sh};
+    unsigned char buf[1000];
+    fill(buf, sizeof buf, 9 * 100 + 0); /* the same bytes as before */
+    CHECK_EQ(el_ckpt_save(&o, 9, buf, sizeof buf), -ENOENT);
+    int st;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(!exists("ckpt-0000000009.r00001.elck"));
+    struct el_ckpt_info info;
+    struct el_ckpt_scan scan;
+    CHECK_OK(el_ckpt_latest(tmpdir, &info, &scan));
+    CHECK_EQ(info.step, 8);
+    CHECK_EQ(scan.nskipped, 1);
+    CHECK(strstr(scan.skipped[0].what, "r00001.elck: missing") != NULL);
+    munmap(sh, sizeof *sh);
+    cleanup();
+}

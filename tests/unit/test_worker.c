@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "elrun/ckpt.h"
 #include "elrun/err.h"
 #include "elrun/store.h"
 #include "elrun/worker.h"
@@ -376,4 +377,68 @@ TEST(worker_record_error)
     /* Nothing else was left in the directory. */
     CHECK_EQ(unlink(path), 0);
     CHECK_EQ(rmdir(dir), 0);
+}
+
+/* Sharded checkpoints with the store barrier: three ranks of one round each
+ * save their shard of two steps; the newest is complete and every shard
+ * reads back. */
+TEST(worker_barrier_for_sharded_ckpt)
+{
+    char dir[] = "/tmp/elrun-wckpt-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    struct el_store_server *srv;
+    struct el_store_server_opts so = {.host = "127.0.0.1"};
+    CHECK_OK(el_store_server_start(&srv, &so));
+    int port = el_store_server_port(srv);
+    enum { WORLD = 3 };
+    pid_t pids[WORLD];
+    fflush(NULL);
+    for (int r = 0; r < WORLD; r++) {
+        pids[r] = fork();
+        CHECK(pids[r] >= 0);
+        if (pids[r] != 0)
+            continue;
+        set_worker_env(r, WORLD, port, "True");
+        struct el_worker *w;
+        char err[256];
+        if (el_worker_open(&w, NULL, err, sizeof err) != 0)
+            _exit(1);
+        struct el_ckpt_opts o = {.dir = dir, .rank = r, .world = WORLD,
+                                 .sharded = 1, .keep = 1,
+                                 .barrier = el_worker_barrier_cb,
+                                 .barrier_arg = w};
+        for (int64_t step = 1; step <= 2; step++) {
+            char buf[64];
+            int n = snprintf(buf, sizeof buf, "step %lld rank %d",
+                             (long long)step, r);
+            if (el_ckpt_save(&o, step, buf, (size_t)n) != 0)
+                _exit(2);
+        }
+        el_worker_close(w);
+        _exit(0);
+    }
+    for (int r = 0; r < WORLD; r++) {
+        int st;
+        CHECK_EQ(waitpid(pids[r], &st, 0), pids[r]);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            TEST_FAIL_("rank %d: status 0x%x", r, st);
+    }
+    struct el_ckpt_info info;
+    CHECK_OK(el_ckpt_latest(dir, &info, NULL));
+    CHECK_EQ(info.step, 2);
+    CHECK_EQ(info.world, WORLD);
+    CHECK_EQ(info.sharded, 1);
+    for (int r = 0; r < WORLD; r++) {
+        void *p;
+        size_t len;
+        char want[64];
+        int n = snprintf(want, sizeof want, "step 2 rank %d", r);
+        CHECK_OK(el_ckpt_load(dir, 2, r, &p, &len, NULL));
+        CHECK_MEM(p, len, want, (size_t)n);
+        free(p);
+    }
+    el_store_server_close(srv);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK_EQ(system(cmd), 0);
 }

@@ -288,12 +288,54 @@ static void run_ranks(int world, int port, const char *agent, int attempt)
     }
 }
 
+/* A store server in a process of its own (so that no server thread lives
+ * in the test process, which forks ranks).  Returns its port; the server
+ * exits when *stop_fd is closed (or the test ends). */
+static int start_store_proc(pid_t *pid, int *stop_fd)
+{
+    int portp[2], stopp[2];
+    CHECK_EQ(pipe(portp), 0);
+    CHECK_EQ(pipe(stopp), 0);
+    fflush(NULL);
+    *pid = fork();
+    CHECK(*pid >= 0);
+    if (*pid == 0) {
+        close(portp[0]);
+        close(stopp[1]);
+        struct el_store_server *srv;
+        struct el_store_server_opts so = {.host = "127.0.0.1"};
+        int port = -1;
+        if (el_store_server_start(&srv, &so) == 0)
+            port = el_store_server_port(srv);
+        if (write(portp[1], &port, sizeof port) != sizeof port)
+            _exit(1);
+        char c;
+        while (read(stopp[0], &c, 1) < 0 && errno == EINTR)
+            ;
+        _exit(0);
+    }
+    close(portp[1]);
+    close(stopp[0]);
+    int port = -1;
+    CHECK_EQ(read(portp[0], &port, sizeof port), (long)sizeof port);
+    CHECK(port > 0);
+    close(portp[0]);
+    *stop_fd = stopp[1];
+    return port;
+}
+
+static void stop_store_proc(pid_t pid, int stop_fd)
+{
+    close(stop_fd);
+    int st;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+}
+
 TEST(worker_agent_store_barrier)
 {
-    struct el_store_server *srv;
-    struct el_store_server_opts so = {.host = "127.0.0.1"};
-    CHECK_OK(el_store_server_start(&srv, &so));
-    int port = el_store_server_port(srv);
+    pid_t srv;
+    int stop;
+    int port = start_store_proc(&srv, &stop);
     for (int world = 1; world <= 5; world += 2)
         run_ranks(world, port, "True", world);
     /* The keys went under the round's prefix. */
@@ -305,7 +347,7 @@ TEST(worker_agent_store_barrier)
                               &len));
     free(v);
     el_store_close(s);
-    el_store_server_close(srv);
+    stop_store_proc(srv, stop);
 }
 
 TEST(worker_rank0_serves_store)
@@ -317,17 +359,16 @@ TEST(worker_rank0_serves_store)
 
 TEST(worker_barrier_timeout)
 {
-    struct el_store_server *srv;
-    struct el_store_server_opts so = {.host = "127.0.0.1"};
-    CHECK_OK(el_store_server_start(&srv, &so));
-    set_worker_env(1, 2, el_store_server_port(srv), "True");
+    pid_t srv;
+    int stop;
+    set_worker_env(1, 2, start_store_proc(&srv, &stop), "True");
     struct el_worker *w;
     char err[256];
     CHECK_OK(el_worker_open(&w, NULL, err, sizeof err));
     CHECK_EQ(el_worker_barrier(w, "lonely", 100), -ETIMEDOUT);
     CHECK(strstr(el_worker_errmsg(w), "1 of 2 ranks") != NULL);
     el_worker_close(w);
-    el_store_server_close(srv);
+    stop_store_proc(srv, stop);
 }
 
 TEST(worker_store_unreachable)
@@ -386,10 +427,9 @@ TEST(worker_barrier_for_sharded_ckpt)
 {
     char dir[] = "/tmp/elrun-wckpt-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    struct el_store_server *srv;
-    struct el_store_server_opts so = {.host = "127.0.0.1"};
-    CHECK_OK(el_store_server_start(&srv, &so));
-    int port = el_store_server_port(srv);
+    pid_t srv;
+    int stop;
+    int port = start_store_proc(&srv, &stop);
     enum { WORLD = 3 };
     pid_t pids[WORLD];
     fflush(NULL);
@@ -437,7 +477,7 @@ TEST(worker_barrier_for_sharded_ckpt)
         CHECK_MEM(p, len, want, (size_t)n);
         free(p);
     }
-    el_store_server_close(srv);
+    stop_store_proc(srv, stop);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK_EQ(system(cmd), 0);

@@ -11,7 +11,8 @@
  *                 iterations (4 KiB / 1 MiB / 16 MiB / 64 MiB, scaled by -r);
  *   back-to-back: that many allreduces in a row timed together, three
  *                 batches, the median batch.
- * ELRUN_BENCH_TCP=1 keeps elrun off shared memory (TCP only).
+ * ELRUN_BENCH_TCP=1 keeps elrun off shared memory (TCP only);
+ * ELRUN_BENCH_CHUNK=BYTES sets the ring chunk and shared-memory step.
  * busbw = 2(n-1)/n * bytes / time.  One line per measurement on stdout:
  *   RESULT elrun <ranks> <bytes> <perop_us> <perop_busbw_GBps> <b2b_us> <b2b_busbw_GBps>
  */
@@ -64,6 +65,9 @@ static int run_rank(int port, int rank, int world, const size_t *sizes,
     if (rc)
         return die("store", NULL, rc);
     struct el_comm_opts o = {.shm = getenv("ELRUN_BENCH_TCP") ? -1 : 1};
+    if (getenv("ELRUN_BENCH_CHUNK")) /* TCP ring / shm step size, bytes */
+        o.chunk_bytes = o.shm_chunk_bytes =
+            (size_t)atol(getenv("ELRUN_BENCH_CHUNK"));
     if ((rc = el_comm_open(&c, st, prefix, rank, world, &o)) != 0)
         return die("open", NULL, rc);
     if (rank == 0)

@@ -203,8 +203,8 @@ int el__comm_timeout(struct el_comm *c, int peer, const char *what)
                 return el__comm_fail(c, -ETIMEDOUT, peer, what);
             char w[400];
             snprintf(w, sizeof w,
-                     "hung: made no progress for %d ms (rank %d waits on "
-                     "rank %s)", c->opts.timeout_ms, c->rank, chain);
+                     "hung, or not calling the collective: nothing moved "
+                     "for %d ms (rank %d waits on rank %s)", c->opts.timeout_ms, c->rank, chain);
             return el__comm_fail(c, -ETIMEDOUT, x, w);
         }
         int next = atoi(v);

@@ -538,18 +538,17 @@ struct state {
     double epoch_seconds;    /* training time so far this epoch           */
 };
 
-static int barrier_cb(void *arg)
-{
-    return el_worker_barrier(arg, "ckpt", 600000);
-}
-
-static void save_ckpt(struct run *r, struct mlp *m, const struct state *s)
+/* Checkpoint the state of the last finished step.  Rank 0 writes; with
+ * any_rank, this rank writes whatever its rank (every rank holds the same
+ * state, and concurrent writers of one step rename identical files). */
+static void save_ckpt(struct run *r, struct mlp *m, const struct state *s,
+                      int any_rank)
 {
     if (!r->o.ckpt_dir)
         return;
-    struct el_ckpt_opts co = {.dir = r->o.ckpt_dir, .rank = r->rank,
-                              .world = r->world, .keep = r->o.keep,
-                              .barrier = barrier_cb, .barrier_arg = r->w};
+    struct el_ckpt_opts co = {.dir = r->o.ckpt_dir,
+                              .rank = any_rank ? 0 : r->rank,
+                              .world = r->world, .keep = r->o.keep};
     struct iovec iov[3] = {{(void *)s, sizeof *s},
                            {m->w, m->nparams * sizeof(float)},
                            {m->v, m->nparams * sizeof(float)}};
@@ -558,7 +557,7 @@ static void save_ckpt(struct run *r, struct mlp *m, const struct state *s)
     if (rc != 0)
         die("checkpoint of step %lld in %s failed: %s", (long long)s->step,
             r->o.ckpt_dir, el_strerror(rc));
-    if (r->rank == 0)
+    if (r->rank == 0 || any_rank)
         el_log(EL_LOG_DEBUG, "checkpoint step %lld saved in %.0f ms",
                (long long)s->step, (now_s() - t0) * 1e3);
 }
@@ -654,9 +653,10 @@ static int load_ckpt(struct run *r, struct mlp *m, struct state *s)
 /* ------------------------------------------------------------------------
  * Stopping early.  The agent stops the workers with SIGTERM when the job's
  * membership changes, and a peer's death makes the allreduce fail.  Either
- * way rank 0 still holds the complete state of the last finished step (the
- * same on every rank), so it saves it before going: the next round loses
- * no work.
+ * way the ranks still hold the complete state of the last finished step
+ * (the same on every rank), so it is saved before going: by rank 0 on a
+ * signal, by every survivor when the round is broken (rank 0 may be the one
+ * that died).  The next round loses no work.
  */
 
 static volatile sig_atomic_t stop_signal;
@@ -666,16 +666,18 @@ static void on_stop_signal(int sig)
     stop_signal = sig;
 }
 
-/* Rank 0 saves the state of the last finished step (if it is not saved
- * already) before the process exits. */
+/* Save the state of the last finished step (if it is not saved already)
+ * before the process exits: rank 0 only, or every surviving rank when the
+ * round is broken (rank 0 may be the one that died). */
 static void save_on_exit(struct run *r, struct mlp *m, const struct state *s,
-                         int64_t last_saved, const char *why)
+                         int64_t last_saved, int any_rank, const char *why)
 {
-    if (r->rank != 0 || !r->o.ckpt_dir || s->step == last_saved)
+    if ((r->rank != 0 && !any_rank) || !r->o.ckpt_dir ||
+        s->step == last_saved)
         return;
-    save_ckpt(r, m, s);
-    el_log(EL_LOG_INFO, "%s: saved checkpoint step %lld before exiting", why,
-           (long long)s->step);
+    save_ckpt(r, m, s, any_rank);
+    el_log(EL_LOG_INFO, "rank %d: %s: saved checkpoint step %lld before "
+           "exiting", r->rank, why, (long long)s->step);
 }
 
 /* ------------------------------------------------------------------------
@@ -842,7 +844,8 @@ int main(int argc, char **argv)
             m.g[m.nparams + 1] = (float)correct;
             rc = allreduce_sum_f32(&r, m.g, m.nparams + 2);
             if (rc != 0) {
-                save_on_exit(&r, &m, &s, last_saved, "the round is broken");
+                save_on_exit(&r, &m, &s, last_saved, 1,
+                             "the round is broken");
                 die("allreduce failed: %s (%s); exiting so that the agent "
                     "starts a new round", el_strerror(rc),
                     el_comm_errmsg(r.comm));
@@ -868,12 +871,12 @@ int main(int argc, char **argv)
                      s.epoch_samples / (s.epoch_seconds + 1e-9), 0);
             if (s.step % r.o.ckpt_every == 0 &&
                 (uint64_t)s.offset < (uint64_t)train.n) {
-                save_ckpt(&r, &m, &s);
+                save_ckpt(&r, &m, &s, 0);
                 last_saved = s.step;
             }
             if (stop_signal) {
                 int sig = stop_signal;
-                save_on_exit(&r, &m, &s, last_saved, strsignal(sig));
+                save_on_exit(&r, &m, &s, last_saved, 0, strsignal(sig));
                 signal(sig, SIG_DFL);
                 raise(sig);
             }
@@ -896,7 +899,7 @@ int main(int argc, char **argv)
         s.epoch++;
         s.offset = 0;
         s.epoch_loss = s.epoch_samples = s.epoch_seconds = 0;
-        save_ckpt(&r, &m, &s);
+        save_ckpt(&r, &m, &s, 0);
         last_saved = s.step;
     }
     if (run_samples == 0) /* resumed after the last epoch: just score */

@@ -4,10 +4,12 @@
  * process-shared barrier on a futex.
  *
  * Setup (collective, over the TCP mesh that exists already): rank 0 creates
- * an unlinked-on-success file in /dev/shm holding a random token and sends
- * its name; every rank maps it and checks the token; an allreduce of the
- * outcome makes all ranks agree, then rank 0 unlinks the name, so nothing
- * is left behind even if a rank dies later.  If any rank cannot map it (other
+ * a memfd holding a random token and sends "/proc/<pid>/fd/<fd>"; every
+ * rank opens and maps it and checks the token (another host or pid
+ * namespace fails here); an allreduce of the outcome makes all ranks agree.
+ * The memory goes away with the last mapping, whatever dies when.  Without
+ * memfd, a /dev/shm file is used instead and every rank unlinks it after
+ * the agreement.  If any rank cannot map it (other
  * host, other /dev/shm), every rank stays on TCP.
  *
  * Waiting: a rank sleeps on the futex at once, in slices of SLICE_MS (no
@@ -109,8 +111,34 @@ static int map(const char *path, size_t size, int create, char **base)
 struct shm_hello {
     uint64_t token;
     uint64_t size, chunk;
-    char path[96];
+    uint32_t named;       /* path is a /dev/shm name to unlink            */
+    char path[92];
 };
+
+/* Rank 0: an anonymous memfd that the others open through /proc, so that
+ * no name can outlive the ranks; a /dev/shm name if memfd is missing. */
+static int create_segment(struct shm_hello *h, char **base, int *mfd)
+{
+    int fd = memfd_create("elrun-coll", MFD_CLOEXEC);
+    if (fd >= 0) {
+        void *p = MAP_FAILED;
+        if (ftruncate(fd, (off_t)h->size) == 0)
+            p = mmap(NULL, h->size, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_POPULATE, fd, 0);
+        if (p != MAP_FAILED) {
+            snprintf(h->path, sizeof h->path, "/proc/%d/fd/%d",
+                     (int)getpid(), fd);
+            *base = p;
+            *mfd = fd;
+            return 0;
+        }
+        close(fd);
+    }
+    h->named = 1;
+    snprintf(h->path, sizeof h->path, "/dev/shm/elrun-coll-%d-%016llx",
+             (int)getpid(), (unsigned long long)h->token);
+    return map(h->path, h->size, 1, base);
+}
 
 int el__shm_open(struct el_comm *c, size_t chunk)
 {
@@ -119,6 +147,7 @@ int el__shm_open(struct el_comm *c, size_t chunk)
     memset(&h, 0, sizeof h);
     int32_t ok = 1;
     char *base = NULL;
+    int mfd = -1;
     /* Cap the mapping at about 64 MiB whatever the world size. */
     size_t cap = ((size_t)64 << 20) / (2 * (size_t)(n + 1));
     if (sizeof(struct shm_hdr) + (size_t)n * 4 > HDR_BYTES)
@@ -133,9 +162,7 @@ int el__shm_open(struct el_comm *c, size_t chunk)
             h.token = (uint64_t)el_now_ns() ^ ((uint64_t)getpid() << 32);
         h.chunk = chunk;
         h.size = HDR_BYTES + 2 * (size_t)(n + 1) * chunk;
-        snprintf(h.path, sizeof h.path, "/dev/shm/elrun-coll-%d-%016llx",
-                 (int)getpid(), (unsigned long long)h.token);
-        if (map(h.path, h.size, 1, &base) != 0) {
+        if (create_segment(&h, &base, &mfd) != 0) {
             h.size = 0; /* tells the others not to try */
         } else {
             memset(base, 0, HDR_BYTES);
@@ -155,8 +182,14 @@ int el__shm_open(struct el_comm *c, size_t chunk)
     c->dtype = EL_INT32;
     c->op = EL_MIN;
     rc = el__allreduce_rd(c, (char *)&ok, 1, sizeof ok);
-    if (c->rank == 0)
+    /* Every rank that knows a name removes it (ENOENT is fine), so that
+     * it is gone even if rank 0 died after sending it.  A memfd lives on
+     * in the mappings. */
+    if (h.named)
         unlink(h.path);
+    if (mfd >= 0)
+        close(mfd);
+    mfd = -1;
     if (rc != 0)
         goto fail;
     if (!ok) {
@@ -176,8 +209,10 @@ int el__shm_open(struct el_comm *c, size_t chunk)
     c->shm = s;
     return 0;
 fail:
-    if (c->rank == 0 && h.size)
+    if (h.named && h.size && h.path[0])
         unlink(h.path);
+    if (mfd >= 0)
+        close(mfd);
     if (base)
         munmap(base, h.size);
     return rc;

@@ -565,8 +565,12 @@ int el__rdzv_static_open(struct el_rdzv **out,
     if (standalone || r->node_rank == 0) {
         struct el_store_server_opts so = {0};
         char bind[EL_HOST_MAX];
-        snprintf(bind, sizeof bind, "%s",
-                 is_loopback(host) || standalone ? r->host : "0.0.0.0");
+        /* Loopback stays loopback (a single node needs no more), unless
+         * the workers are told another address with --local-addr. */
+        int local_only = is_loopback(host) &&
+                         !(standalone && cfg->local_addr &&
+                           !is_loopback(cfg->local_addr));
+        snprintf(bind, sizeof bind, "%s", local_only ? r->host : "0.0.0.0");
         if (strcmp(bind, "localhost") == 0)
             snprintf(bind, sizeof bind, "127.0.0.1");
         so.host = bind;

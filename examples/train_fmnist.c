@@ -21,8 +21,8 @@
  * and at the end of each epoch; at start the ranks agree on the newest good
  * checkpoint any of them can see, and the one holding it broadcasts it.  A peer's death makes the allreduce fail at once: the
  * worker exits non-zero and the agent starts a new round, which resumes.
- * --fail-at-step S kills one rank (SIGKILL) at step S of the first attempt,
- * for demonstrating exactly that.
+ * --fail-at-step S kills one rank (SIGKILL; --fail-mode abort or exit) at
+ * step S of the first attempt, for demonstrating exactly that.
  *
  * Output: rank 0 prints one line per epoch and a final line on stdout
  * ("final: test accuracy 88.61% ..."), a progress line on stderr, and
@@ -69,6 +69,7 @@ struct opts {
     uint64_t seed;
     long fail_at;         /* -1: never                                 */
     int fail_rank;        /* -1: the last rank                         */
+    char fail_mode;       /* 'k' SIGKILL, 'a' abort(), 'e' exit(1)     */
     int ckpt_every;
     int keep;
     int nhidden, hidden[MAX_LAYERS - 1];
@@ -93,6 +94,8 @@ static void usage(FILE *f)
         "  --keep N          checkpoints to keep [3]\n"
         "  --fail-at-step S  first attempt only: kill a rank at step S\n"
         "  --fail-rank R     the rank --fail-at-step kills [last]\n"
+        "  --fail-mode M     kill (SIGKILL), abort (SIGABRT) or exit (exit 1\n"
+        "                    with an error file) [kill]\n"
         "  --threads N       OpenBLAS threads per rank [cores / local ranks]\n"
         "Run under elrun, or alone with ELRUN_STANDALONE=1.\n");
 }
@@ -119,7 +122,8 @@ static void parse_opts(struct opts *o, int argc, char **argv)
                            "/usr/share/datasets/fashion-mnist",
                        .batch = 128, .lr = 0.05f, .momentum = 0.9f,
                        .wd = 1e-4f, .seed = 1, .fail_at = -1,
-                       .fail_rank = -1, .ckpt_every = 200, .keep = 3,
+                       .fail_rank = -1, .fail_mode = 'k',
+                       .ckpt_every = 200, .keep = 3,
                        .nhidden = 1, .hidden = {256}};
     static const struct option lo[] = {
         {"epochs", 1, 0, 'e'},      {"subset", 1, 0, 's'},
@@ -129,7 +133,8 @@ static void parse_opts(struct opts *o, int argc, char **argv)
         {"seed", 1, 0, 'S'},        {"fail-at-step", 1, 0, 'F'},
         {"fail-rank", 1, 0, 'R'},   {"ckpt-every", 1, 0, 'E'},
         {"keep", 1, 0, 'k'},        {"hidden", 1, 0, 'H'},
-        {"threads", 1, 0, 't'},     {"help", 0, 0, 'h'},
+        {"threads", 1, 0, 't'},     {"fail-mode", 1, 0, 'M'},
+        {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -148,6 +153,15 @@ static void parse_opts(struct opts *o, int argc, char **argv)
         case 'E': o->ckpt_every = atoi(optarg); break;
         case 'k': o->keep = atoi(optarg); break;
         case 't': o->threads = atoi(optarg); break;
+        case 'M':
+            if (strcmp(optarg, "kill") != 0 && strcmp(optarg, "abort") != 0 &&
+                strcmp(optarg, "exit") != 0) {
+                fprintf(stderr, "train_fmnist: --fail-mode is kill, abort "
+                                "or exit\n");
+                exit(2);
+            }
+            o->fail_mode = optarg[0];
+            break;
         case 'H':
             if (parse_hidden(o, optarg) != 0) {
                 fprintf(stderr, "train_fmnist: bad --hidden %s\n", optarg);
@@ -825,10 +839,17 @@ int main(int argc, char **argv)
                 break;
             if (r.o.fail_at >= 0 && s.step == r.o.fail_at &&
                 r.info->restart_count == 0 && r.rank == fail_rank) {
-                el_log(EL_LOG_WARN, "injected failure: rank %d kills itself "
-                       "at step %lld (--fail-at-step)", r.rank,
+                const char *how = r.o.fail_mode == 'k'   ? "kills itself"
+                                  : r.o.fail_mode == 'a' ? "aborts"
+                                                         : "exits with 1";
+                el_log(EL_LOG_WARN, "injected failure: rank %d %s at step "
+                       "%lld (--fail-at-step)", r.rank, how,
                        (long long)s.step);
-                raise(SIGKILL);
+                if (r.o.fail_mode == 'e')
+                    die("injected failure at step %lld (--fail-at-step)",
+                        (long long)s.step);
+                signal(SIGABRT, SIG_DFL);
+                raise(r.o.fail_mode == 'a' ? SIGABRT : SIGKILL);
             }
             int rows = (int)b.local_count;
             gather(&m, &train, b.index, rows, labels);

@@ -1026,6 +1026,21 @@ int el_agent_run(struct el_agent *a, struct el_rdzv *r,
         if (failed) {
             stop_workers(a, SIGTERM);
             collect_failures(a, res);
+            /* A backend with a job-wide restart budget decides for every
+             * node at once; otherwise this agent counts its own. */
+            int budget = el_rdzv_report_failure(r, "worker group failed");
+            if (budget == 0) {
+                res->restarts++;
+                event(a, EL_AGENT_WARN, "worker group failed; the job "
+                      "restarts on every node");
+                continue;
+            }
+            if (budget != -ENOTSUP) {
+                event(a, EL_AGENT_WARN, "%s", el_rdzv_errmsg(r));
+                el_rdzv_exit_barrier(r, 0, 0, -1);
+                res->outcome = EL_AGENT_FAILED;
+                break;
+            }
             if (restarts_left > 0) {
                 restarts_left--;
                 res->restarts++;

@@ -126,6 +126,35 @@ static int conf_seconds(const char *conf, const char *key, double *out,
     return -1;
 }
 
+/* The raw value of KEY in a k=v,k=v list (static buffer), or NULL. */
+static const char *conf_value(const char *conf, const char *key)
+{
+    static char v[64];
+    size_t kl = strlen(key);
+    for (const char *p = conf; p && *p;) {
+        size_t len = strcspn(p, ",");
+        const char *k = p;
+        while (*k == ' ')
+            k++;
+        if (strncmp(k, key, kl) == 0) {
+            const char *e = k + kl;
+            while (*e == ' ')
+                e++;
+            if (*e == '=') {
+                e++;
+                while (*e == ' ')
+                    e++;
+                snprintf(v, sizeof v, "%.*s", (int)(p + len - e), e);
+                return v;
+            }
+        }
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return NULL;
+}
+
 static void on_agent_event(void *arg, enum el_agent_event_level lvl,
                            const char *msg)
 {
@@ -138,7 +167,10 @@ static void on_agent_event(void *arg, enum el_agent_event_level lvl,
 static void on_rdzv_event(void *arg, const char *msg)
 {
     (void)arg;
-    el_log(EL_LOG_INFO, "%s", msg);
+    /* "round N: K nodes (joined: ...; left: ...)" is what an operator
+     * wants to see by default; the rest is detail. */
+    el_log(strncmp(msg, "round ", 6) == 0 && strstr(msg, "nodes (joined")
+               ? EL_LOG_WARN : EL_LOG_INFO, "%s", msg);
 }
 
 int cli_run_main(int argc, char **argv)
@@ -267,6 +299,54 @@ int cli_run_main(int argc, char **argv)
         return usage_error(err);
     if (r1 == 0)
         rc.io_timeout_ms = (int)(d * 1000);
+    /* The elastic rendezvous' knobs, with torch's defaults. */
+    rc.last_call_timeout_ms = 30000;
+    rc.keep_alive_interval_ms = 5000;
+    rc.keep_alive_max_attempt = 3;
+    rc.max_restarts = o.max_restarts;
+    const struct {
+        const char *key;
+        int *ms;
+    } secs[] = {{"last_call_timeout", &rc.last_call_timeout_ms},
+                {"keep_alive_interval", &rc.keep_alive_interval_ms},
+                {"heartbeat_timeout", NULL},
+                {"close_timeout", NULL}};
+    for (size_t i = 0; i < sizeof secs / sizeof secs[0]; i++) {
+        r1 = conf_seconds(o.rdzv_conf, secs[i].key, &d, err, sizeof err);
+        if (r1 == -2)
+            return usage_error(err);
+        if (r1 == 0 && secs[i].ms)
+            *secs[i].ms = (int)(d * 1000);
+    }
+    r1 = conf_seconds(o.rdzv_conf, "keep_alive_max_attempt", &d, err,
+                      sizeof err);
+    if (r1 == -2)
+        return usage_error(err);
+    if (r1 == 0) {
+        if (d < 1 || d != (int)d) {
+            snprintf(err, sizeof err, "--rdzv-conf keep_alive_max_attempt="
+                     "%g: expected a whole number >= 1", d);
+            return usage_error(err);
+        }
+        rc.keep_alive_max_attempt = (int)d;
+    }
+    if (rc.keep_alive_interval_ms <= 0) {
+        snprintf(err, sizeof err, "--rdzv-conf keep_alive_interval must be "
+                 "more than 0 seconds");
+        return usage_error(err);
+    }
+    const char *is_host = conf_value(o.rdzv_conf, "is_host");
+    if (is_host) {
+        if (strchr("1tTyY", is_host[0]))
+            rc.is_host = 1;
+        else if (strchr("0fFnN", is_host[0]))
+            rc.is_host = -1;
+        else {
+            snprintf(err, sizeof err, "--rdzv-conf is_host=%s: expected "
+                     "true or false", is_host);
+            return usage_error(err);
+        }
+    }
 
     /* Worker output. */
     unsigned char *redir = calloc((size_t)o.nproc, 1);

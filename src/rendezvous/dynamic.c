@@ -765,8 +765,6 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
     }
 }
 
-static int dyn_report_failure(struct el_rdzv *base, const char *why);
-
 /* Scan the events log for what concerns the round this node runs. */
 static int dyn_num_nodes_waiting(struct el_rdzv *base, int *n)
 {
@@ -806,16 +804,13 @@ static int dyn_num_nodes_waiting(struct el_rdzv *base, int *n)
     for (int i = 0; i < r->nmembers && !dead; i++)
         if (is_dead(events, r->members[i].id))
             dead = r->members[i].name;
-    if (dead) {
-        char why[EL_HOST_MAX + 32];
-        snprintf(why, sizeof why, "node %s is gone", dead);
-        free(events);
-        note(r, "round %" PRId64 ": %s; re-forming", r->round, why);
-        rc = dyn_report_failure(base, why);
-        *n = 1; /* next() re-forms the job, or reports that it is closed */
-        return rc == EL_ELIMIT ? 0 : rc;
-    }
+    if (dead)
+        note(r, "round %" PRId64 ": node %s is gone; re-forming", r->round,
+             dead);
     free(events);
+    /* A lost node is a change of membership, like a new one: next() opens
+     * the next round without charging the restart budget. */
+    *n = dead ? 1 : 0;
     return 0;
 }
 
@@ -828,6 +823,22 @@ static int dyn_report_failure(struct el_rdzv *base, const char *why)
     int rc;
     if ((rc = ensure_client(r, -1, el_now_ms() + r->io_timeout_ms)))
         return rc;
+    /* Workers often fail because a peer node died (their collectives lose
+     * it).  That round ended for a change of membership: re-form without
+     * charging the budget, as when the death was noticed first. */
+    int64_t cur;
+    key(r, k, sizeof k, "round");
+    if ((rc = get_int(r, k, 0, &cur)))
+        return rc;
+    char *events = NULL;
+    if ((rc = read_events(r, &events)))
+        return rc;
+    int lost = 0;
+    for (int i = 0; i < r->nmembers && !lost; i++)
+        lost = is_dead(events, r->members[i].id);
+    free(events);
+    if (cur > r->round || lost)
+        return 0;
     key(r, k, sizeof k, "r%" PRId64 "/failed", r->round);
     if ((rc = el_store_add(r->cl, k, 1, &first)))
         return store_fail(r, rc, "reporting a failure");

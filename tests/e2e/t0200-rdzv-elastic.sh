@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# The elastic rendezvous (--rdzv-backend=c10d --nnodes=MIN:MAX) across
+# simulated hosts: network namespaces elh1..elh4 made by tests/infra, each
+# agent a real elrun process with its own hostname.  Jobs form, grow, shrink
+# when an agent is killed or its link is cut, use hot spares, time out with
+# too few nodes, end cleanly when the store host dies, and share a store.
+. "$(dirname "$0")/lib.sh"
+INFRA="$ROOT/tests/infra"
+W="$ROOT/tests/e2e/bin/rdzv_worker.sh"
+
+if [[ $(id -u) != 0 ]] || ! command -v ip >/dev/null; then
+    test_skip "elastic rendezvous on simulated hosts" "needs root and iproute2"
+    test_done; exit
+fi
+bash "$INFRA/netns-down.sh" >/dev/null 2>&1
+bash "$INFRA/netns-up.sh" 4 >/dev/null 2>"$T/netns.log" || { cat "$T/netns.log"; exit 1; }
+_old_cleanup=$(trap -p EXIT)
+trap '_cleanup; bash "$INFRA/netns-fault.sh" clear >/dev/null 2>&1; bash "$INFRA/netns-down.sh" >/dev/null 2>&1' EXIT
+
+# agent I JOB NNODES EXTRA...: start elrun on host I for job JOB; its workers
+# write into $T/JOB.  Sets AGENT_PID[I].
+declare -A AGENT_PID
+agent() {
+    local i=$1 job=$2 nnodes=$3; shift 3
+    mkdir -p "$T/$job"
+    ELRUN_LOG_LEVEL=info bash "$INFRA/netns-run.sh" "$i" "$ELRUN" --nnodes="$nnodes" \
+        --nproc-per-node=2 --rdzv-backend=c10d --rdzv-id="$job" "$@" \
+        --no-python "$W" "$T/$job" >"$T/$job/agent.$i.log" 2>&1 &
+    AGENT_PID[$i]=$!
+    track_pid $!
+}
+
+# latest JOB: the newest round any worker of JOB wrote a file for.
+latest() { ls "$T/$1" | sed -n 's/^w\.\([0-9]*\)\.[0-9]*$/\1/p' | sort -n | tail -1; }
+
+# workers JOB N [AFTER] [TIMEOUT]: wait until the newest round (> AFTER) has N
+# workers started; sets ROUND to it.
+workers() {
+    local job=$1 n=$2 after=${3:--1} deadline=$((SECONDS + ${4:-30})) r
+    while :; do
+        r=$(latest "$job")
+        if [[ -n $r ]] && ((r > after)) &&
+            [[ $(ls "$T/$job" | grep -c "^w\.$r\.[0-9]*$") -eq $n ]]; then
+            ROUND=$r; return 0
+        fi
+        ((SECONDS < deadline)) || { echo "$job: newest round ${r:-none} has $(ls "$T/$job" | grep -c "^w\.${r:-x}\.") workers, not $n"; tail -n 20 "$T/$job"/agent.*.log; return 1; }
+        sleep 0.05
+    done
+}
+
+# ranks JOB ROUND: the sorted ranks of ROUND's workers, one line.
+ranks() { cat "$T/$1"/w."$2".* | sed 's/.*rank=\([0-9]*\).*/\1/' | sort -n | tr '\n' ' '; }
+
+# finish JOB I...: tell the workers to end, then each agent I must exit 0.
+finish() {
+    local job=$1 i rc=0; shift
+    touch "$T/$job/finish"
+    for i in "$@"; do wait "${AGENT_PID[$i]}" || { echo "agent $i exited $?"; tail -n 20 "$T/$job/agent.$i.log"; rc=1; }; done
+    return $rc
+}
+
+EP=10.77.0.1:29400
+# ---------------------------------------------------------------------------
+agent 1 a 3:3 --rdzv-endpoint=$EP
+agent 2 a 3:3 --rdzv-endpoint=$EP
+agent 3 a 3:3 --rdzv-endpoint=$EP
+workers a 6; r_a=$?; RA=$ROUND
+test_expect_success '3 hosts form one job: WORLD_SIZE 6, ranks 0-5, node ranks by host' '
+    [[ $r_a -eq 0 ]]
+    [[ "$(ranks a $RA)" == "0 1 2 3 4 5 " ]]
+    ! grep -v "world=6 " "$T"/a/w.$RA.*
+    [[ $(grep -h -o "host=elh[0-9]" "$T"/a/w.$RA.* | sort -u | wc -l) -eq 3 ]]
+    grep -q "hosting the rendezvous store on 10.77.0.1:29400" "$T/a/agent.1.log"
+    grep -q "round 0: 3 nodes" "$T/a/agent.2.log"
+'
+finish a 1 2 3; r_fin=$?
+test_expect_success 'a finished job: every agent exits 0' '[[ $r_fin -eq 0 ]]'
+
+# ---------------------------------------------------------------------------
+# Grow, then shrink on SIGKILL (keep-alive window 60 s: only the pushed
+# notice can be that fast), then shrink on a cut link (window 2 s).
+KA="keep_alive_interval=1,keep_alive_max_attempt=2"
+agent 1 b 2:4 --rdzv-endpoint=$EP --rdzv-conf=last_call_timeout=1,$KA
+agent 2 b 2:4 --rdzv-endpoint=$EP --rdzv-conf=last_call_timeout=1,$KA
+agent 3 b 2:4 --rdzv-endpoint=$EP --rdzv-conf=last_call_timeout=1,$KA
+workers b 6; r_b0=$?; RB0=$ROUND
+agent 4 b 2:4 --rdzv-endpoint=$EP --rdzv-conf=last_call_timeout=1,$KA
+workers b 8 $RB0; r_b1=$?; RB1=$ROUND
+test_expect_success 'a fourth host joins mid-run and the job grows to 8 workers' '
+    [[ $r_b0 -eq 0 && $r_b1 -eq 0 ]]
+    [[ "$(ranks b $RB1)" == "0 1 2 3 4 5 6 7 " ]]
+    # stable ranks: the old hosts keep their order, the new one goes last
+    for f in "$T"/b/w.$RB0.*; do
+        h=$(grep -o "host=elh[0-9]" "$f"); g=$(grep -o "group=[0-9]" "$f")
+        grep -q "$h .*$g " "$T"/b/w.$RB1.* || { echo "$h moved"; false; }
+    done
+    grep -q "host=elh4 .*group=3 " "$T"/b/w.$RB1.*
+    grep -q "round $RB1: 4 nodes (joined: elh4; left: -)" "$T/b/agent.1.log"
+'
+t0=$(date +%s%N)
+kill -KILL "${AGENT_PID[4]}"
+workers b 6 $RB1 20; r_b2=$?; RB2=$ROUND
+t_kill=$(( ($(date +%s%N) - t0) / 1000000 ))
+test_expect_success 'an agent is SIGKILLed: the job re-forms with 3 hosts at once' '
+    [[ $r_b2 -eq 0 ]]
+    [[ "$(ranks b $RB2)" == "0 1 2 3 4 5 " ]]
+    ! grep -h -q "host=elh4" "$T"/b/w.$RB2.*
+    (( t_kill < 2000 ))   # the keep-alive window is 2 s; a push is ms
+    echo "re-formed in $t_kill ms"
+    grep -q "left: elh4" "$T/b/agent.1.log"
+'
+bash "$INFRA/netns-fault.sh" cut 3 >/dev/null 2>&1
+workers b 4 $RB2 20; r_b3=$?; RB3=$ROUND
+test_expect_success 'a host link is cut: the job re-forms after the keep-alive window' '
+    [[ $r_b3 -eq 0 ]]
+    [[ "$(ranks b $RB3)" == "0 1 2 3 " ]]
+    ! grep -h -q "host=elh3" "$T"/b/w.$RB3.*
+'
+timeout 30 tail --pid="${AGENT_PID[3]}" -f /dev/null; wait "${AGENT_PID[3]}"; r_cut=$?
+test_expect_success 'the cut-off agent gives up with a clear error' '
+    [[ $r_cut -ne 0 && $r_cut -ne 124 ]]
+    grep -q "lost the rendezvous store" "$T/b/agent.3.log"
+' 
+bash "$INFRA/netns-fault.sh" uncut 3 >/dev/null 2>&1
+finish b 1 2; r_fin=$?
+test_expect_success 'the shrunk job finishes: surviving agents exit 0' '[[ $r_fin -eq 0 ]]'
+
+# ---------------------------------------------------------------------------
+# Hot spare: MAX 2, three hosts; a member dies and the spare takes its place
+# without waiting for last_call_timeout (30 s).
+agent 1 c 2:2 --rdzv-endpoint=$EP --rdzv-conf=last_call_timeout=30
+agent 2 c 2:2 --rdzv-endpoint=$EP --rdzv-conf=last_call_timeout=30
+workers c 4; r_c0=$?; RC0=$ROUND
+agent 3 c 2:2 --rdzv-endpoint=$EP --rdzv-conf=last_call_timeout=30
+wait_for_line "$T/c/agent.3.log" "waiting as a hot spare" 20; r_sp=$?
+kill -KILL "${AGENT_PID[2]}"
+t0=$(date +%s%N)
+workers c 4 $RC0 10; r_c1=$?; RC1=$ROUND
+t_spare=$(( ($(date +%s%N) - t0) / 1000000 ))
+test_expect_success 'a hot spare takes a dead node'"'"'s place at once' '
+    [[ $r_c0 -eq 0 && $r_sp -eq 0 && $r_c1 -eq 0 ]]
+    grep -h -q "host=elh3" "$T"/c/w.$RC1.*
+    grep -h -q "host=elh1 .*group=0 " "$T"/c/w.$RC1.*
+    echo "spare took over in $t_spare ms"
+    (( t_spare < 10000 ))   # last_call_timeout is 30 s
+'
+finish c 1 3; r_fin=$?
+test_expect_success 'the job with the former spare finishes' '[[ $r_fin -eq 0 ]]'
+
+# ---------------------------------------------------------------------------
+agent 2 d 3:3 --rdzv-endpoint=$EP --rdzv-conf=join_timeout=2
+agent 1 d 3:3 --rdzv-endpoint=$EP --rdzv-conf=join_timeout=2
+wait "${AGENT_PID[2]}"; r_d2=$?
+wait "${AGENT_PID[1]}"; r_d1=$?
+test_expect_success 'fewer than MIN nodes until join_timeout: a clear error' '
+    [[ $r_d1 -ne 0 && $r_d2 -ne 0 ]]
+    grep -q "no round with at least 3 nodes formed within 2 s" "$T/d/agent.1.log"
+'
+
+# ---------------------------------------------------------------------------
+agent 1 e 3:3 --rdzv-endpoint=$EP
+agent 2 e 3:3 --rdzv-endpoint=$EP
+agent 3 e 3:3 --rdzv-endpoint=$EP
+workers e 6; r_e=$?
+kill -KILL "${AGENT_PID[1]}"
+test_expect_success 'the store host is killed: the other agents exit non-zero, no hang' '
+    [[ $r_e -eq 0 ]]
+    ! timeout 30 bash -c "wait ${AGENT_PID[2]}" 2>/dev/null; 
+    for i in 2 3; do
+        timeout 30 tail --pid="${AGENT_PID[$i]}" -f /dev/null
+        grep -q "lost the rendezvous store" "$T/e/agent.$i.log"
+    done
+'
+
+# ---------------------------------------------------------------------------
+# Two jobs on one separate store in the hub namespace.
+mkdir -p "$T/store"
+ip netns exec elhub "$ELRUN" store --listen 10.77.0.254:29500 >"$T/store/out" 2>"$T/store/err" &
+track_pid $!
+wait_for_line "$T/store/out" "^listening on" 10
+agent 1 f 2:2 --rdzv-endpoint=10.77.0.254:29500
+agent 2 g 2:2 --rdzv-endpoint=10.77.0.254:29500
+agent 3 f 2:2 --rdzv-endpoint=10.77.0.254:29500
+agent 4 g 2:2 --rdzv-endpoint=10.77.0.254:29500
+workers f 4; r_f=$?; RF=$ROUND
+workers g 4; r_g=$?; RG=$ROUND
+test_expect_success 'two jobs with different --rdzv-id share one store' '
+    [[ $r_f -eq 0 && $r_g -eq 0 ]]
+    [[ "$(ranks f $RF)" == "0 1 2 3 " && "$(ranks g $RG)" == "0 1 2 3 " ]]
+    [[ $(grep -h -o "host=elh[0-9]" "$T"/f/w.$RF.* | sort -u | tr "\n" " ") == "host=elh1 host=elh3 " ]]
+    [[ $(grep -h -o "host=elh[0-9]" "$T"/g/w.$RG.* | sort -u | tr "\n" " ") == "host=elh2 host=elh4 " ]]
+    grep -h -q "master=10.77.0.254:29500" "$T"/g/w.$RG.*
+'
+finish f 1 3 && finish g 2 4; r_fin=$?
+test_expect_success 'both jobs finish' '[[ $r_fin -eq 0 ]]'
+test_done

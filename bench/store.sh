@@ -25,7 +25,7 @@
 #
 # Knobs (environment): REPS (7), SECS per throughput measurement (1),
 # CLIENTS ("1,16,256"), STORM_N ("1000 10000 <largest that fits the fd
-# limit> 50000"), IDLE_N (10000), STORM_TIMEOUT (60 s), TORCH_STORM_TIMEOUT
+# limit> 50000"), STORM_REPS (3, for N <= 10000), IDLE_N (10000), STORM_TIMEOUT (60 s), TORCH_STORM_TIMEOUT
 # (60 s; PyTorch's server is time-boxed), BUILD (build-bench).
 #
 # For the run it raises net.core.somaxconn to 65535 (restored on exit) and
@@ -48,11 +48,12 @@ else
 fi
 CLIENTS=${CLIENTS:-1,16,256}
 STORM_TIMEOUT=${STORM_TIMEOUT:-60}
+STORM_REPS=${STORM_REPS:-3}
 TORCH_STORM_TIMEOUT=${TORCH_STORM_TIMEOUT:-60}
 PY=/usr/bin/python3
 BENCH="$ROOT/$BUILD/bench/store_bench"
 ELRUN="$ROOT/$BUILD/elrun"
-TMP=$(mktemp -d /tmp/elrun-store-bench.XXXXXX)
+TMP=$(mktemp -d /tmp/storebench.XXXXXX)
 PIDS=()
 OLD_SOMAXCONN=
 
@@ -83,6 +84,11 @@ if ! make -s -C "$ROOT" BUILD="$BUILD" "$BUILD/elrun" "$BUILD/bench/store_bench"
     echo "store.sh: build failed" >&2
     exit 1
 fi
+# The server runs from a copy named bench_kv: on a shared machine a
+# concurrent `pkill elrun` (someone else's test cleanup) would otherwise end
+# it in the middle of a measurement.
+cp "$ELRUN" "$TMP/bench_kv"
+ELRUN="$TMP/bench_kv"
 if ! $PY -c 'import torch.distributed' 2>/dev/null; then
     echo "store.sh: $PY cannot import torch (apt-get install python3-torch)" >&2
     exit 1
@@ -168,31 +174,39 @@ timeout 1800 "$BENCH" tput --server "elrun=$E_ADDR" --server "torch=$T_ADDR" \
     --clients "$CLIENTS" --ops set,get,add,xget --reps "$REPS" --seconds "$SECS" \
     > "$TMP/tput.txt" 2> "$TMP/tput.err"
 grep '^tput ' "$TMP/tput.txt" >&2
-cat "$TMP/tput.err" >&2
+sort -u "$TMP/tput.err" >&2
+for p in "$E_PID:elrun" "$T_PID:torch"; do
+    kill -0 "${p%%:*}" 2>/dev/null ||
+        echo "WARNING: the ${p#*:} server died during the throughput runs" | tee -a "$TMP/machine.txt" >&2
+done
 stop_server "$E_PID"
 stop_server "$T_PID"
 
 # --- 2. connection storm ----------------------------------------------------------
 : > "$TMP/storm.txt"
 for n in $STORM_N; do
-    for kind in elrun torch; do
-        to=$STORM_TIMEOUT
-        [ "$kind" = torch ] && to=$TORCH_STORM_TIMEOUT
-        if [ $((n + 100)) -gt "$FDMAX" ] && [ "$kind" = elrun ]; then
-            to=15 # cannot complete here: show the behaviour at the limit
-        fi
-        log "storm: $kind, N=$n (time box ${to}s)"
-        start_server "$kind"
-        timeout $((to + 60)) "$BENCH" storm --addr "$SRV_ADDR" --name "$kind" \
-            --n "$n" --timeout "$to" >> "$TMP/storm.txt" 2> "$TMP/storm.err"
-        rc=$?
-        [ $rc -eq 124 ] && echo "RESULT storm server=$kind n=$n result=killed" >> "$TMP/storm.txt"
-        alive=yes
-        kill -0 "$SRV_PID" 2>/dev/null || alive=no
-        echo "ALIVE server=$kind n=$n alive=$alive" >> "$TMP/storm.txt"
-        tail -1 "$TMP/storm.txt" >&2
-        grep "server=$kind n=$n " "$TMP/storm.txt" | grep '^RESULT' >&2
-        stop_server "$SRV_PID"
+    # small storms are repeated (median); the time-boxed big ones run once
+    reps=$STORM_REPS
+    [ "$n" -gt 10000 ] && reps=1
+    for r in $(seq 1 "$reps"); do
+        for kind in elrun torch; do
+            to=$STORM_TIMEOUT
+            [ "$kind" = torch ] && to=$TORCH_STORM_TIMEOUT
+            if [ $((n + 100)) -gt "$FDMAX" ] && [ "$kind" = elrun ]; then
+                to=15 # cannot complete here: show the behaviour at the limit
+            fi
+            log "storm: $kind, N=$n, run $r of $reps (time box ${to}s)"
+            start_server "$kind"
+            timeout $((to + 60)) "$BENCH" storm --addr "$SRV_ADDR" --name "$kind" \
+                --n "$n" --timeout "$to" >> "$TMP/storm.txt" 2> "$TMP/storm.err"
+            [ $? -eq 124 ] &&
+                echo "RESULT storm server=$kind n=$n result=killed" >> "$TMP/storm.txt"
+            alive=yes
+            kill -0 "$SRV_PID" 2>/dev/null || alive=no
+            echo "ALIVE server=$kind n=$n alive=$alive" >> "$TMP/storm.txt"
+            grep "^RESULT storm server=$kind n=$n " "$TMP/storm.txt" | tail -1 >&2
+            stop_server "$SRV_PID"
+        done
     done
 done
 
@@ -224,26 +238,33 @@ echo " PyTorch's client does it; xget = elrun's one-round-trip get, elrun only)"
 sed -n '/^Throughput/,$p' "$TMP/tput.txt" | grep -v '^RESULT'
 echo
 echo "Connection storm: N clients connect, ADD 1 to one key, WAIT on 'done' (set"
-echo "by the client whose ADD returned N); time until every client's WAIT returned"
-printf '%-7s %-44s %-44s\n' N elrun torch
+echo "by the client whose ADD returned N); time until every client's WAIT returned:"
+echo "median (min-max) of the runs, and the median time until all had connected"
+printf '%-7s %-54s %-54s\n' N elrun torch
+median() { sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)], v[1], v[NR]}'; }
 for n in $STORM_N; do
     cells=()
     for kind in elrun torch; do
-        line=$(grep "^RESULT storm server=$kind n=$n " "$TMP/storm.txt" | head -1)
-        alive=$(grep "^ALIVE server=$kind n=$n " "$TMP/storm.txt" | sed 's/.*alive=//')
+        lines=$(grep "^RESULT storm server=$kind n=$n " "$TMP/storm.txt")
+        line=$(grep -v ' result=ok ' <<< "$lines" | head -1)
+        [ -z "$line" ] && line=$(head -1 <<< "$lines")
+        alive=$(grep "^ALIVE server=$kind n=$n .*alive=no" "$TMP/storm.txt" | head -1)
         res=$(field result "$line")
         if [ "$res" = ok ]; then
-            cell="$(field t_done "$line") s (connected $(field t_connected "$line") s)"
+            read -r med lo hi < <(while read -r l; do field t_done "$l"; done <<< "$lines" | median)
+            read -r cmed _ < <(while read -r l; do field t_connected "$l"; done <<< "$lines" | median)
+            runs=$(wc -l <<< "$lines")
+            cell="$med s ($lo-$hi, $runs runs; connected $cmed s)"
         elif [ -n "$res" ]; then
             cell="$res: $(field done "$line") done, $(field added "$line") added,"
             cell="$cell $(field failed "$line") failed"
-            [ "$alive" = no ] && cell="$cell, server DIED"
+            [ -n "$alive" ] && cell="$cell, server DIED"
         else
             cell="no result"
         fi
         cells+=("$cell")
     done
-    printf '%-7s %-44s %-44s\n' "$n" "${cells[0]}" "${cells[1]}"
+    printf '%-7s %-54s %-54s\n' "$n" "${cells[0]}" "${cells[1]}"
 done
 echo
 echo "Memory per idle connection (server RSS with $IDLE_N idle connections minus"

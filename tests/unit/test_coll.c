@@ -421,6 +421,46 @@ TEST(coll_usage_errors)
     el_comm_close(NULL);
 }
 
+/* Ranks that finish first close and exit at once, while the others may
+ * still be reading their last data or waiting on the last barrier: that
+ * departure must not count as a failure. */
+static int rank_quick_exit(struct el_store *st, int rank, int world,
+                           void *arg)
+{
+    const struct el_comm_opts *o = arg;
+    static float x[70000];
+    for (int round = 0; round < 15; round++) {
+        char prefix[64];
+        struct el_comm *c;
+        snprintf(prefix, sizeof prefix, "quick/%d/%d/%d", world, o->shm,
+                 round);
+        if (open_comm(&c, st, prefix, rank, world, o) != 0)
+            return 1;
+        size_t n = (size_t)(round % 3 == 0 ? 3 : round % 3 == 1 ? 5000
+                                                                 : 70000);
+        for (size_t i = 0; i < n; i++)
+            x[i] = 1;
+        if (el_allreduce(c, x, n, EL_FLOAT32, EL_SUM) != 0)
+            RFAIL("round %d: %s", round, el_comm_errmsg(c));
+        if (x[n - 1] != world)
+            RFAIL("round %d: wrong sum", round);
+        el_comm_close(c);
+    }
+    return 0;
+}
+
+TEST(coll_early_close_is_not_a_failure)
+{
+    start_store();
+    struct el_comm_opts shm = {.shm_chunk_bytes = 4096};
+    struct el_comm_opts tcp = {.shm = -1, .chunk_bytes = 4096};
+    run_ranks(4, rank_quick_exit, &shm);
+    run_ranks(4, rank_quick_exit, &tcp);
+    run_ranks(3, rank_quick_exit, &shm);
+    run_ranks(3, rank_quick_exit, &tcp);
+    stop_store();
+}
+
 /* ---------------------------------------------------------------------------
  * failures
  */

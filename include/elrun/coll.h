@@ -70,7 +70,9 @@ struct el_comm_opts {
     int connect_timeout_ms; /* el_comm_open() waits this long for every
                                peer to publish and connect [60000]        */
     const char *host;       /* address to listen on and publish, reachable
-                               by every peer ["127.0.0.1"]                */
+                               by every peer [this host's address on the
+                               route to $MASTER_ADDR if set, as the agent
+                               sets it, else "127.0.0.1"]                 */
     size_t chunk_bytes;     /* pipeline granularity of the ring [256 KiB] */
     size_t small_bytes;     /* allreduce and broadcast of at most this many
                                bytes use the latency-optimal algorithm

@@ -11,10 +11,15 @@
  * the failure on.  The report is written before the connections go down,
  * so whoever sees them go down finds it.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "coll/coll_int.h"
 #include "coll/transport.h"
@@ -22,6 +27,37 @@
 #include "elrun/store.h"
 
 static _Thread_local char open_err[512];
+
+/* The address of this host's interface that routes to MASTER_ADDR (the
+ * store's host, set by the agent), found by connecting a UDP socket, which
+ * sends nothing; "127.0.0.1" without MASTER_ADDR or on any failure. */
+static void default_host(char *out, size_t len)
+{
+    snprintf(out, len, "127.0.0.1");
+    const char *m = getenv("MASTER_ADDR");
+    if (!m || !*m)
+        return;
+    struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *res = NULL;
+    if (getaddrinfo(m, "9", &hints, &res) != 0 || !res)
+        return;
+    int fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+        getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        char ip[INET6_ADDRSTRLEN];
+        const void *a = ss.ss_family == AF_INET6
+                            ? (const void *)&((struct sockaddr_in6 *)&ss)
+                                  ->sin6_addr
+                            : (const void *)&((struct sockaddr_in *)&ss)
+                                  ->sin_addr;
+        if (inet_ntop(ss.ss_family, a, ip, sizeof ip))
+            snprintf(out, len, "%s", ip);
+    }
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(res);
+}
 
 const char *el_comm_open_errmsg(void)
 {
@@ -51,8 +87,6 @@ int el_comm_open(struct el_comm **out, struct el_store *store,
         c->opts.timeout_ms = 300000;
     if (c->opts.connect_timeout_ms <= 0)
         c->opts.connect_timeout_ms = 60000;
-    if (!c->opts.host)
-        c->opts.host = "127.0.0.1";
     if (c->opts.chunk_bytes == 0)
         c->opts.chunk_bytes = 256 << 10;
     /* Whole elements of every type, and not absurdly small. */
@@ -72,7 +106,12 @@ int el_comm_open(struct el_comm **out, struct el_store *store,
         el_comm_close(c);
         return -ENOMEM;
     }
-    const char *host = opts && opts->host ? opts->host : "127.0.0.1";
+    char dhost[INET6_ADDRSTRLEN + 1];
+    const char *host = opts && opts->host ? opts->host : NULL;
+    if (!host && world > 1) {
+        default_host(dhost, sizeof dhost);
+        host = dhost;
+    }
     int rc = 0;
     if (world > 1)
         rc = el__tp_open(&c->tp, store, prefix, rank, world, host,

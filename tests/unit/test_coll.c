@@ -87,6 +87,8 @@ static pid_t spawn_rank(rank_fn fn, int rank, int world, void *arg)
     if (pid == 0) {
         struct el_store *st = NULL;
         close(srv_pipe);
+        /* Loopback only: the default listen address follows MASTER_ADDR. */
+        unsetenv("MASTER_ADDR");
         int rc = el_store_connect(&st, "127.0.0.1", srv_port, 10000, 10000);
         if (rc != 0) {
             fprintf(stderr, "  rank %d: store connect: %s\n", rank,

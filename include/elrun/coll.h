@@ -62,7 +62,7 @@ enum el_dtype { EL_FLOAT32, EL_FLOAT64, EL_INT32, EL_INT64 };
 enum el_redop { EL_SUM, EL_AVG, EL_MAX, EL_MIN };
 
 /* A zero field takes the default in brackets.  Every rank must pass the
- * same chunk_bytes and small_bytes (they pick the algorithm). */
+ * same small_bytes, shm and shm_chunk_bytes (they pick the algorithm). */
 struct el_comm_opts {
     int timeout_ms;         /* a collective fails when no byte has moved
                                (TCP) or a barrier step has not completed
@@ -85,8 +85,9 @@ struct el_comm_opts {
 
 /* Join the communicator 'prefix' as 'rank' of 'world'.  Publishes the key
  * "<prefix>/addr/<rank>" and, on failure, "<prefix>/abort/<rank>" and
- * "<prefix>/wait/<rank>"; the
- * prefix must be unique to this communicator (e.g. contain the round).
+ * "<prefix>/wait/<rank>"; the prefix must be unique to this communicator
+ * (e.g. contain the round): stale addresses under a reused prefix make the
+ * open time out.  The caller may delete the prefix once every rank closed.
  * Blocks until connected to every peer or opts.connect_timeout_ms passed.
  * opts may be NULL (defaults).  Returns 0 and sets *out, or -ETIMEDOUT,
  * EL_EPEERLOST, EL_EUSAGE, -ENOMEM, -errno; then el_comm_open_errmsg()
@@ -113,21 +114,26 @@ const char *el_comm_transport(const struct el_comm *c);
 const char *el_comm_errmsg(const struct el_comm *c);
 
 /* Reduce 'count' elements of buf across all ranks, in place; every rank
- * gets the result.  Blocks.  Returns 0, EL_EPEERLOST, -ETIMEDOUT, EL_EUSAGE
- * (bad type/op, NULL buf with count > 0), -ENOMEM. */
+ * gets the result (bitwise the same on all).  Blocks.  Returns 0,
+ * EL_EPEERLOST, -ETIMEDOUT, EL_EUSAGE (bad type/op, NULL buf with
+ * count > 0), -ENOMEM. */
 int el_allreduce(struct el_comm *c, void *buf, size_t count,
                  enum el_dtype dtype, enum el_redop op);
 
-/* Copy 'bytes' bytes of root's buf into every other rank's buf.  Blocks. */
+/* The calls below block until done and return 0, EL_EPEERLOST,
+ * -ETIMEDOUT, EL_EUSAGE (bad arguments; the communicator stays usable) or
+ * -ENOMEM, like el_allreduce(). */
+
+/* Copy 'bytes' bytes of root's buf into every other rank's buf. */
 int el_broadcast(struct el_comm *c, void *buf, size_t bytes, int root);
 
 /* Every rank contributes 'bytes' bytes (sendbuf) and receives all of them,
  * rank k's at recvbuf + k * bytes (recvbuf holds world * bytes).  sendbuf
- * may equal recvbuf + rank * bytes (in place).  Blocks. */
+ * may equal recvbuf + rank * bytes (in place). */
 int el_allgather(struct el_comm *c, const void *sendbuf, void *recvbuf,
                  size_t bytes);
 
-/* Return once every rank has entered the barrier.  Blocks. */
+/* Return once every rank has entered the barrier. */
 int el_barrier(struct el_comm *c);
 
 /* Size in bytes of one element of dtype, 0 if dtype is not valid. */

@@ -62,7 +62,7 @@ enum el_dtype { EL_FLOAT32, EL_FLOAT64, EL_INT32, EL_INT64 };
 enum el_redop { EL_SUM, EL_AVG, EL_MAX, EL_MIN };
 
 /* A zero field takes the default in brackets.  Every rank must pass the
- * same small_bytes, shm and shm_chunk_bytes (they pick the algorithm). */
+ * same small_bytes and shm (they pick the algorithm and transport). */
 struct el_comm_opts {
     int timeout_ms;         /* a collective fails when no byte has moved
                                (TCP) or a barrier step has not completed

@@ -423,6 +423,78 @@ TEST(coll_usage_errors)
     el_comm_close(NULL);
 }
 
+/* A seeded random sequence of collectives (the same on every rank):
+ * sizes, types, ops and roots mixed, each checked against the reference,
+ * so that one collective's leftovers would corrupt the next. */
+static uint32_t rnd(uint32_t *s)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return *s >> 8;
+}
+
+static int rank_random(struct el_store *st, int rank, int world, void *arg)
+{
+    const struct el_comm_opts *o = arg;
+    char prefix[64];
+    struct el_comm *c;
+    snprintf(prefix, sizeof prefix, "rand/%d/%d", world, o->shm);
+    if (open_comm(&c, st, prefix, rank, world, o) != 0)
+        return 1;
+    size_t cap = 60000;
+    char *buf = malloc(cap * 8 * (size_t)world), *ref = malloc(cap * 8);
+    uint32_t seed = 42;
+    for (int it = 0; it < 150; it++) {
+        uint32_t kind = rnd(&seed) % 4;
+        size_t n = rnd(&seed) % 3 == 0 ? rnd(&seed) % 60000 : rnd(&seed) % 50;
+        int t = (int)(rnd(&seed) % 4), op = (int)(rnd(&seed) % 4);
+        int root = (int)(rnd(&seed) % (uint32_t)world);
+        size_t esz = el_dtype_size((enum el_dtype)t);
+        int rc = 0;
+        if (kind <= 1) {
+            fill(buf, n, (enum el_dtype)t, rank);
+            rc = el_allreduce(c, buf, n, (enum el_dtype)t, (enum el_redop)op);
+            reference(ref, n, (enum el_dtype)t, (enum el_redop)op, world);
+            if (rc == 0 && memcmp(buf, ref, n * esz) != 0)
+                RFAIL("op %d: allreduce n=%zu wrong", it, n);
+        } else if (kind == 2) {
+            for (size_t i = 0; i < n; i++)
+                buf[i] = rank == root ? (char)(i * 3 + (size_t)it) : 0;
+            rc = el_broadcast(c, buf, n, root);
+            for (size_t i = 0; rc == 0 && i < n; i++)
+                if (buf[i] != (char)(i * 3 + (size_t)it))
+                    RFAIL("op %d: broadcast n=%zu wrong", it, n);
+        } else {
+            for (size_t i = 0; i < n; i++)
+                ref[i] = (char)(i + (size_t)rank * 5 + (size_t)it);
+            rc = el_allgather(c, ref, buf, n);
+            for (int r = 0; rc == 0 && r < world; r++)
+                for (size_t i = 0; i < n; i++)
+                    if (buf[(size_t)r * n + i] !=
+                        (char)(i + (size_t)r * 5 + (size_t)it))
+                        RFAIL("op %d: allgather n=%zu wrong", it, n);
+        }
+        if (rc != 0)
+            RFAIL("op %d: %s", it, el_comm_errmsg(c));
+    }
+    free(buf);
+    free(ref);
+    el_comm_close(c);
+    return 0;
+}
+
+TEST(coll_random_sequence)
+{
+    start_store();
+    struct el_comm_opts shm = {.shm_chunk_bytes = 8192};
+    struct el_comm_opts tcp = {.shm = -1, .chunk_bytes = 4096,
+                               .small_bytes = 2048};
+    for (int world = 2; world <= 5; world += 3) {
+        run_ranks(world, rank_random, &shm);
+        run_ranks(world, rank_random, &tcp);
+    }
+    stop_store();
+}
+
 /* Ranks that finish first close and exit at once, while the others may
  * still be reading their last data or waiting on the last barrier: that
  * departure must not count as a failure. */

@@ -451,7 +451,12 @@ int cli_run_main(int argc, char **argv)
             exit_code = 2;
             break;
         }
-        el_rdzv_set_closed(rdzv);
+        /* As torch: a job that ended closes the rendezvous for everyone,
+         * but an agent stopped by a signal leaves it open (a replacement
+         * node may join), and so does one that could not join at all. */
+        if (res.outcome != EL_AGENT_SIGNALED &&
+            res.outcome != EL_AGENT_RDZV_ERROR)
+            el_rdzv_set_closed(rdzv);
     }
     el_agent_result_free(&res);
     el_rdzv_close(rdzv);

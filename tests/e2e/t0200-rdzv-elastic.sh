@@ -153,6 +153,7 @@ agent 1 d 3:3 --rdzv-endpoint=$EP --rdzv-conf=join_timeout=2
 wait "${AGENT_PID[2]}"; r_d2=$?
 wait "${AGENT_PID[1]}"; r_d1=$?
 test_expect_success 'fewer than MIN nodes until join_timeout: a clear error' '
+    cat "$T/d/agent.1.log" "$T/d/agent.2.log"
     [[ $r_d1 -ne 0 && $r_d2 -ne 0 ]]
     grep -q "no round with at least 3 nodes formed within 2 s" "$T/d/agent.1.log"
 '
@@ -163,13 +164,13 @@ agent 2 e 3:3 --rdzv-endpoint=$EP
 agent 3 e 3:3 --rdzv-endpoint=$EP
 workers e 6; r_e=$?
 kill -KILL "${AGENT_PID[1]}"
+timeout 30 tail --pid="${AGENT_PID[2]}" -f /dev/null; wait "${AGENT_PID[2]}"; r_e2=$?
+timeout 30 tail --pid="${AGENT_PID[3]}" -f /dev/null; wait "${AGENT_PID[3]}"; r_e3=$?
 test_expect_success 'the store host is killed: the other agents exit non-zero, no hang' '
-    [[ $r_e -eq 0 ]]
-    ! timeout 30 bash -c "wait ${AGENT_PID[2]}" 2>/dev/null; 
-    for i in 2 3; do
-        timeout 30 tail --pid="${AGENT_PID[$i]}" -f /dev/null
-        grep -q "lost the rendezvous store" "$T/e/agent.$i.log"
-    done
+    [[ $r_e -eq 0 && $r_e2 -ne 0 && $r_e2 -ne 124 && $r_e3 -ne 0 && $r_e3 -ne 124 ]]
+    grep -q "lost the rendezvous store" "$T/e/agent.2.log"
+    grep -q "lost the rendezvous store" "$T/e/agent.3.log"
+    ! pgrep -f "rdzv_worker.sh $T/e" >/dev/null   # no worker left behind
 '
 
 # ---------------------------------------------------------------------------

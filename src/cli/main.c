@@ -8,12 +8,26 @@
  */
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cli/cli.h"
+
+/* A store (standalone, or hosted by an agent) serves one connection per
+ * agent and worker: use every descriptor the system allows (soft limit =
+ * hard limit).  Children inherit it, as they would from torchrun. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
 
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit();
     if (argc > 1 && strcmp(argv[1], "store") == 0)
         return cli_store_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "run") == 0)

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <uv.h>
 
 #include "cli/cli.h"
@@ -49,16 +48,6 @@ static void on_signal(uv_signal_t *sig, int signum)
     uv_close((uv_handle_t *)sig, NULL);
     uv_signal_t *other = sig + (signum == SIGINT ? 1 : -1);
     uv_close((uv_handle_t *)other, NULL);
-}
-
-/* Serve as many clients as the system allows: soft fd limit = hard limit. */
-static void raise_fd_limit(void)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
 }
 
 static int parse_size(const char *flag, const char *text, size_t *out)
@@ -148,7 +137,6 @@ int cli_store_main(int argc, char **argv)
     }
     so.host = host;
     so.on_event = log_event;
-    raise_fd_limit();
 
     uv_loop_t *loop = uv_default_loop();
     struct el_store_server *srv;

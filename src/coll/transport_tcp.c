@@ -221,10 +221,12 @@ int el__tp_open(struct el_tp **out, struct el_store *store,
     keys = calloc((size_t)world, sizeof *keys);
     vals = calloc((size_t)world, sizeof *vals);
     lens = calloc((size_t)world, sizeof *lens);
+    if (tp->fd)
+        for (int i = 0; i < world; i++)
+            tp->fd[i] = -1;
     if (!tp->fd || !tp->addr || !tp->pfd || !keys || !vals || !lens)
         goto out;
     for (int i = 0; i < world; i++) {
-        tp->fd[i] = -1;
         size_t kl = strlen(prefix) + 32;
         keys[i] = malloc(kl);
         if (!keys[i])

@@ -117,9 +117,10 @@ struct shm_hello {
 
 /* Rank 0: an anonymous memfd that the others open through /proc, so that
  * no name can outlive the ranks; a /dev/shm name if memfd is missing. */
-static int create_segment(struct shm_hello *h, char **base, int *mfd)
+static int create_segment(struct shm_hello *h, int named, char **base,
+                          int *mfd)
 {
-    int fd = memfd_create("elrun-coll", MFD_CLOEXEC);
+    int fd = named ? -1 : memfd_create("elrun-coll", MFD_CLOEXEC);
     if (fd >= 0) {
         void *p = MAP_FAILED;
         if (ftruncate(fd, (off_t)h->size) == 0)
@@ -140,7 +141,10 @@ static int create_segment(struct shm_hello *h, char **base, int *mfd)
     return map(h->path, h->size, 1, base);
 }
 
-int el__shm_open(struct el_comm *c, size_t chunk)
+/* One try at agreeing on a segment: 1 when c->shm is set, 0 when some
+ * rank could not map it, 2 when that happened with a memfd (worth another
+ * try with a name), or the sticky error. */
+static int attempt(struct el_comm *c, size_t chunk, int named)
 {
     int n = c->world, rc;
     struct shm_hello h;
@@ -162,7 +166,7 @@ int el__shm_open(struct el_comm *c, size_t chunk)
             h.token = (uint64_t)el_now_ns() ^ ((uint64_t)getpid() << 32);
         h.chunk = chunk;
         h.size = HDR_BYTES + 2 * (size_t)(n + 1) * chunk;
-        if (create_segment(&h, &base, &mfd) != 0) {
+        if (create_segment(&h, named, &base, &mfd) != 0) {
             h.size = 0; /* tells the others not to try */
         } else {
             memset(base, 0, HDR_BYTES);
@@ -195,7 +199,7 @@ int el__shm_open(struct el_comm *c, size_t chunk)
     if (!ok) {
         if (base)
             munmap(base, h.size);
-        return 0;
+        return h.named ? 0 : 2;
     }
     struct el_shm *s = calloc(1, sizeof *s);
     if (!s) {
@@ -207,7 +211,7 @@ int el__shm_open(struct el_comm *c, size_t chunk)
     s->chunk = h.chunk;
     s->world = n;
     c->shm = s;
-    return 0;
+    return 1;
 fail:
     if (h.named && h.size && h.path[0])
         unlink(h.path);
@@ -216,6 +220,16 @@ fail:
     if (base)
         munmap(base, h.size);
     return rc;
+}
+
+int el__shm_open(struct el_comm *c, size_t chunk)
+{
+    int rc = attempt(c, chunk, 0);
+    /* A memfd that some rank could not open through /proc (not dumpable,
+     * another pid namespace): try a /dev/shm name. */
+    if (rc == 2)
+        rc = attempt(c, chunk, 1);
+    return rc < 0 ? rc : 0;
 }
 
 void el__shm_close(struct el_shm *s)

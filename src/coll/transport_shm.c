@@ -8,8 +8,9 @@
  * rank opens and maps it and checks the token (another host or pid
  * namespace fails here); an allreduce of the outcome makes all ranks agree.
  * The memory goes away with the last mapping, whatever dies when.  Without
- * memfd, a /dev/shm file is used instead and every rank unlinks it after
- * the agreement.  If any rank cannot map it (other
+ * memfd, or when some rank cannot open it through /proc (a process that is
+ * not dumpable), they agree again on a /dev/shm file, which every rank
+ * unlinks after the agreement.  If any rank cannot map it (other
  * host, other /dev/shm), every rank stays on TCP.
  *
  * Waiting: a rank sleeps on the futex at once, in slices of SLICE_MS (no

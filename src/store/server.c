@@ -795,9 +795,10 @@ static int handle(struct conn *c, const struct el_req *rq)
         op_append(c, rq);
         break;
     case EL_OP_MULTI_GET:
+        /* Reply before park_end(): rq may point into the parked copy. */
         if (need_keys(c, rq, frame, -1) == 1) {
-            park_end(c);
             reply_values(c, rq);
+            park_end(c);
         }
         break;
     case EL_OP_MULTI_SET: {
@@ -832,9 +833,9 @@ static int handle(struct conn *c, const struct el_req *rq)
         break;
     case EL_OP_X_MULTI_GET:
         if (need_keys(c, rq, frame, rq->num) == 1) {
-            park_end(c);
             out_u8(c, EL_X_OK);
             reply_values(c, rq);
+            park_end(c);
         }
         break;
     case EL_OP_X_WATCH:

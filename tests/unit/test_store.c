@@ -531,3 +531,24 @@ TEST(store_on_close_append_logs_every_death)
     el_store_close(obs);
     el_store_server_close(srv);
 }
+
+TEST(store_multi_get_parked_until_the_last_key_arrives)
+{
+    struct el_store_server *srv = start(NULL);
+    struct el_store *s = client(srv);
+    struct setter a = {el_store_server_port(srv), "m2", 50};
+    pthread_t th;
+    CHECK_OK(el_store_set(s, "m1", "one", 3));
+    pthread_create(&th, NULL, set_later, &a);
+    const char *keys[] = {"m1", "m2"};
+    void *v[2];
+    size_t n[2];
+    CHECK_OK(el_store_multi_get(s, keys, 2, v, n, 2000));
+    CHECK_MEM(v[0], n[0], "one", 3);
+    CHECK_MEM(v[1], n[1], "here", 4);
+    free(v[0]);
+    free(v[1]);
+    pthread_join(th, NULL);
+    el_store_close(s);
+    el_store_server_close(srv);
+}

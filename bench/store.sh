@@ -25,7 +25,9 @@
 #
 # Knobs (environment): REPS (7), SECS per throughput measurement (1),
 # CLIENTS ("1,16,256"), STORM_N ("1000 10000 <largest that fits the fd
-# limit> 50000"), STORM_REPS (3, for N <= 10000), IDLE_N (10000), STORM_TIMEOUT (60 s), TORCH_STORM_TIMEOUT
+# limit> 50000"), STORM_REPS (3, for N <= 10000), STORM_WINDOW (4096
+# connections of the storm in their handshake or first ADD at once; more
+# than PyTorch 1.13's listen backlog of 2048), IDLE_N (10000), STORM_TIMEOUT (60 s), TORCH_STORM_TIMEOUT
 # (60 s; PyTorch's server is time-boxed), BUILD (build-bench).
 #
 # For the run it raises net.core.somaxconn to 65535 (restored on exit) and
@@ -47,6 +49,7 @@ else
     REPS=${REPS:-7}; SECS=${SECS:-1}; IDLE_N=${IDLE_N:-10000}
 fi
 CLIENTS=${CLIENTS:-1,16,256}
+STORM_WINDOW=${STORM_WINDOW:-4096}
 STORM_TIMEOUT=${STORM_TIMEOUT:-60}
 STORM_REPS=${STORM_REPS:-3}
 TORCH_STORM_TIMEOUT=${TORCH_STORM_TIMEOUT:-60}
@@ -157,7 +160,7 @@ stop_server() {
 {
     echo "machine: $(nproc) vCPU, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)," \
          "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r)"
-    echo "elrun: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)');" \
+    echo "elrun: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)$(git -C "$ROOT" diff --quiet HEAD -- src include Makefile 2>/dev/null || echo ' (+ uncommitted changes in src/)');" \
          "PyTorch: $(dpkg-query -W -f '${Version}' python3-torch 2>/dev/null)" \
          "(torch.__version__ $($PY -c 'import torch; print(torch.__version__)' 2>/dev/null))"
     echo "descriptor hard limit: $FDMAX; somaxconn: $(cat /proc/sys/net/core/somaxconn)"
@@ -198,7 +201,8 @@ for n in $STORM_N; do
             log "storm: $kind, N=$n, run $r of $reps (time box ${to}s)"
             start_server "$kind"
             timeout $((to + 60)) "$BENCH" storm --addr "$SRV_ADDR" --name "$kind" \
-                --n "$n" --timeout "$to" >> "$TMP/storm.txt" 2> "$TMP/storm.err"
+                --n "$n" --window "$STORM_WINDOW" --timeout "$to" \
+                >> "$TMP/storm.txt" 2> "$TMP/storm.err"
             [ $? -eq 124 ] &&
                 echo "RESULT storm server=$kind n=$n result=killed" >> "$TMP/storm.txt"
             alive=yes

@@ -404,21 +404,49 @@ static int seal(struct dyn_rdzv *r, int64_t round)
         free(m);
         return rc;
     }
+    /* Every joiner's record in one request; a joiner writes it right after
+     * its ADD, so give them a moment.  If one died in between, read them
+     * one by one and skip the missing one. */
+    void **vals = calloc((size_t)count, sizeof *vals);
+    size_t *lens = calloc((size_t)count, sizeof *lens);
+    char *kbuf = malloc((size_t)count * 400);
+    const char **keys = calloc((size_t)count, sizeof *keys);
+    int batch = vals && lens && kbuf && keys ? 0 : -ENOMEM;
+    for (int64_t s = 0; s < count && !batch; s++) {
+        keys[s] = kbuf + s * 400;
+        key(r, kbuf + s * 400, 400, "r%" PRId64 "/node/%" PRId64, round,
+            s + 1);
+    }
+    if (!batch)
+        batch = el_store_multi_get(r->cl, keys, (size_t)count, vals, lens,
+                                   r->io_timeout_ms < 1000 ? r->io_timeout_ms
+                                                           : 1000);
+    free(keys);
+    free(kbuf);
+    free(lens);
+    if (batch && batch != -ETIMEDOUT && batch != -ENOMEM) {
+        free(vals);
+        free(m);
+        free(events);
+        return store_fail(r, batch, "reading the joiners");
+    }
     int n = 0;
     for (int64_t s = 1; s <= count; s++) {
         void *val = NULL;
         size_t len;
-        key(r, k, sizeof k, "r%" PRId64 "/node/%" PRId64, round, s);
-        /* A joiner writes its record right after its ADD; give it a moment,
-         * but one that died in between must not hold the round up. */
-        rc = el_store_get(r->cl, k, &val, &len,
-                          r->io_timeout_ms < 2000 ? r->io_timeout_ms : 2000);
-        if (rc == -ETIMEDOUT)
-            continue;
-        if (rc) {
-            free(m);
-            free(events);
-            return store_fail(r, rc, "reading a joiner");
+        if (batch == 0) {
+            val = vals[s - 1];
+        } else {
+            key(r, k, sizeof k, "r%" PRId64 "/node/%" PRId64, round, s);
+            rc = el_store_get(r->cl, k, &val, &len, 200);
+            if (rc == -ETIMEDOUT)
+                continue;
+            if (rc) {
+                free(vals);
+                free(m);
+                free(events);
+                return store_fail(r, rc, "reading a joiner");
+            }
         }
         struct member *x = &m[n];
         if (sscanf(val, "v1 %191s %d %d %255s", x->id, &x->lws, &x->prev_rank,
@@ -429,6 +457,7 @@ static int seal(struct dyn_rdzv *r, int64_t round)
         }
         free(val);
     }
+    free(vals);
     free(events);
     if (n < r->min_nodes) {
         free(m);
@@ -595,6 +624,7 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
     char k[400], v[ID_MAX + EL_HOST_MAX + 64];
     int rc;
 
+    int64_t stale = -1, stale_round = -1;
     if (r->closed)
         return FAIL(r, EL_ECLOSED, "the rendezvous is closed");
     for (;;) {
@@ -708,9 +738,17 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
         key(r, k, sizeof k, "r%" PRId64 "/joined", round);
         if ((rc = el_store_add(r->cl, k, 0, &count)))
             return store_fail(r, rc, "counting the joiners");
-        if (count >= r->max_nodes) {
+        /* 'stale': sealing found too few live nodes among this many
+         * joiners (some died); only a new joiner can change that. */
+        if (round != stale_round)
+            stale = -1;
+        if (count >= r->max_nodes && count > stale) {
             if ((rc = seal(r, round)) < 0)
                 return rc;
+            if (rc == 1) {
+                stale = count;
+                stale_round = round;
+            }
             continue;
         }
         /* The round's deadline: set by whoever sees MIN joiners first. */
@@ -719,7 +757,7 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
         key(r, dk, sizeof dk, "r%" PRId64 "/deadline", round);
         if ((rc = get_int(r, dk, -1, &dl)))
             return rc;
-        if (dl < 0 && count >= r->min_nodes) {
+        if (dl < 0 && count >= r->min_nodes && count > stale) {
             char d[32];
             snprintf(d, sizeof d, "%lld", wall_ms() + r->last_call_ms);
             rc = el_store_compare_set(r->cl, dk, "", 0, d, strlen(d), NULL,
@@ -732,10 +770,18 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
         if (left <= 0)
             continue;
         el_store_set_cancel_fd(r->cl, cancel_fd);
-        if (dl < 0) {
-            /* Fewer than MIN so far: wait for the deadline to be set (or
-             * for the round to be sealed, which sets none; so look again
-             * every keep-alive interval). */
+        if (dl < 0 && stale >= 0) {
+            /* Too few live joiners: wait for another one. */
+            char cur[32];
+            int present;
+            snprintf(cur, sizeof cur, "%" PRId64, count);
+            key(r, k, sizeof k, "r%" PRId64 "/joined", round);
+            int wait = r->keepalive_ms < left ? r->keepalive_ms : (int)left;
+            rc = el_store_watch(r->cl, k, 1, cur, strlen(cur), &present,
+                                NULL, NULL, wait);
+        } else if (dl < 0) {
+            /* Fewer than MIN so far: wait for the deadline to be set (the
+             * seal sets it too); look again every keep-alive interval. */
             int wait = r->keepalive_ms < left ? r->keepalive_ms : (int)left;
             rc = el_store_get(r->cl, dk, NULL, NULL, wait);
         } else {
@@ -752,7 +798,10 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
                 if ((rc = seal(r, round)) < 0)
                     return rc;
                 if (rc == 1) {
-                    /* Joiners died: below MIN again; reopen the deadline. */
+                    /* Joiners died: below MIN again; reopen the deadline
+                     * and wait for more. */
+                    stale = count;
+                    stale_round = round;
                     el_store_delete(r->cl, dk, NULL);
                 }
                 continue;

@@ -19,7 +19,7 @@ declare -a NODE_PID
 node() {
     local i=$1 n=$2 dir=$3; shift 3
     "$ELRUN" --nnodes=2 --node-rank=$i --master-addr=127.0.0.1 --master-port=$PORT \
-        --nproc-per-node=$n --rdzv-id=job2 "$@" >"$dir/out.$i" 2>"$dir/err.$i" &
+        --nproc-per-node=$n --rdzv-id=job2 --rdzv-conf=timeout=30 "$@" >"$dir/out.$i" 2>"$dir/err.$i" &
     NODE_PID[$i]=$!
 }
 
@@ -101,11 +101,16 @@ test_expect_success 'exit barrier timeout lets node 0 go' '
 
 test_expect_success 'two agents with the same --node-rank: a clear error' '
     PORT=$(free_port); mkdir "$T/dup"
-    node 0 1 "$T/dup" --no-python sleep 5
-    "$ELRUN" --nnodes=2 --node-rank=0 --master-addr=127.0.0.1 --master-port=$PORT \
-        --rdzv-id=job2 --no-python true 2>"$T/dup/err.x" && false || true
-    grep -q "cannot host the store\|already joined round 0 as node rank 0" "$T/dup/err.x"
-    kill ${NODE_PID[0]}; wait ${NODE_PID[0]} || true
+    node 0 1 "$T/dup" --no-python sh -c "touch $T/dup/up.\$RANK; exec sleep 60"
+    node 1 1 "$T/dup" --no-python sh -c "touch $T/dup/up.\$RANK; exec sleep 60"
+    for i in $(seq 1000); do [[ -e $T/dup/up.0 && -e $T/dup/up.1 ]] && break; sleep 0.01; done
+    set +e
+    "$ELRUN" --nnodes=2 --node-rank=1 --master-addr=127.0.0.1 --master-port=$PORT \
+        --rdzv-id=job2 --rdzv-conf=timeout=20 --no-python true 2>"$T/dup/err.x"; st=$?
+    set -e
+    [[ $st == 1 ]]
+    grep -q "already joined round 0 as node rank 1; give every node its own --node-rank" "$T/dup/err.x"
+    kill ${NODE_PID[0]} ${NODE_PID[1]}; wait ${NODE_PID[0]} ${NODE_PID[1]} || true
 '
 
 test_expect_success 'node 0 lost: node 1 stops its workers and exits 1' '

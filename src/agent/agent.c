@@ -573,6 +573,7 @@ static int start_workers(struct el_agent *a, const struct el_rdzv_info *info,
         }
     }
     /* Every worker is forked; now learn which exec calls failed. */
+    rc = 0;
     for (int i = 0; i < nproc; i++) {
         int e = 0;
         ssize_t n;

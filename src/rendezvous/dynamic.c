@@ -222,12 +222,23 @@ static int append_event(struct dyn_rdzv *r, const char *fmt, ...)
 
 /* Raise the shared round to at least 'target' (compare-and-set loop).
  * *now gets the round in force afterwards.  Appends "round N" when this
- * call raised it. */
-static int raise_round(struct dyn_rdzv *r, int64_t target, int64_t *now)
+ * call raised it.  'expect' > 0 is how many nodes are known to be coming
+ * (the live members of the round that ends, plus a newcomer): the new round
+ * completes as soon as they have joined, without waiting for the last call.
+ * It is written before the round is raised, so every joiner can see it. */
+static int raise_round(struct dyn_rdzv *r, int64_t target, int64_t expect,
+                       int64_t *now)
 {
     char k[400], e[32], d[32];
     int64_t cur;
     int rc;
+    if (expect > 0) {
+        key(r, k, sizeof k, "r%" PRId64 "/expect", target);
+        snprintf(d, sizeof d, "%" PRId64, expect);
+        rc = el_store_compare_set(r->cl, k, "", 0, d, strlen(d), NULL, NULL);
+        if (rc && rc != EL_EMISMATCH)
+            return store_fail(r, rc, "announcing the next round");
+    }
     key(r, k, sizeof k, "round");
     if ((rc = get_int(r, k, -1, &cur)))
         return rc;
@@ -273,7 +284,7 @@ static int read_round(struct dyn_rdzv *r, int64_t *round)
     if ((rc = get_int(r, k, -1, &cur)))
         return rc;
     if (cur < 0)
-        return raise_round(r, 0, round);
+        return raise_round(r, 0, 0, round);
     *round = cur;
     return 0;
 }
@@ -616,6 +627,21 @@ static void log_round(struct dyn_rdzv *r, int64_t round, struct member *m,
          jl ? joined : "-", ll ? left : "-");
 }
 
+/* How many members of this node's last round are still alive. */
+static int live_members(struct dyn_rdzv *r, int64_t *n)
+{
+    char *events = NULL;
+    int rc = read_events(r, &events);
+    if (rc)
+        return rc;
+    *n = 0;
+    for (int i = 0; i < r->nmembers; i++)
+        if (!is_dead(events, r->members[i].id))
+            (*n)++;
+    free(events);
+    return 0;
+}
+
 static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
                     struct el_rdzv_info *info)
 {
@@ -641,10 +667,14 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
         int64_t round;
         if ((rc = read_round(r, &round)))
             return rc;
-        /* After a round this node took part in, the next one is newer. */
-        if (r->rank >= 0 && round <= r->round &&
-            (rc = raise_round(r, r->round + 1, &round)))
-            return rc;
+        /* After a round this node took part in, the next one is newer; its
+         * live members are expected in it. */
+        if (r->rank >= 0 && round <= r->round) {
+            int64_t live;
+            if ((rc = live_members(r, &live)) ||
+                (rc = raise_round(r, r->round + 1, live, &round)))
+                return rc;
+        }
 
         /* Is round 'round' sealed already? */
         void *val = NULL;
@@ -694,9 +724,9 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
             free(m);
             if (n < r->max_nodes) {
                 /* Room for us: open the next round (scale-up; it charges
-                 * no restart). */
+                 * no restart), expecting its members and us. */
                 int64_t now;
-                if ((rc = raise_round(r, round + 1, &now)))
+                if ((rc = raise_round(r, round + 1, n + 1, &now)))
                     return rc;
                 continue;
             }
@@ -742,7 +772,14 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
          * joiners (some died); only a new joiner can change that. */
         if (round != stale_round)
             stale = -1;
-        if (count >= r->max_nodes && count > stale) {
+        /* Complete at MAX, or once every expected node is in. */
+        int64_t target = r->max_nodes, expect;
+        key(r, k, sizeof k, "r%" PRId64 "/expect", round);
+        if ((rc = get_int(r, k, -1, &expect)))
+            return rc;
+        if (expect >= r->min_nodes && expect < target)
+            target = expect;
+        if (count >= target && count > stale) {
             if ((rc = seal(r, round)) < 0)
                 return rc;
             if (rc == 1) {
@@ -888,6 +925,9 @@ static int dyn_report_failure(struct el_rdzv *base, const char *why)
     free(events);
     if (cur > r->round || lost)
         return 0;
+    int64_t live;
+    if ((rc = live_members(r, &live)))
+        return rc;
     key(r, k, sizeof k, "r%" PRId64 "/failed", r->round);
     if ((rc = el_store_add(r->cl, k, 1, &first)))
         return store_fail(r, rc, "reporting a failure");
@@ -910,7 +950,7 @@ static int dyn_report_failure(struct el_rdzv *base, const char *why)
     }
     if ((rc = check_closed(r)) != 0)
         return rc < 0 ? rc : EL_ELIMIT;
-    return raise_round(r, r->round + 1, &now);
+    return raise_round(r, r->round + 1, live, &now);
 }
 
 static int dyn_notify_fd(struct el_rdzv *base)

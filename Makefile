@@ -14,7 +14,7 @@
 PREFIX  ?= /usr/local
 CC      ?= cc
 BUILD   ?= build
-PKGS    := libuv jansson
+PKGS    := libuv jansson libcurl
 VERSION := 0.1.0
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)

@@ -8,7 +8,9 @@ set -euo pipefail
 pkgs=(
   gcc make pkg-config          # toolchain
   libuv1-dev libjansson-dev    # store event loop, JSON (error files, rendezvous state)
-  libcurl4-openssl-dev         # etcd v3 gateway
+  libcurl4-openssl-dev         # etcd v3 gateway (HTTP)
+  etcd-server etcd-client      # a real etcd for the etcd tests
+  openssl                      # test CA for etcd over TLS
   libopenblas-dev zlib1g-dev   # the training example: matrix products, gzip'd IDX files
   dataset-fashion-mnist        # the example's data set
   python3-torch                # the real PyTorch client and torchrun anchor in tests/benches

@@ -27,14 +27,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A worker records "round rank ns-timestamp" and stays until DIR/finish.
-cat >"$W/worker.sh" <<'SH'
-#!/bin/sh
-echo "$TORCHELASTIC_RESTART_COUNT $RANK $(date +%s%N)" >>"$1/starts"
-[ "$2" = stay ] || exit 0
-while [ ! -e "$1/finish" ]; do sleep 0.2; done
-SH
-chmod +x "$W/worker.sh"
+# The worker records "round rank ns-timestamp" and exits or stays until
+# DIR/finish (bench/rdzv_worker.c).
+WORKER=$PWD/$BUILD/bench/rdzv_worker
+[[ -x $ELRUN && -x $WORKER ]] || { echo "build first: make BUILD=$BUILD" >&2; exit 2; }
 
 free_port() { /usr/bin/python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "n/a"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
@@ -47,7 +43,7 @@ start_agents() {
         t=$(date +%s%N)
         "$ELRUN" --nnodes="$nnodes" --nproc-per-node=1 --rdzv-backend=c10d \
             --rdzv-endpoint="127.0.0.1:$port" --rdzv-id=bench \
-            --rdzv-conf="$conf" --max-restarts=100 --no-python "$W/worker.sh" "$dir" "$mode" \
+            --rdzv-conf="$conf" --max-restarts=100 --no-python "$WORKER" "$dir" "$mode" \
             >"$dir/agent.$i.log" 2>&1 &
         pids+=($!)
         echo $! >>"$dir/pids"

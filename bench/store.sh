@@ -27,8 +27,9 @@
 # CLIENTS ("1,16,256"), STORM_N ("1000 10000 <largest that fits the fd
 # limit> 50000"), STORM_REPS (3, for N <= 10000), STORM_WINDOW (4096
 # connections of the storm in their handshake or first ADD at once; more
-# than PyTorch 1.13's listen backlog of 2048), IDLE_N (10000), STORM_TIMEOUT (60 s), TORCH_STORM_TIMEOUT
-# (60 s; PyTorch's server is time-boxed), BUILD (build-bench).
+# than PyTorch 1.13's listen backlog of 2048), IDLE_N (10000),
+# STORM_TIMEOUT (60 s), TORCH_STORM_TIMEOUT (60 s; PyTorch's server is
+# time-boxed), BUILD (build-bench).
 #
 # For the run it raises net.core.somaxconn to 65535 (restored on exit) and
 # tries to raise the descriptor limit to 200000 with prlimit (which needs
@@ -250,15 +251,21 @@ for n in $STORM_N; do
     cells=()
     for kind in elrun torch; do
         lines=$(grep "^RESULT storm server=$kind n=$n " "$TMP/storm.txt")
+        oks=$(grep ' result=ok ' <<< "$lines")
         line=$(grep -v ' result=ok ' <<< "$lines" | head -1)
-        [ -z "$line" ] && line=$(head -1 <<< "$lines")
         alive=$(grep "^ALIVE server=$kind n=$n .*alive=no" "$TMP/storm.txt" | head -1)
+        runs=$(grep -c . <<< "$lines")
+        nok=$(grep -c . <<< "$oks")
         res=$(field result "$line")
-        if [ "$res" = ok ]; then
-            read -r med lo hi < <(while read -r l; do field t_done "$l"; done <<< "$lines" | median)
-            read -r cmed _ < <(while read -r l; do field t_connected "$l"; done <<< "$lines" | median)
-            runs=$(wc -l <<< "$lines")
-            cell="$med s ($lo-$hi, $runs runs; connected $cmed s)"
+        if [ "$nok" -gt 0 ]; then
+            read -r med lo hi < <(while read -r l; do field t_done "$l"; done <<< "$oks" | median)
+            read -r cmed _ < <(while read -r l; do field t_connected "$l"; done <<< "$oks" | median)
+            if [ "$nok" = "$runs" ]; then
+                cell="$med s ($lo-$hi, $runs runs; connected $cmed s)"
+            else
+                cell="$med s ($lo-$hi); $((runs - nok)) of $runs runs $res:"
+                cell="$cell $(field failed "$line") reset"
+            fi
         elif [ -n "$res" ]; then
             cell="$res: $(field done "$line") done, $(field added "$line") added,"
             cell="$cell $(field failed "$line") failed"

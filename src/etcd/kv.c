@@ -1,0 +1,369 @@
+/* kv.c -- the key-value calls of the etcd client: put, get, range by
+ * prefix, delete (one key or a prefix), compare-and-set as one transaction
+ * (POST /v3/kv/txn), and an atomic ADD built on it.  See include/elrun/etcd.h
+ * for the contracts and docs/ETCD.md for the gateway's JSON.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "elrun/err.h"
+#include "etcd/etcd_int.h"
+
+/* {"key": b64(key)} plus, for a prefix, "range_end". */
+static json_t *key_obj(const char *key, int prefix)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "key", el_etcd_json_b64(key, strlen(key)));
+    if (prefix) {
+        char *end = malloc(strlen(key) + 2);
+        if (!end) {
+            json_decref(o);
+            return NULL;
+        }
+        size_t n = el_etcd_prefix_end(key, end);
+        json_object_set_new(o, "range_end", el_etcd_json_b64(end, n));
+        free(end);
+    }
+    return o;
+}
+
+static json_t *int_str(int64_t v)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%" PRId64, v);
+    return json_string(b);
+}
+
+static int64_t header_rev(const json_t *r)
+{
+    return el_etcd_json_int(json_object_get(r, "header"), "revision");
+}
+
+int el_etcd_put(struct el_etcd *c, const char *key, const void *val,
+                size_t len, int64_t lease, int64_t *revision)
+{
+    if (!key || !*key || (!val && len))
+        return el_etcd_fail(c, EL_EUSAGE, "etcd put: empty key or no value");
+    json_t *b = key_obj(key, 0), *r;
+    if (!b)
+        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    json_object_set_new(b, "value", el_etcd_json_b64(val ? val : "", len));
+    if (lease)
+        json_object_set_new(b, "lease", int_str(lease));
+    int rc = el_etcd_call(c, "/v3/kv/put", b, EL_ETCD_RETRY_ALWAYS, &r, NULL);
+    if (rc) {
+        if (rc == EL_ENOTFOUND)
+            el_etcd_fail(c, rc, "etcd put %s: lease %" PRId64
+                         " not found (expired or revoked)", key, lease);
+        return rc;
+    }
+    if (revision)
+        *revision = header_rev(r);
+    json_decref(r);
+    return 0;
+}
+
+int el_etcd_get_kv(struct el_etcd *c, const char *key, struct el_etcd_kv *kv,
+                   int64_t *revision)
+{
+    memset(kv, 0, sizeof *kv);
+    if (!key || !*key)
+        return el_etcd_fail(c, EL_EUSAGE, "etcd get: empty key");
+    json_t *b = key_obj(key, 0), *r;
+    if (!b)
+        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    int rc = el_etcd_call(c, "/v3/kv/range", b, EL_ETCD_RETRY_ALWAYS, &r,
+                          NULL);
+    if (rc)
+        return rc;
+    if (revision)
+        *revision = header_rev(r);
+    json_t *kvs = json_object_get(r, "kvs");
+    if (json_array_size(kvs) == 0)
+        rc = el_etcd_fail(c, EL_ENOTFOUND, "etcd get: no key %s", key);
+    else if ((rc = el_etcd_kv_from_json(json_array_get(kvs, 0), kv)))
+        el_etcd_fail(c, rc, "etcd get %s: malformed reply", key);
+    json_decref(r);
+    return rc;
+}
+
+int el_etcd_get(struct el_etcd *c, const char *key, void **val, size_t *len,
+                int64_t *mod_revision)
+{
+    struct el_etcd_kv kv;
+    int rc = el_etcd_get_kv(c, key, &kv, NULL);
+    if (rc)
+        return rc;
+    if (mod_revision)
+        *mod_revision = kv.mod_revision;
+    if (len)
+        *len = kv.value_len;
+    if (val) {
+        *val = kv.value;
+        kv.value = NULL;
+    }
+    el_etcd_kv_clear(&kv);
+    return 0;
+}
+
+int el_etcd_range_prefix(struct el_etcd *c, const char *prefix,
+                         struct el_etcd_kv **kvs, size_t *n,
+                         int64_t *revision)
+{
+    *kvs = NULL;
+    *n = 0;
+    if (!prefix)
+        return el_etcd_fail(c, EL_EUSAGE, "etcd range: no prefix");
+    json_t *b = key_obj(prefix, 1), *r;
+    if (!b)
+        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    int rc = el_etcd_call(c, "/v3/kv/range", b, EL_ETCD_RETRY_ALWAYS, &r,
+                          NULL);
+    if (rc)
+        return rc;
+    if (revision)
+        *revision = header_rev(r);
+    json_t *arr = json_object_get(r, "kvs");
+    size_t cnt = json_array_size(arr);
+    if (cnt) {
+        struct el_etcd_kv *out = calloc(cnt, sizeof *out);
+        if (!out) {
+            json_decref(r);
+            return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
+        }
+        for (size_t i = 0; i < cnt; i++) {
+            rc = el_etcd_kv_from_json(json_array_get(arr, i), &out[i]);
+            if (rc) {
+                el_etcd_kvs_free(out, i);
+                json_decref(r);
+                return el_etcd_fail(c, rc, "etcd range %s: malformed reply",
+                                    prefix);
+            }
+        }
+        *kvs = out;
+        *n = cnt;
+    }
+    json_decref(r);
+    return 0;
+}
+
+static int delete_range(struct el_etcd *c, const char *key, int prefix,
+                        int64_t *deleted)
+{
+    json_t *b = key_obj(key, prefix), *r;
+    if (!b)
+        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    int rc = el_etcd_call(c, "/v3/kv/deleterange", b, EL_ETCD_RETRY_ALWAYS,
+                          &r, NULL);
+    if (rc)
+        return rc;
+    if (deleted)
+        *deleted = el_etcd_json_int(r, "deleted");
+    json_decref(r);
+    return 0;
+}
+
+int el_etcd_delete(struct el_etcd *c, const char *key, int64_t *deleted)
+{
+    if (!key || !*key)
+        return el_etcd_fail(c, EL_EUSAGE, "etcd delete: empty key");
+    return delete_range(c, key, 0, deleted);
+}
+
+int el_etcd_delete_prefix(struct el_etcd *c, const char *prefix,
+                          int64_t *deleted)
+{
+    if (!prefix || !*prefix)
+        return el_etcd_fail(c, EL_EUSAGE,
+                            "etcd delete_prefix: refusing an empty prefix");
+    return delete_range(c, prefix, 1, deleted);
+}
+
+/* ---- transactions ---- */
+
+static json_t *txn_body(const char *key, const struct el_etcd_cas *cas)
+{
+    json_t *cmp = key_obj(key, 0), *put, *rng = key_obj(key, 0);
+    json_t *rng2 = key_obj(key, 0);
+    json_t *b = json_object();
+    if (!cmp || !rng || !rng2 || !b)
+        goto fail;
+    switch (cas->cond) {
+    case EL_ETCD_IF_ABSENT:
+        json_object_set_new(cmp, "target", json_string("CREATE"));
+        json_object_set_new(cmp, "create_revision", json_string("0"));
+        break;
+    case EL_ETCD_IF_VALUE:
+        json_object_set_new(cmp, "target", json_string("VALUE"));
+        json_object_set_new(cmp, "value",
+                            el_etcd_json_b64(cas->expected ? cas->expected
+                                                           : "",
+                                             cas->expected_len));
+        break;
+    case EL_ETCD_IF_MOD:
+        json_object_set_new(cmp, "target", json_string("MOD"));
+        json_object_set_new(cmp, "mod_revision", int_str(cas->mod_revision));
+        break;
+    }
+    json_object_set_new(cmp, "result", json_string("EQUAL"));
+    if (cas->remove) {
+        put = json_pack("{s:o}", "request_delete_range", key_obj(key, 0));
+    } else {
+        json_t *p = key_obj(key, 0);
+        if (p) {
+            json_object_set_new(p, "value",
+                                el_etcd_json_b64(cas->desired ? cas->desired
+                                                              : "",
+                                                 cas->desired_len));
+            if (cas->lease)
+                json_object_set_new(p, "lease", int_str(cas->lease));
+        }
+        put = json_pack("{s:o}", "request_put", p);
+    }
+    /* Both branches end with a read of the key: the caller learns the
+     * revision it wrote, or the value that made the compare fail. */
+    json_object_set_new(b, "compare", json_pack("[o]", cmp));
+    json_object_set_new(b, "success",
+                        json_pack("[o,{s:o}]", put, "request_range", rng));
+    json_object_set_new(b, "failure", json_pack("[{s:o}]", "request_range",
+                                                rng2));
+    return b;
+fail:
+    json_decref(cmp);
+    json_decref(rng);
+    json_decref(rng2);
+    json_decref(b);
+    return NULL;
+}
+
+/* The kv of the last response_range of a txn reply (cur->key NULL when the
+ * key does not exist). */
+static int txn_read_back(const json_t *r, struct el_etcd_kv *cur)
+{
+    json_t *resps = json_object_get(r, "responses");
+    size_t n = json_array_size(resps);
+    memset(cur, 0, sizeof *cur);
+    if (n == 0)
+        return EL_EPROTO;
+    json_t *rr = json_object_get(json_array_get(resps, n - 1),
+                                 "response_range");
+    if (!rr)
+        return EL_EPROTO;
+    json_t *kvs = json_object_get(rr, "kvs");
+    if (json_array_size(kvs) == 0)
+        return 0;
+    return el_etcd_kv_from_json(json_array_get(kvs, 0), cur);
+}
+
+static int cas_call(struct el_etcd *c, const char *key,
+                    const struct el_etcd_cas *cas, enum el_etcd_retry retry,
+                    int *succeeded, struct el_etcd_kv *cur)
+{
+    struct el_etcd_kv tmp;
+    int ambiguous = 0, rc;
+    json_t *r;
+    if (!cur)
+        cur = &tmp;
+    memset(cur, 0, sizeof *cur);
+    *succeeded = 0;
+    if (!key || !*key || !cas)
+        return el_etcd_fail(c, EL_EUSAGE, "etcd cas: empty key");
+    json_t *b = txn_body(key, cas);
+    if (!b)
+        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    rc = el_etcd_call(c, "/v3/kv/txn", b, retry, &r, &ambiguous);
+    if (rc) {
+        if (rc == EL_ENOTFOUND)
+            el_etcd_fail(c, rc, "etcd cas %s: lease %" PRId64
+                         " not found (expired or revoked)", key, cas->lease);
+        return rc;
+    }
+    *succeeded = json_is_true(json_object_get(r, "succeeded"));
+    rc = txn_read_back(r, cur);
+    json_decref(r);
+    if (rc)
+        return el_etcd_fail(c, rc, "etcd cas %s: malformed reply", key);
+    if (ambiguous && !*succeeded) {
+        /* An earlier attempt may have been applied: if the key is exactly
+         * what we wanted to write, it was ours (see etcd.h). */
+        if (cas->remove)
+            *succeeded = cur->key == NULL;
+        else
+            *succeeded = cur->key && cur->value_len == cas->desired_len &&
+                         (cas->desired_len == 0 ||
+                          memcmp(cur->value, cas->desired,
+                                 cas->desired_len) == 0);
+    }
+    if (cur == &tmp)
+        el_etcd_kv_clear(&tmp);
+    return 0;
+}
+
+int el_etcd_cas(struct el_etcd *c, const char *key,
+                const struct el_etcd_cas *cas, int *succeeded,
+                struct el_etcd_kv *cur)
+{
+    return cas_call(c, key, cas, EL_ETCD_RETRY_FLAG, succeeded, cur);
+}
+
+static int parse_counter(const struct el_etcd_kv *kv, int64_t *v)
+{
+    if (!kv->key || kv->value_len == 0) {
+        *v = 0;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long long x = strtoll(kv->value, &end, 10);
+    if (errno || end == (char *)kv->value ||
+        end != (char *)kv->value + kv->value_len)
+        return EL_EPROTO;
+    *v = x;
+    return 0;
+}
+
+int el_etcd_add(struct el_etcd *c, const char *key, int64_t delta,
+                int64_t *result)
+{
+    struct el_etcd_kv cur;
+    int rc = el_etcd_get_kv(c, key, &cur, NULL);
+    if (rc == EL_ENOTFOUND)
+        rc = 0; /* cur is zeroed: absent, mod_revision 0 */
+    if (rc)
+        return rc;
+    for (;;) {
+        int64_t v;
+        if (parse_counter(&cur, &v)) {
+            el_etcd_kv_clear(&cur);
+            return el_etcd_fail(c, EL_EPROTO,
+                                "etcd add %s: value is not a decimal integer",
+                                key);
+        }
+        char buf[32];
+        int n = snprintf(buf, sizeof buf, "%" PRId64, v + delta);
+        struct el_etcd_cas cas = {
+            .cond = EL_ETCD_IF_MOD,
+            .mod_revision = cur.mod_revision,
+            .desired = buf,
+            .desired_len = (size_t)n,
+            .lease = cur.lease,
+        };
+        int ok;
+        el_etcd_kv_clear(&cur);
+        rc = cas_call(c, key, &cas, EL_ETCD_RETRY_NEVER, &ok, &cur);
+        if (rc)
+            return rc;
+        if (ok) {
+            el_etcd_kv_clear(&cur);
+            if (result)
+                *result = v + delta;
+            return 0;
+        }
+        /* Someone else wrote in between: cur is the value that beat us. */
+    }
+}

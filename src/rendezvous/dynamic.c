@@ -222,20 +222,23 @@ static int append_event(struct dyn_rdzv *r, const char *fmt, ...)
 
 /* Raise the shared round to at least 'target' (compare-and-set loop).
  * *now gets the round in force afterwards.  Appends "round N" when this
- * call raised it.  'expect' > 0 is how many nodes are known to be coming
- * (the live members of the round that ends, plus a newcomer): the new round
- * completes as soon as they have joined, without waiting for the last call.
- * It is written before the round is raised, so every joiner can see it. */
-static int raise_round(struct dyn_rdzv *r, int64_t target, int64_t expect,
+ * call raised it.  'expect' (may be NULL) lists the nodes known to be
+ * coming, "<count>\n<id>\n...": the live members of the round that ends,
+ * plus a newcomer.  The new round completes as soon as all of them joined,
+ * without waiting for the last call, and it never completes without one of
+ * them before the keep-alive window passed, so no member is left out only
+ * for being slower to stop its workers.  It is written before the round is
+ * raised, so every joiner sees it. */
+static int raise_round(struct dyn_rdzv *r, int64_t target, const char *expect,
                        int64_t *now)
 {
     char k[400], e[32], d[32];
     int64_t cur;
     int rc;
-    if (expect > 0) {
+    if (expect) {
         key(r, k, sizeof k, "r%" PRId64 "/expect", target);
-        snprintf(d, sizeof d, "%" PRId64, expect);
-        rc = el_store_compare_set(r->cl, k, "", 0, d, strlen(d), NULL, NULL);
+        rc = el_store_compare_set(r->cl, k, "", 0, expect, strlen(expect),
+                                  NULL, NULL);
         if (rc && rc != EL_EMISMATCH)
             return store_fail(r, rc, "announcing the next round");
     }
@@ -284,7 +287,7 @@ static int read_round(struct dyn_rdzv *r, int64_t *round)
     if ((rc = get_int(r, k, -1, &cur)))
         return rc;
     if (cur < 0)
-        return raise_round(r, 0, 0, round);
+        return raise_round(r, 0, NULL, round);
     *round = cur;
     return 0;
 }
@@ -602,43 +605,107 @@ static void stop_live(struct dyn_rdzv *r)
 
 /* ---- operations ---- */
 
-static void log_round(struct dyn_rdzv *r, int64_t round, struct member *m,
-                      int n)
+static int by_id(const void *a, const void *b)
 {
-    char joined[512] = "", left[512] = "";
-    size_t jl = 0, ll = 0;
-    for (int i = 0; i < n; i++) {
-        int old = 0;
-        for (int j = 0; j < r->nmembers && !old; j++)
-            old = strcmp(m[i].id, r->members[j].id) == 0;
-        if (!old && jl < sizeof joined - 80)
-            jl += (size_t)snprintf(joined + jl, sizeof joined - jl, "%s%s",
-                                   jl ? ", " : "", m[i].name);
-    }
-    for (int j = 0; j < r->nmembers; j++) {
-        int still = 0;
-        for (int i = 0; i < n && !still; i++)
-            still = strcmp(m[i].id, r->members[j].id) == 0;
-        if (!still && ll < sizeof left - 80)
-            ll += (size_t)snprintf(left + ll, sizeof left - ll, "%s%s",
-                                   ll ? ", " : "", r->members[j].name);
-    }
-    note(r, "round %" PRId64 ": %d nodes (joined: %s; left: %s)", round, n,
-         jl ? joined : "-", ll ? left : "-");
+    return strcmp((*(const struct member *const *)a)->id,
+                  (*(const struct member *const *)b)->id);
 }
 
-/* How many members of this node's last round are still alive. */
-static int live_members(struct dyn_rdzv *r, int64_t *n)
+/* Append the names of the members of 'a' that are not in 'b' (both sorted
+ * by id) to buf. */
+static void list_missing(struct member **a, int na, struct member **b, int nb,
+                         char *buf, size_t cap)
+{
+    size_t len = 0;
+    int j = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < na; i++) {
+        while (j < nb && strcmp(b[j]->id, a[i]->id) < 0)
+            j++;
+        if (j < nb && strcmp(b[j]->id, a[i]->id) == 0)
+            continue;
+        if (len > cap - 80) {
+            snprintf(buf + len, cap - len, ", ...");
+            return;
+        }
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "",
+                                a[i]->name);
+    }
+    if (!len)
+        snprintf(buf, cap, "-");
+}
+
+/* The one line per round change: "round 3: 4 nodes (joined: h5; left: h2)",
+ * plus this node's rank.  Sorted by id, so 1,024 nodes cost no more than a
+ * sort. */
+static void log_round(struct dyn_rdzv *r, int64_t round, struct member *m,
+                      int n, int me)
+{
+    char joined[512], left[512];
+    struct member **now = malloc((size_t)(n + 1) * sizeof *now);
+    struct member **old = malloc((size_t)(r->nmembers + 1) * sizeof *old);
+    if (!now || !old) {
+        free(now);
+        free(old);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        now[i] = &m[i];
+    for (int i = 0; i < r->nmembers; i++)
+        old[i] = &r->members[i];
+    qsort(now, (size_t)n, sizeof *now, by_id);
+    qsort(old, (size_t)r->nmembers, sizeof *old, by_id);
+    list_missing(now, n, old, r->nmembers, joined, sizeof joined);
+    list_missing(old, r->nmembers, now, n, left, sizeof left);
+    free(now);
+    free(old);
+    note(r, "round %" PRId64 ": %d nodes (joined: %s; left: %s); this node "
+         "(%s) is rank %d", round, n, joined, left, r->name, me);
+}
+
+/* The expect list of a new round: the live nodes of 'm' (n of them), plus
+ * 'extra' if not NULL.  Returns a malloc'd "<count>\n<id>\n..." or NULL
+ * with r's error set. */
+static char *expect_list(struct dyn_rdzv *r, const struct member *m, int n,
+                         const char *extra)
 {
     char *events = NULL;
-    int rc = read_events(r, &events);
-    if (rc)
-        return rc;
-    *n = 0;
-    for (int i = 0; i < r->nmembers; i++)
-        if (!is_dead(events, r->members[i].id))
-            (*n)++;
+    if (read_events(r, &events))
+        return NULL;
+    size_t cap = 32 + (size_t)(n + 1) * (ID_MAX + 1), len = 32;
+    char *list = malloc(cap);
+    int count = 0;
+    if (!list) {
+        free(events);
+        FAIL(r, -ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        if (is_dead(events, m[i].id))
+            continue;
+        len += (size_t)snprintf(list + len, cap - len, "%s\n", m[i].id);
+        count++;
+    }
+    if (extra) {
+        len += (size_t)snprintf(list + len, cap - len, "%s\n", extra);
+        count++;
+    }
     free(events);
+    /* Put the count in front of the ids. */
+    char head[32];
+    int hl = snprintf(head, sizeof head, "%d\n", count);
+    memmove(list + hl, list + 32, len - 32 + 1);
+    memcpy(list, head, (size_t)hl);
+    return list;
+}
+
+/* Is 'id' on a line of the expect list? */
+static int expected(const char *list, const char *id)
+{
+    size_t n = strlen(id);
+    for (const char *p = strchr(list, '\n'); p && p[1]; p = strchr(p + 1, '\n'))
+        if (strncmp(p + 1, id, n) == 0 && p[1 + n] == '\n')
+            return 1;
     return 0;
 }
 
@@ -650,7 +717,7 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
     char k[400], v[ID_MAX + EL_HOST_MAX + 64];
     int rc;
 
-    int64_t stale = -1, stale_round = -1;
+    int64_t stale = -1, stale_round = -1, expect_n = 0;
     if (r->closed)
         return FAIL(r, EL_ECLOSED, "the rendezvous is closed");
     for (;;) {
@@ -670,9 +737,12 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
         /* After a round this node took part in, the next one is newer; its
          * live members are expected in it. */
         if (r->rank >= 0 && round <= r->round) {
-            int64_t live;
-            if ((rc = live_members(r, &live)) ||
-                (rc = raise_round(r, r->round + 1, live, &round)))
+            char *list = expect_list(r, r->members, r->nmembers, NULL);
+            if (!list)
+                return r->base.errmsg[0] ? EL_EPEERLOST : -ENOMEM;
+            rc = raise_round(r, r->round + 1, list, &round);
+            free(list);
+            if (rc)
                 return rc;
         }
 
@@ -701,7 +771,7 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
                         base_rank += m[i].lws;
                     world += m[i].lws;
                 }
-                log_round(r, round, m, n);
+                log_round(r, round, m, n, me);
                 free(r->members);
                 r->members = m;
                 r->nmembers = n;
@@ -721,19 +791,25 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
                 info->use_agent_store = 1;
                 return 0;
             }
-            free(m);
             if (n < r->max_nodes) {
                 /* Room for us: open the next round (scale-up; it charges
                  * no restart), expecting its members and us. */
                 int64_t now;
-                if ((rc = raise_round(r, round + 1, n + 1, &now)))
+                char *list = expect_list(r, m, n, r->id);
+                free(m);
+                if (!list)
+                    return r->base.errmsg[0] ? EL_EPEERLOST : -ENOMEM;
+                rc = raise_round(r, round + 1, list, &now);
+                free(list);
+                if (rc)
                     return rc;
                 continue;
             }
+            free(m);
             /* Full: wait as a hot spare until the round changes. */
             if (!r->spare_logged) {
-                note(r, "round %" PRId64 " is full (%d nodes); waiting as a "
-                     "hot spare", round, n);
+                note(r, "round %" PRId64 " is full (%d nodes); this node "
+                     "(%s) waits as a hot spare", round, n, r->name);
                 r->spare_logged = 1;
             }
             char cur[32];
@@ -763,6 +839,22 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
             if ((rc = el_store_set(r->cl, k, v, strlen(v))))
                 return store_fail(r, rc, "publishing this node");
             r->joined_round = round;
+            /* Count this node in if the round expects it. */
+            void *ev = NULL;
+            size_t el;
+            expect_n = 0;
+            key(r, k, sizeof k, "r%" PRId64 "/expect", round);
+            rc = el_store_try_get(r->cl, k, &ev, &el);
+            if (rc && rc != EL_ENOTFOUND)
+                return store_fail(r, rc, "reading the expected nodes");
+            if (rc == 0) {
+                expect_n = strtoll(ev, NULL, 10);
+                int mine = expected(ev, r->id);
+                free(ev);
+                key(r, k, sizeof k, "r%" PRId64 "/expected_in", round);
+                if (mine && (rc = el_store_add(r->cl, k, 1, NULL)))
+                    return store_fail(r, rc, "joining as expected");
+            }
         }
         int64_t count;
         key(r, k, sizeof k, "r%" PRId64 "/joined", round);
@@ -773,13 +865,15 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
         if (round != stale_round)
             stale = -1;
         /* Complete at MAX, or once every expected node is in. */
-        int64_t target = r->max_nodes, expect;
-        key(r, k, sizeof k, "r%" PRId64 "/expect", round);
-        if ((rc = get_int(r, k, -1, &expect)))
-            return rc;
-        if (expect >= r->min_nodes && expect < target)
-            target = expect;
-        if (count >= target && count > stale) {
+        int64_t expected_in = 0;
+        if (expect_n > 0) {
+            key(r, k, sizeof k, "r%" PRId64 "/expected_in", round);
+            if ((rc = get_int(r, k, 0, &expected_in)))
+                return rc;
+        }
+        int all_in = expect_n > 0 && expected_in >= expect_n &&
+                     count >= r->min_nodes;
+        if ((count >= r->max_nodes || all_in) && count > stale) {
             if ((rc = seal(r, round)) < 0)
                 return rc;
             if (rc == 1) {
@@ -795,8 +889,15 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
         if ((rc = get_int(r, dk, -1, &dl)))
             return rc;
         if (dl < 0 && count >= r->min_nodes && count > stale) {
+            /* Expected nodes still missing get the keep-alive window: a
+             * live one arrives well within it, a dead one is gone by then. */
+            long long wait = r->last_call_ms;
+            long long window = (long long)r->keepalive_ms *
+                               r->keepalive_attempts;
+            if (expect_n > 0 && wait < window)
+                wait = window;
             char d[32];
-            snprintf(d, sizeof d, "%lld", wall_ms() + r->last_call_ms);
+            snprintf(d, sizeof d, "%lld", wall_ms() + wait);
             rc = el_store_compare_set(r->cl, dk, "", 0, d, strlen(d), NULL,
                                       NULL);
             if (rc && rc != EL_EMISMATCH)
@@ -891,8 +992,8 @@ static int dyn_num_nodes_waiting(struct el_rdzv *base, int *n)
         if (is_dead(events, r->members[i].id))
             dead = r->members[i].name;
     if (dead)
-        note(r, "round %" PRId64 ": node %s is gone; re-forming", r->round,
-             dead);
+        note(r, "round %" PRId64 " (rank %d of %d nodes): node %s is gone; "
+             "re-forming", r->round, r->rank, r->nmembers, dead);
     free(events);
     /* A lost node is a change of membership, like a new one: next() opens
      * the next round without charging the restart budget. */
@@ -925,9 +1026,6 @@ static int dyn_report_failure(struct el_rdzv *base, const char *why)
     free(events);
     if (cur > r->round || lost)
         return 0;
-    int64_t live;
-    if ((rc = live_members(r, &live)))
-        return rc;
     key(r, k, sizeof k, "r%" PRId64 "/failed", r->round);
     if ((rc = el_store_add(r->cl, k, 1, &first)))
         return store_fail(r, rc, "reporting a failure");
@@ -945,12 +1043,18 @@ static int dyn_report_failure(struct el_rdzv *base, const char *why)
             append_event(r, "closed %s", msg);
             return FAIL(r, EL_ELIMIT, "%s", msg);
         }
-        note(r, "round %" PRId64 " failed (%s); restart %" PRId64 " of %d",
-             r->round, why ? why : "failure", used, r->max_restarts);
+        note(r, "round %" PRId64 " (rank %d of %d nodes) failed (%s); "
+             "restart %" PRId64 " of %d", r->round, r->rank, r->nmembers,
+             why ? why : "failure", used, r->max_restarts);
     }
     if ((rc = check_closed(r)) != 0)
         return rc < 0 ? rc : EL_ELIMIT;
-    return raise_round(r, r->round + 1, live, &now);
+    char *list = expect_list(r, r->members, r->nmembers, NULL);
+    if (!list)
+        return r->base.errmsg[0] ? EL_EPEERLOST : -ENOMEM;
+    rc = raise_round(r, r->round + 1, list, &now);
+    free(list);
+    return rc;
 }
 
 static int dyn_notify_fd(struct el_rdzv *base)

@@ -95,7 +95,8 @@ test_expect_success 'a fourth host joins mid-run and the job grows to 8 workers'
         grep -q "$h .*$g " "$T"/b/w.$RB1.* || { echo "$h moved"; false; }
     done
     grep -q "host=elh4 .*group=3 " "$T"/b/w.$RB1.*
-    grep -q "round $RB1: 4 nodes (joined: elh4; left: -)" "$T/b/agent.1.log"
+    grep "round $RB1:" "$T/b/agent.1.log"
+    grep -q "round $RB1: 4 nodes (joined: elh4; left: -); this node (elh1) is rank [0-3]$" "$T/b/agent.1.log"
 '
 t0=$(date +%s%N)
 kill -KILL "${AGENT_PID[4]}"
@@ -132,7 +133,7 @@ agent 1 c 2:2 --rdzv-endpoint=$EP --rdzv-conf=last_call_timeout=30
 agent 2 c 2:2 --rdzv-endpoint=$EP --rdzv-conf=last_call_timeout=30
 workers c 4; r_c0=$?; RC0=$ROUND
 agent 3 c 2:2 --rdzv-endpoint=$EP --rdzv-conf=last_call_timeout=30
-wait_for_line "$T/c/agent.3.log" "waiting as a hot spare" 20; r_sp=$?
+wait_for_line "$T/c/agent.3.log" "waits as a hot spare" 20; r_sp=$?
 kill -KILL "${AGENT_PID[2]}"
 t0=$(date +%s%N)
 workers c 4 $RC0 10; r_c1=$?; RC1=$ROUND

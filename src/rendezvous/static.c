@@ -249,9 +249,14 @@ static int st_next(struct el_rdzv *base, int lws, int cancel_fd,
         key(r, k, sizeof k, "exit/count");
         if ((rc = get_int(r, k, &done)))
             return rc;
-        if (done > 0)
+        if (done > 0) {
+            /* The nodes waiting in the exit barrier must not wait for us:
+             * this job cannot finish as a whole any more. */
+            key(r, k, sizeof k, "exit/done");
+            el_store_set(r->cl, k, "failed", 6);
             return FAIL(r, EL_ECLOSED, "another node already finished the "
                         "job, so round %" PRId64 " cannot start", target);
+        }
         key(r, k, sizeof k, "closed");
         if ((rc = get_int(r, k, &done)))
             return rc;
@@ -308,7 +313,13 @@ static int st_next(struct el_rdzv *base, int lws, int cancel_fd,
         rc = el_store_get(r->cl, k, &val, &len, left > 0 ? (int)left : 0);
         if (r->cl)
             el_store_set_cancel_fd(r->cl, -1);
+        int closed = rc == 0 && len == 6 && memcmp(val, "closed", 6) == 0;
         free(val);
+        if (closed) {
+            r->joining = -1;
+            return FAIL(r, EL_ECLOSED, "another node already finished the "
+                        "job, so round %" PRId64 " cannot start", k_round);
+        }
         if (rc == -ETIMEDOUT)
             return FAIL(r, rc, "round %" PRId64 ": not all %d nodes joined "
                         "within %d s; start the missing nodes or raise "
@@ -447,6 +458,20 @@ static int st_exit_barrier(struct el_rdzv *base, int succeeded,
         return store_fail(r, rc, "entering the exit barrier");
     if (n >= r->nodes && (rc = el_store_set(r->cl, k, "ok", 2)))
         return store_fail(r, rc, "completing the exit barrier");
+    /* A node that asked for a new round before we got here waits for us
+     * in vain: end its round as closed and release the barrier.  (One that
+     * asks after our ADD sees exit/count and does the same.) */
+    int64_t cur;
+    char kr[400];
+    key(r, kr, sizeof kr, "round");
+    if ((rc = get_int(r, kr, &cur)))
+        return rc;
+    if (cur > r->round) {
+        key(r, kr, sizeof kr, "r%" PRId64 "/ok", cur);
+        if ((rc = el_store_set(r->cl, kr, "closed", 6)) ||
+            (rc = el_store_set(r->cl, k, "failed", 6)))
+            return store_fail(r, rc, "closing a round nobody can finish");
+    }
     void *val = NULL;
     size_t len;
     el_store_set_cancel_fd(r->cl, cancel_fd);

@@ -99,6 +99,32 @@ test_expect_success 'exit barrier timeout lets node 0 go' '
     touch "$T/et/go"; wait ${NODE_PID[1]} || true
 '
 
+# late.sh: rank 1 (node 1) dies in round 0; rank 0 (node 0) succeeds at once.
+cat >"$T/late.sh" <<'EOF'
+#!/bin/sh
+[ "$RANK" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && kill -KILL $$
+exit 0
+EOF
+chmod +x "$T/late.sh"
+
+test_expect_success 'no restart after another node finished; nobody held hostage' '
+    PORT=$(free_port); mkdir "$T/late"
+    node 0 1 "$T/late" --max-restarts=1 --no-python "$T/late.sh"
+    node 1 1 "$T/late" --max-restarts=1 --no-python "$T/late.sh"
+    set +e
+    timeout 20 tail --pid=${NODE_PID[0]} -f /dev/null; t0=$?
+    timeout 20 tail --pid=${NODE_PID[1]} -f /dev/null; t1=$?
+    wait ${NODE_PID[0]}; s0=$?; wait ${NODE_PID[1]}; s1=$?
+    set -e
+    [[ $t0 == 0 && $t1 == 0 ]]
+    # Node 0 finished its work; node 1 cannot restart without it.
+    [[ $s0 == 0 ]]
+    if [[ $s1 != 0 ]]; then
+        [[ $s1 == 1 ]]
+        grep -q "another node already finished the job" "$T/late/err.1"
+    fi
+'
+
 test_expect_success 'two agents with the same --node-rank: a clear error' '
     PORT=$(free_port); mkdir "$T/dup"
     node 0 1 "$T/dup" --no-python sh -c "touch $T/dup/up.\$RANK; exec sleep 60"

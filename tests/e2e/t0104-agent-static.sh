@@ -139,6 +139,16 @@ test_expect_success 'two agents with the same --node-rank: a clear error' '
     kill ${NODE_PID[0]} ${NODE_PID[1]}; wait ${NODE_PID[0]} ${NODE_PID[1]} || true
 '
 
+test_expect_success 'a node that never comes: join timeout with a clear message' '
+    PORT=$(free_port)
+    set +e
+    "$ELRUN" --nnodes=2 --node-rank=0 --master-port=$PORT --rdzv-conf=timeout=1 \
+        --no-python true 2>"$T/jt.err"; st=$?
+    set -e
+    [[ $st == 1 ]]
+    grep -q "not all 2 nodes joined within 1 s; start the missing nodes" "$T/jt.err"
+'
+
 test_expect_success 'node 0 lost: node 1 stops its workers and exits 1' '
     PORT=$(free_port); mkdir "$T/lost"
     node 0 1 "$T/lost" --no-python sleep 60

@@ -937,6 +937,12 @@ int el_agent_run(struct el_agent *a, struct el_rdzv *r,
 
     for (;;) {
         struct el_rdzv_info info;
+        if (a->pending_signal) {
+            /* A handled signal arrived while the workers were stopping. */
+            res->outcome = EL_AGENT_SIGNALED;
+            res->signal = a->pending_signal;
+            break;
+        }
         rc = rendezvous(a, r, &info);
         if (rc == 1) {
             res->outcome = EL_AGENT_SIGNALED;
@@ -955,7 +961,6 @@ int el_agent_run(struct el_agent *a, struct el_rdzv *r,
               info.node_rank, info.num_nodes, info.base_rank,
               info.base_rank + a->cfg.nproc - 1, info.world_size,
               info.store_host, info.store_port, a->cfg.nproc);
-        a->pending_signal = 0;
         rc = start_workers(a, &info, res);
         if (rc == 1) {
             stop_workers(a, SIGKILL);
@@ -1027,6 +1032,12 @@ int el_agent_run(struct el_agent *a, struct el_rdzv *r,
         if (failed) {
             stop_workers(a, SIGTERM);
             collect_failures(a, res);
+            if (a->pending_signal) {
+                /* Told to shut down while the group was stopping. */
+                res->outcome = EL_AGENT_SIGNALED;
+                res->signal = a->pending_signal;
+                break;
+            }
             /* A backend with a job-wide restart budget decides for every
              * node at once; otherwise this agent counts its own. */
             int budget = el_rdzv_report_failure(r, "worker group failed");

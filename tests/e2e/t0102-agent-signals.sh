@@ -88,6 +88,29 @@ test_expect_success 'a second SIGTERM ends the grace: workers are killed at once
     ! kill -0 $(cat $T/two/ready.0) 2>/dev/null
 '
 
+# failstub.sh: rank 1 fails at once, rank 0 ignores SIGTERM (a long grace).
+cat >"$T/failstub.sh" <<'EOF'
+#!/bin/bash
+echo "$TORCHELASTIC_RESTART_COUNT $RANK" >> "$1/starts"
+[[ $RANK == 1 ]] && exit 1
+trap "" TERM
+while :; do sleep 1; done
+EOF
+chmod +x "$T/failstub.sh"
+
+test_expect_success 'a signal that arrives while a failed group stops: no restart, exit 1' '
+    mkdir "$T/ss"
+    "$ELRUN" --standalone --nproc-per-node=2 --max-restarts=3 --stop-timeout=1 \
+        --no-python "$T/failstub.sh" "$T/ss" 2>"$T/ss/err" &
+    apid=$!
+    wait_for_line "$T/ss/err" "exited with code 1"
+    kill -TERM $apid
+    set +e; timeout 10 tail --pid=$apid -f /dev/null; t=$?; wait $apid; st=$?; set -e
+    [[ $t == 0 && $st == 1 ]]
+    ! grep -q "^1 " "$T/ss/starts"
+    ! grep -q "restarting" "$T/ss/err"
+'
+
 test_expect_success 'SIGTERM while waiting in the rendezvous ends the agent at once' '
     port=$(free_port)
     "$ELRUN" --nnodes=2 --node-rank=0 --master-port=$port --no-python true 2>"$T/rd.err" &

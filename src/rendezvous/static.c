@@ -503,6 +503,19 @@ static void st_close(struct el_rdzv *base)
     struct st_rdzv *r = (struct st_rdzv *)base;
     stop_watcher(r);
     el_store_close(r->cl);
+    r->cl = NULL;
+    if (r->srv && r->nodes > 1) {
+        /* The other nodes may still be reading the exit barrier's answer:
+         * give them up to 2 s to hang up before the store goes away. */
+        struct el_store_server_stats st;
+        long long end = el_now_ms() + 2000;
+        for (;;) {
+            el_store_server_stats(r->srv, &st);
+            if (st.connections == 0 || el_now_ms() >= end)
+                break;
+            usleep(5000);
+        }
+    }
     el_store_server_close(r->srv);
     close(r->stop_pipe[0]);
     close(r->stop_pipe[1]);

@@ -10,6 +10,8 @@
 # started is killed on exit.  About 2-4 minutes with the defaults.
 #   bench/rdzv.sh                 # N = 16 256 1024, recovery at 4 and 64
 #   SIZES="16 256" REPS=3 bench/rdzv.sh
+#   TORCHRUN_N=16 bench/rdzv.sh   # also torchrun 1.13 (c10d) with 16 agents
+#                                 # side by side (0 to skip; ~1 min a run)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -32,6 +34,10 @@ trap 'exit 130' INT TERM
 WORKER=$PWD/$BUILD/bench/rdzv_worker
 [[ -x $ELRUN && -x $WORKER ]] || { echo "build first: make BUILD=$BUILD" >&2; exit 2; }
 
+TORCHRUN_N=${TORCHRUN_N:-16}
+TORCHRUN=$PWD/bench/agent_torchrun311
+/usr/bin/python3 -c 'import torch' 2>/dev/null || TORCHRUN_N=0
+
 free_port() { /usr/bin/python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "n/a"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
@@ -39,11 +45,19 @@ median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "n/a"; else if (NR%2)
 # taken just before the last one was started.
 start_agents() {
     local dir=$1 n=$2 nnodes=$3 conf=$4 mode=$5 port=$6 i t=0
+    local launcher=("$ELRUN") flags=(--nnodes="$nnodes" --nproc-per-node=1
+        --rdzv-backend=c10d --rdzv-endpoint="127.0.0.1:$port" --rdzv-id=bench
+        --rdzv-conf="$conf" --max-restarts=100 --no-python)
+    if [[ ${LAUNCHER:-elrun} == torchrun ]]; then
+        launcher=("$TORCHRUN")
+        flags=(--nnodes="$nnodes" --nproc_per_node=1 --rdzv_backend=c10d
+            --rdzv_endpoint="127.0.0.1:$port" --rdzv_id=bench
+            --rdzv_conf="$conf" --max_restarts=100 --monitor_interval=0.1
+            --no_python)
+    fi
     for ((i = 0; i < n; i++)); do
         t=$(date +%s%N)
-        "$ELRUN" --nnodes="$nnodes" --nproc-per-node=1 --rdzv-backend=c10d \
-            --rdzv-endpoint="127.0.0.1:$port" --rdzv-id=bench \
-            --rdzv-conf="$conf" --max-restarts=100 --no-python "$WORKER" "$dir" "$mode" \
+        "${launcher[@]}" "${flags[@]}" "$WORKER" "$dir" "$mode" \
             >"$dir/agent.$i.log" 2>&1 &
         pids+=($!)
         echo $! >>"$dir/pids"
@@ -92,6 +106,22 @@ for n in $SIZES; do
     printf "%8s %12s %12s %12s\n" "$n" "$(printf '%s\n' "${res[@]}" | median)" \
         "$(printf '%s\n' "${res[@]}" | sort -n | head -1)" "$(printf '%s\n' "${res[@]}" | sort -n | tail -1)"
 done
+
+if ((TORCHRUN_N > 0)); then
+    res=()
+    for ((r = 0; r < REPS; r++)); do
+        d="$W/t$TORCHRUN_N.$r"; mkdir -p "$d"
+        port=$(free_port)
+        t_last=$(LAUNCHER=torchrun start_agents "$d" "$TORCHRUN_N" "$TORCHRUN_N:$TORCHRUN_N" "last_call_timeout=1,join_timeout=300" go "$port")
+        out=$(wait_starts "$d" -1 "$TORCHRUN_N" 300) || { echo "  torchrun N=$TORCHRUN_N: $out"; stop_all "$d"; continue; }
+        t_all=${out#* }
+        res+=($(( (t_all - t_last) / 1000000 )))
+        stop_all "$d"; rm -rf "$d"
+    done
+    printf "%8s %12s %12s %12s   torchrun 1.13 (--monitor_interval=0.1; its last_call_timeout must be >= 1)\n" "$TORCHRUN_N" \
+        "$(printf '%s\n' "${res[@]}" | median)" \
+        "$(printf '%s\n' "${res[@]}" | sort -n | head -1)" "$(printf '%s\n' "${res[@]}" | sort -n | tail -1)"
+fi
 
 echo
 echo "2. recovery: SIGKILL of one agent -> every survivor runs the next round (keep-alive window 15 s)"

@@ -65,7 +65,8 @@ struct el_etcd_opts {
                                   certificates [system store]               */
     const char *cert, *key;    /* PEM client certificate and key [none]     */
     int connect_timeout_ms;    /* TCP+TLS connect to one member [1000]      */
-    int request_timeout_ms;    /* one request to one member [5000]          */
+    int request_timeout_ms;    /* one request to one member [2000]; then
+                                  the call moves to the next member       */
     int op_timeout_ms;         /* one call, every retry and member included
                                   [15000]; a call that cannot finish in it
                                   returns -EHOSTUNREACH                     */
@@ -150,6 +151,10 @@ int el_etcd_delete(struct el_etcd *c, const char *key, int64_t *deleted);
  * *deleted (may be NULL) gets how many. */
 int el_etcd_delete_prefix(struct el_etcd *c, const char *prefix,
                           int64_t *deleted);
+
+/* Discard the history before 'revision' (POST /v3/kv/compaction): watches
+ * from older revisions then fail with -ESTALE.  Values are kept. */
+int el_etcd_compact(struct el_etcd *c, int64_t revision);
 
 /* ---------------------------------------------------------------------------
  * Compare-and-set (one etcd transaction)

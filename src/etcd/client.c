@@ -186,7 +186,7 @@ int el_etcd_open(struct el_etcd **out, const struct el_etcd_opts *opts,
     if (c->opts.connect_timeout_ms <= 0)
         c->opts.connect_timeout_ms = 1000;
     if (c->opts.request_timeout_ms <= 0)
-        c->opts.request_timeout_ms = 5000;
+        c->opts.request_timeout_ms = 2000;
     if (c->opts.op_timeout_ms <= 0)
         c->opts.op_timeout_ms = 15000;
     if (bad) {
@@ -220,6 +220,12 @@ int el_etcd_open(struct el_etcd **out, const struct el_etcd_opts *opts,
         c->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
         if (c->hdrs)
             c->hdrs = curl_slist_append(c->hdrs, "Expect:");
+        /* etcd's "require leader" (gRPC metadata through the gateway): a
+         * member that has lost its leader says so at once instead of
+         * holding the request, so the engine moves on. */
+        if (c->hdrs)
+            c->hdrs = curl_slist_append(c->hdrs,
+                                        "Grpc-Metadata-hasleader: true");
         if (!c->easy || !c->hdrs)
             rc = -ENOMEM;
     }
@@ -270,6 +276,38 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *arg)
     b->len += n;
     b->p[b->len] = '\0';
     return n;
+}
+
+/* The request body is handed to curl through a read callback, not
+ * POSTFIELDS, so that the engine knows whether any of it left: curl may
+ * resend a request on a fresh connection after a reused one died, and then
+ * report only the fresh connection's failure (e.g. "cannot connect"). */
+struct upload {
+    const char *p;
+    size_t len, off;
+    int handed;                /* some of the body was given to curl       */
+};
+
+static size_t on_read(char *buf, size_t sz, size_t nm, void *arg)
+{
+    struct upload *u = arg;
+    size_t n = sz * nm;
+    if (n > u->len - u->off)
+        n = u->len - u->off;
+    memcpy(buf, u->p + u->off, n);
+    u->off += n;
+    if (n)
+        u->handed = 1;
+    return n;
+}
+
+static int on_seek(void *arg, curl_off_t offset, int origin)
+{
+    struct upload *u = arg;
+    if (origin != SEEK_SET || offset < 0 || (size_t)offset > u->len)
+        return CURL_SEEKFUNC_CANTSEEK;
+    u->off = (size_t)offset;
+    return CURL_SEEKFUNC_OK;
 }
 
 static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut,
@@ -323,6 +361,17 @@ int el_etcd_describe_curl(CURLcode rc, const char *errbuf, char *buf,
     case CURLE_OPERATION_TIMEDOUT:
         snprintf(buf, len, "timed out: %s", detail);
         break;
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+        /* TLS 1.3 reports a rejected client certificate as an alert on
+         * the first read after the handshake. */
+        if (errbuf && (strstr(errbuf, "SSL") || strstr(errbuf, "TLS"))) {
+            tls = 1;
+            snprintf(buf, len, "TLS failure: %s", detail);
+            break;
+        }
+        snprintf(buf, len, "%s", detail);
+        break;
     default:
         snprintf(buf, len, "%s", detail);
         break;
@@ -358,9 +407,13 @@ static enum attempt attempt(struct el_etcd *c, size_t i, const char *path,
     curl_easy_reset(h);
     el_etcd_setup_easy(c, h);
     curl_easy_setopt(h, CURLOPT_URL, url);
+    struct upload up = {.p = body, .len = blen};
     curl_easy_setopt(h, CURLOPT_POST, 1L);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)blen);
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(h, CURLOPT_READDATA, &up);
+    curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
+    curl_easy_setopt(h, CURLOPT_SEEKDATA, &up);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)blen);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &c->resp);
@@ -378,14 +431,10 @@ static enum attempt attempt(struct el_etcd *c, size_t i, const char *path,
     if (rc != CURLE_OK) {
         int tls = el_etcd_describe_curl(rc, c->curl_err, m->last_err,
                                         sizeof m->last_err);
-        if (tls)
-            return ATT_TLS;
-        if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST)
-            return ATT_UNSENT;
-        /* Sent nothing of the body: the member never saw the request. */
-        curl_off_t sent = 0;
-        curl_easy_getinfo(h, CURLINFO_SIZE_UPLOAD_T, &sent);
-        return sent > 0 ? ATT_LOST : ATT_UNSENT;
+        /* Nothing of the body left: the member never saw the request. */
+        if (!up.handed)
+            return tls ? ATT_TLS : ATT_UNSENT;
+        return ATT_LOST;
     }
     long status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
@@ -403,7 +452,15 @@ static enum attempt attempt(struct el_etcd *c, size_t i, const char *path,
     int code;
     const char *msg;
     if (el_etcd_json_error(root, &code, &msg) && (code == 14 || code == 4)) {
-        snprintf(m->last_err, sizeof m->last_err, "unavailable: %s", msg);
+        snprintf(m->last_err, sizeof m->last_err, "unavailable: %.120s%s", msg,
+                 strncmp(m->url, "https", 5) == 0 &&
+                         (strstr(msg, "broken pipe") ||
+                          strstr(msg, "closed network connection") ||
+                          strstr(msg, "connection closed"))
+                     ? " (etcd's gateway cannot reach its own gRPC server: "
+                       "with --client-cert-auth the server certificate must "
+                       "also allow client auth)"
+                     : "");
         int unapplied = unavailable_unapplied(msg);
         json_decref(root);
         return unapplied ? ATT_UNSENT : ATT_LOST;

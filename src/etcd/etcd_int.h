@@ -61,7 +61,7 @@ int el_etcd_watch_parse(const char *line, size_t len,
 
 struct el_etcd_member {
     char *url;                 /* "http://127.0.0.1:2379", no trailing '/' */
-    char last_err[200];        /* why the last attempt on it failed        */
+    char last_err[320];        /* why the last attempt on it failed        */
 };
 
 struct el_etcd_buf {

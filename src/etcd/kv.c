@@ -184,6 +184,21 @@ int el_etcd_delete_prefix(struct el_etcd *c, const char *prefix,
     return delete_range(c, prefix, 1, deleted);
 }
 
+int el_etcd_compact(struct el_etcd *c, int64_t revision)
+{
+    json_t *b = json_pack("{s:o}", "revision", int_str(revision)), *r;
+    if (!b)
+        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    int rc = el_etcd_call(c, "/v3/kv/compaction", b, EL_ETCD_RETRY_ALWAYS,
+                          &r, NULL);
+    if (rc == -ESTALE)
+        return 0; /* already compacted past it */
+    if (rc)
+        return rc;
+    json_decref(r);
+    return 0;
+}
+
 /* ---- transactions ---- */
 
 static json_t *txn_body(const char *key, const struct el_etcd_cas *cas)

@@ -37,7 +37,15 @@ struct el_etcd_watch {
     char err[512];             /* an error line from the gateway           */
     char *body;
     char curl_err[CURL_ERROR_SIZE];
+    struct curl_slist *hdrs;   /* the client's + "hasleader"               */
+    int64_t last_data;         /* when the stream last sent bytes          */
+    CURL *probe;               /* checks a silent member (lazily made)     */
 };
+
+/* A silent stream is normal (nothing changes); but a hung member is silent
+ * too.  After this long without a byte, the member is asked for its status;
+ * if it does not answer within request_timeout_ms, the watch moves. */
+#define PROBE_AFTER_MS 3000
 
 static void on_line(struct el_etcd_watch *w, const char *p, size_t len)
 {
@@ -68,6 +76,7 @@ static size_t on_data(char *p, size_t sz, size_t nm, void *arg)
     struct el_etcd_watch *w = arg;
     size_t n = sz * nm;
     struct el_etcd_buf *b = &w->line;
+    w->last_data = el_etcd_now_ms();
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n + 1)
@@ -136,6 +145,11 @@ static int start_stream(struct el_etcd_watch *w, size_t i)
     curl_easy_setopt(w->easy, CURLOPT_WRITEDATA, w);
     curl_easy_setopt(w->easy, CURLOPT_ERRORBUFFER, w->curl_err);
     curl_easy_setopt(w->easy, CURLOPT_TCP_KEEPALIVE, 1L);
+    /* "require leader": a member cut off from the leader cancels the watch
+     * (etcd's WithRequireLeader, as gRPC metadata through the gateway) so
+     * that it moves to a member that still sees writes. */
+    curl_easy_setopt(w->easy, CURLOPT_HTTPHEADER, w->hdrs);
+    w->last_data = el_etcd_now_ms();
     w->curl_err[0] = '\0';
     w->created = 0;
     w->canceled = 0;
@@ -223,13 +237,17 @@ static int establish(struct el_etcd_watch *w, size_t first)
                 c->cur = i;
                 return 0;
             }
-            if (w->err[0] && w->running) {
+            if (w->err[0] && w->running && !strstr(w->err, "no leader")) {
                 /* etcd refused the watch itself: not a member failure. */
                 stop_stream(w);
                 return el_etcd_fail(c, EL_EPROTO, "etcd watch %s on %s: %s",
                                     w->key, c->m[i].url, w->err);
             }
-            if (w->running) {
+            if (w->running && w->err[0]) {
+                stop_stream(w);
+                note_end(w, i);
+                tls_all = 0;
+            } else if (w->running) {
                 stop_stream(w);
                 snprintf(c->m[i].last_err, sizeof c->m[i].last_err,
                          "watch not confirmed within %d ms",
@@ -268,6 +286,39 @@ unreachable: {
 }
 }
 
+static size_t discard(char *p, size_t sz, size_t nm, void *arg)
+{
+    return sz * nm;
+}
+
+/* Does the stream's member still answer?  0 yes; else its last_err says. */
+static int probe_member(struct el_etcd_watch *w)
+{
+    struct el_etcd *c = w->c;
+    struct el_etcd_member *m = &c->m[w->member];
+    char url[512];
+    if (!w->probe && !(w->probe = curl_easy_init()))
+        return 0; /* cannot tell: assume alive */
+    snprintf(url, sizeof url, "%s/v3/maintenance/status", m->url);
+    curl_easy_reset(w->probe);
+    el_etcd_setup_easy(c, w->probe);
+    curl_easy_setopt(w->probe, CURLOPT_URL, url);
+    curl_easy_setopt(w->probe, CURLOPT_POSTFIELDS, "{}");
+    curl_easy_setopt(w->probe, CURLOPT_TIMEOUT_MS,
+                     (long)c->opts.request_timeout_ms);
+    curl_easy_setopt(w->probe, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(w->probe, CURLOPT_ERRORBUFFER, w->curl_err);
+    w->curl_err[0] = '\0';
+    CURLcode rc = curl_easy_perform(w->probe);
+    if (rc == CURLE_OK)
+        return 0;
+    char why[160];
+    el_etcd_describe_curl(rc, w->curl_err, why, sizeof why);
+    snprintf(m->last_err, sizeof m->last_err,
+             "watch stream silent and member not answering: %.140s", why);
+    return -1;
+}
+
 int el_etcd_watch_open(struct el_etcd *c, const char *key, int prefix,
                        int64_t start_revision, struct el_etcd_watch **out)
 {
@@ -283,7 +334,10 @@ int el_etcd_watch_open(struct el_etcd *c, const char *key, int prefix,
     w->key = strdup(key);
     w->multi = curl_multi_init();
     w->easy = curl_easy_init();
-    if (!w->key || !w->multi || !w->easy) {
+    w->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+    if (w->hdrs)
+        w->hdrs = curl_slist_append(w->hdrs, "Grpc-Metadata-hasleader: true");
+    if (!w->key || !w->multi || !w->easy || !w->hdrs) {
         el_etcd_watch_close(w);
         return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
     }
@@ -326,6 +380,18 @@ int el_etcd_watch_next(struct el_etcd_watch *w, struct el_etcd_event **evs,
                                 "etcd watch %s: canceled by etcd%s%s", w->key,
                                 w->err[0] ? ": " : "", w->err);
         }
+        if (w->running && !w->err[0] &&
+            el_etcd_now_ms() - w->last_data > PROBE_AFTER_MS) {
+            if (probe_member(w)) {
+                size_t failed = w->member;
+                stop_stream(w);
+                int rc = establish(w, (failed + 1) % c->nm);
+                if (rc)
+                    return rc;
+                continue;
+            }
+            w->last_data = el_etcd_now_ms();
+        }
         if (!w->running || w->err[0]) {
             size_t failed = w->member;
             if (w->running)
@@ -362,6 +428,9 @@ void el_etcd_watch_close(struct el_etcd_watch *w)
     stop_stream(w);
     if (w->easy)
         curl_easy_cleanup(w->easy);
+    if (w->probe)
+        curl_easy_cleanup(w->probe);
+    curl_slist_free_all(w->hdrs);
     if (w->multi)
         curl_multi_cleanup(w->multi);
     el_etcd_events_free(w->evs, w->n);

@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# The etcd v3 client (include/elrun/etcd.h) against a real etcd (Debian's
+# etcd-server 3.4), started by this script with tests/infra/etcd-*.sh on
+# free 127.0.0.1 ports, its data under $T: every operation on one member, CAS
+# and ADD races between two clients, lease expiry and keep-alive, watch
+# latency, clear errors for an unreachable member, failover in a 3-member
+# cluster (the leader or the member the client talks to killed or frozen
+# mid-run), and TLS with a CA and certificates made here with openssl.
+# The figures (watch latency, longest pause during a failover) are printed
+# as "# ..." lines.
+. "$(dirname "$0")/lib.sh"
+INFRA="$ROOT/tests/infra"
+CHECK="$ROOT/$BUILD/tests/helpers/etcd_check"
+
+if ! command -v etcd >/dev/null || ! command -v openssl >/dev/null; then
+    test_skip "etcd client" "needs etcd (etcd-server) and openssl"
+    test_done; exit
+fi
+if [[ ! -x $CHECK ]]; then
+    test_skip "etcd client" "$CHECK not built"
+    test_done; exit
+fi
+
+export ETCD_BASE="$T/etcd"    # every data dir lives in $T
+CPORT=""                       # cluster base port, once started
+trap 'bash "$INFRA/etcd-stop.sh" all >/dev/null 2>&1
+      [[ -n $CPORT ]] && ETCD_CLUSTER_BASE_PORT=$CPORT bash "$INFRA/etcd-cluster-stop.sh" >/dev/null 2>&1
+      _cleanup' EXIT
+
+# Ports are picked below the kernel's ephemeral range, so that no outgoing
+# connection (etcd's members dial each other) takes one before etcd binds it.
+LOW=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+port_free() { ! ss -Htan "sport = :$1" | grep -q .; }
+
+# free_port: a free port whose peer port (+10000) is free too.
+free_port() {
+    local p i span=$((LOW - 10000 - 12000))
+    for i in $(seq 100); do
+        p=$((12000 + RANDOM % span))
+        port_free "$p" && port_free $((p + 10000)) && { echo "$p"; return 0; }
+    done
+    return 1
+}
+
+# free_base: BASE such that BASE+1..3 and BASE+101..103 are free.
+free_base() {
+    local b i j ok
+    for i in $(seq 100); do
+        b=$((12000 + RANDOM % (LOW - 200 - 12000))); ok=1
+        for j in 1 2 3 101 102 103; do
+            port_free $((b + j)) || { ok=0; break; }
+        done
+        ((ok)) && { echo "$b"; return 0; }
+    done
+    return 1
+}
+
+# summary FILE PATTERN: show the measured line(s) as TAP comments.
+summary() { grep -h "$2" "$1" 2>/dev/null | sed 's/^/# /'; }
+
+# ---- one member ----
+P1=$(free_port)
+EP=$(bash "$INFRA/etcd-start.sh" "$P1" 2>"$T/etcd1.log") || { cat "$T/etcd1.log"; exit 1; }
+
+test_expect_success 'every operation against one member' '
+    "$CHECK" basic "$EP" | tee "$T/basic.out"
+    grep -q "basic: all operations ok" "$T/basic.out"
+'
+
+test_expect_success 'two clients race create-if-absent, swaps and ADD' '
+    "$CHECK" race "$EP" 200 | tee "$T/race.out"
+'
+summary "$T/race.out" '^race:'
+
+test_expect_success 'lease expiry deletes its key; the keeper keeps one; loss is reported' '
+    "$CHECK" lease "$EP" 2 | tee "$T/lease.out"
+'
+summary "$T/lease.out" '^lease:'
+
+test_expect_success 'a watch sees puts and deletes as they happen' '
+    "$CHECK" watch "$EP" 300 | tee "$T/watch.out"
+'
+summary "$T/watch.out" '^watch:'
+
+test_expect_success 'an unreachable member list fails fast, naming every member' '
+    D1=$(free_port); D2=$(free_port)
+    ETCD_OP_MS=1000 "$CHECK" error "127.0.0.1:$D1,http://127.0.0.1:$D2" | tee "$T/unreach.out"
+    grep -q "rc=-113" "$T/unreach.out"
+    grep -q "etcd unreachable, members tried: http://127.0.0.1:$D1 (cannot connect" "$T/unreach.out"
+    grep -q "http://127.0.0.1:$D2 (cannot connect" "$T/unreach.out"
+'
+
+test_expect_success 'a dead first member is skipped' '
+    D1=$(free_port)
+    "$CHECK" basic "127.0.0.1:$D1,$EP" | tee "$T/skip.out"
+    grep -q "basic: all operations ok" "$T/skip.out"
+'
+
+bash "$INFRA/etcd-stop.sh" "$P1" >/dev/null 2>&1
+
+# ---- a 3-member cluster ----
+CPORT=$(free_base)
+export ETCD_CLUSTER_BASE_PORT=$CPORT
+EPS=$(bash "$INFRA/etcd-cluster-start.sh" 2>"$T/cluster.log") || { cat "$T/cluster.log"; exit 1; }
+M="$INFRA/etcd-cluster-member.sh"
+
+# failover ACTION WHO: run ops for 6 s with the target member listed first
+# (so the client talks to it), and ACTION it (kill|pause) once ops run.
+# WHO: leader, or follower.
+failover() {
+    local act=$1 who=$2 L tgt order i out="$T/fo-$1-$2.out"
+    L=$(bash "$M" leader 2>/dev/null)
+    if [[ $who == leader ]]; then tgt=$L; else tgt=$((L % 3 + 1)); fi
+    order="http://127.0.0.1:$((CPORT + tgt))"
+    for i in 1 2 3; do [[ $i == "$tgt" ]] || order+=",http://127.0.0.1:$((CPORT + i))"; done
+    rm -f "$T/fo.ready"
+    "$CHECK" failover "$order" 6000 "$T/fo.ready" >"$out" 2>&1 &
+    local pid=$!
+    wait_for_file "$T/fo.ready" 20
+    grep -q "127.0.0.1:$((CPORT + tgt))" "$T/fo.ready"
+    bash "$M" "$act" "$tgt" 2>/dev/null
+    local rc=0
+    wait "$pid" || rc=$?
+    cat "$out"
+    [[ $act == pause ]] && bash "$M" resume "$tgt" 2>/dev/null
+    bash "$M" start "$tgt" >/dev/null 2>&1     # back to 3 healthy members
+    return $rc
+}
+
+test_expect_success 'kill the leader the client talks to: ops and the watch go on elsewhere' '
+    failover kill leader
+'
+summary "$T/fo-kill-leader.out" '^failover: [0-9]'
+
+test_expect_success 'kill a follower the client talks to' '
+    failover kill follower
+'
+summary "$T/fo-kill-follower.out" '^failover: [0-9]'
+
+test_expect_success 'freeze (SIGSTOP) the member the client talks to: timeouts move it' '
+    failover pause follower
+'
+summary "$T/fo-pause-follower.out" '^failover: [0-9]'
+
+test_expect_success 'every operation against the cluster' '
+    "$CHECK" basic "$EPS" | tail -1 | grep -q "all operations ok"
+'
+ETCD_CLUSTER_BASE_PORT=$CPORT bash "$INFRA/etcd-cluster-stop.sh" >/dev/null 2>&1
+CPORT=""
+
+# ---- TLS ----
+mkdir -p "$T/pki"
+gen_pki() (
+    cd "$T/pki"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=elrun test CA" \
+        -keyout ca.key -out ca.pem
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout server.key -out server.csr
+    # etcd's gateway dials its own gRPC server with the server certificate:
+    # under --client-cert-auth it must allow client auth too.
+    printf "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n" >server.ext
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
+        -extfile server.ext -out server.pem
+    printf "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n" >serveronly.ext
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
+        -extfile serveronly.ext -out serveronly.pem
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=elrun" -keyout client.key -out client.csr
+    printf "extendedKeyUsage=clientAuth\n" >client.ext
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
+        -extfile client.ext -out client.pem
+    # a second CA that signed nothing etcd uses
+    openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=other CA" \
+        -keyout other.key -out other.pem
+)
+gen_pki >"$T/pki.log" 2>&1 || { cat "$T/pki.log"; exit 1; }
+PK="$T/pki"
+P2=$(free_port)
+TLS_EP=$(ETCD_SCHEME=https \
+    ETCD_ARGS="--cert-file $PK/server.pem --key-file $PK/server.key --trusted-ca-file $PK/ca.pem --client-cert-auth" \
+    ETCD_HEALTH_CURL_ARGS="--cacert $PK/ca.pem --cert $PK/client.pem --key $PK/client.key" \
+    bash "$INFRA/etcd-start.sh" "$P2" 2>"$T/etcd-tls.log") || { cat "$T/etcd-tls.log"; exit 1; }
+
+test_expect_success 'TLS: every operation over https with a client certificate' '
+    ETCD_CACERT=$PK/ca.pem ETCD_CERT=$PK/client.pem ETCD_KEY=$PK/client.key \
+        "$CHECK" basic "$TLS_EP" | tee "$T/tls.out"
+    grep -q "basic: all operations ok" "$T/tls.out"
+'
+
+test_expect_success 'TLS: bare host:port with protocol=https' '
+    ETCD_PROTOCOL=https ETCD_CACERT=$PK/ca.pem ETCD_CERT=$PK/client.pem ETCD_KEY=$PK/client.key \
+        "$CHECK" basic "127.0.0.1:$P2" | tail -1 | grep -q "all operations ok"
+'
+
+test_expect_success 'TLS: a server certificate from another CA is a clear TLS failure' '
+    ETCD_CACERT=$PK/other.pem ETCD_CERT=$PK/client.pem ETCD_KEY=$PK/client.key \
+        "$CHECK" error "$TLS_EP" | tee "$T/badca.out"
+    grep -q "rc=-71" "$T/badca.out"
+    grep -q "TLS failure with every member: $TLS_EP (TLS failure: SSL certificate problem" "$T/badca.out"
+'
+
+test_expect_success 'TLS: no client certificate is a clear TLS failure' '
+    ETCD_CACERT=$PK/ca.pem "$CHECK" error "$TLS_EP" | tee "$T/nocert.out"
+    grep -q "rc=-71" "$T/nocert.out"
+    grep -q "TLS failure" "$T/nocert.out"
+'
+
+test_expect_success 'TLS: plain http to a TLS member fails, saying so' '
+    ETCD_OP_MS=1000 "$CHECK" error "http://127.0.0.1:$P2" | tee "$T/plain.out"
+    grep -q "rc=" "$T/plain.out"
+    grep -q "127.0.0.1:$P2" "$T/plain.out"
+'
+
+bash "$INFRA/etcd-stop.sh" "$P2" >/dev/null 2>&1
+
+test_expect_success 'TLS: a server certificate without client auth under --client-cert-auth is explained' '
+    P3=$(free_port)
+    EP3=$(ETCD_SCHEME=https \
+        ETCD_ARGS="--cert-file $PK/serveronly.pem --key-file $PK/server.key --trusted-ca-file $PK/ca.pem --client-cert-auth" \
+        ETCD_HEALTH_CURL_ARGS="--cacert $PK/ca.pem --cert $PK/client.pem --key $PK/client.key" \
+        bash "$INFRA/etcd-start.sh" "$P3" 2>"$T/etcd-tls3.log")
+    ETCD_OP_MS=1000 ETCD_CACERT=$PK/ca.pem ETCD_CERT=$PK/client.pem ETCD_KEY=$PK/client.key \
+        "$CHECK" error "$EP3" | tee "$T/gw.out"
+    bash "$INFRA/etcd-stop.sh" "$P3" >/dev/null 2>&1
+    grep -q "the server certificate must also allow client auth" "$T/gw.out"
+'
+
+test_done

@@ -1,0 +1,739 @@
+/* etcd_check.c -- drives the etcd client (include/elrun/etcd.h) against a
+ * real etcd for tests/e2e/t0600-etcd-client.sh.  One subcommand per case;
+ * each prints what it measured and exits 0 only if every check held.
+ *
+ *   etcd_check basic EPS               every operation against a member
+ *   etcd_check race EPS N              two clients race CAS and ADD
+ *   etcd_check lease EPS TTL           expiry deletes, keep-alive keeps
+ *   etcd_check watch EPS N             watch latency of N puts + deletes
+ *   etcd_check failover EPS MS FILE    ops (and a watch) for MS ms while
+ *                                      the script kills a member; prints
+ *                                      the longest gap between ops.  FILE
+ *                                      is written once ops run.
+ *   etcd_check error EPS               an op that must fail: prints the
+ *                                      code and message, exits 0 if it did
+ *
+ * EPS is an endpoint list.  TLS options come from the environment:
+ * ETCD_CACERT, ETCD_CERT, ETCD_KEY, ETCD_PROTOCOL; timeouts from
+ * ETCD_CONNECT_MS, ETCD_REQUEST_MS, ETCD_OP_MS.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "elrun/err.h"
+#include "elrun/etcd.h"
+
+static struct el_etcd *cur_client; /* for failure messages */
+
+#define CHECK(cond, ...)                                                    \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fprintf(stderr, " [errmsg: %s]\n",                              \
+                    cur_client ? el_etcd_errmsg(cur_client) : "");          \
+            exit(1);                                                        \
+        }                                                                   \
+    } while (0)
+
+#define OK(call)                                                            \
+    do {                                                                    \
+        int rc_ = (call);                                                   \
+        CHECK(rc_ == 0, "%s -> %d %s", #call, rc_, el_strerror(rc_));       \
+    } while (0)
+
+static const char *eps;
+static char prefix[64]; /* every key of this run lives under it */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int env_int(const char *name)
+{
+    const char *v = getenv(name);
+    return v ? atoi(v) : 0;
+}
+
+static struct el_etcd *client(void)
+{
+    struct el_etcd_opts o = {
+        .endpoints = eps,
+        .protocol = getenv("ETCD_PROTOCOL"),
+        .cacert = getenv("ETCD_CACERT"),
+        .cert = getenv("ETCD_CERT"),
+        .key = getenv("ETCD_KEY"),
+        .connect_timeout_ms = env_int("ETCD_CONNECT_MS"),
+        .request_timeout_ms = env_int("ETCD_REQUEST_MS"),
+        .op_timeout_ms = env_int("ETCD_OP_MS"),
+    };
+    struct el_etcd *c;
+    char eb[256];
+    int rc = el_etcd_open(&c, &o, eb, sizeof eb);
+    if (rc) {
+        fprintf(stderr, "FAIL el_etcd_open: %d %s\n", rc, eb);
+        exit(1);
+    }
+    return c;
+}
+
+static char *k(const char *suffix)
+{
+    static _Thread_local char buf[8][256];
+    static _Thread_local int i;
+    char *b = buf[i++ % 8];
+    snprintf(b, sizeof buf[0], "%s%s", prefix, suffix);
+    return b;
+}
+
+/* ---- basic: every operation ---- */
+
+static int cmd_basic(void)
+{
+    struct el_etcd *c = client();
+    cur_client = c;
+    void *v;
+    size_t len;
+    int64_t rev, mod, n;
+    struct el_etcd_kv kv;
+
+    uint64_t member, leader;
+    OK(el_etcd_status(c, &member, &leader));
+    CHECK(member && leader, "status: member %" PRIu64 " leader %" PRIu64,
+          member, leader);
+
+    OK(el_etcd_put(c, k("a"), "hello", 5, 0, &rev));
+    CHECK(rev > 0, "put revision %" PRId64, rev);
+    OK(el_etcd_get(c, k("a"), &v, &len, &mod));
+    CHECK(len == 5 && memcmp(v, "hello", 5) == 0 && mod == rev,
+          "get: %.*s mod %" PRId64 " rev %" PRId64, (int)len, (char *)v, mod,
+          rev);
+    CHECK(((char *)v)[5] == '\0', "value NUL-terminated");
+    free(v);
+
+    /* binary values and an empty value survive base64 */
+    unsigned char bin[256];
+    for (int i = 0; i < 256; i++)
+        bin[i] = (unsigned char)i;
+    OK(el_etcd_put(c, k("bin"), bin, sizeof bin, 0, NULL));
+    OK(el_etcd_get(c, k("bin"), &v, &len, NULL));
+    CHECK(len == 256 && memcmp(v, bin, 256) == 0, "binary value");
+    free(v);
+    OK(el_etcd_put(c, k("empty"), "", 0, 0, NULL));
+    OK(el_etcd_get_kv(c, k("empty"), &kv, &rev));
+    CHECK(kv.value_len == 0 && kv.version == 1 && kv.create_revision > 0,
+          "empty value: len %zu version %" PRId64, kv.value_len, kv.version);
+    el_etcd_kv_clear(&kv);
+
+    int rc = el_etcd_get(c, k("missing"), &v, &len, NULL);
+    CHECK(rc == EL_ENOTFOUND, "get missing -> %d", rc);
+    printf("get of a missing key: %s\n", el_etcd_errmsg(c));
+
+    /* range by prefix */
+    OK(el_etcd_put(c, k("dir/x"), "1", 1, 0, NULL));
+    OK(el_etcd_put(c, k("dir/y"), "2", 1, 0, NULL));
+    OK(el_etcd_put(c, k("dir0"), "outside", 7, 0, NULL));
+    struct el_etcd_kv *kvs;
+    size_t nk;
+    OK(el_etcd_range_prefix(c, k("dir/"), &kvs, &nk, &rev));
+    CHECK(nk == 2 && strcmp(kvs[0].key, k("dir/x")) == 0 &&
+              strcmp(kvs[1].key, k("dir/y")) == 0 &&
+              strcmp(kvs[1].value, "2") == 0,
+          "range: %zu keys", nk);
+    el_etcd_kvs_free(kvs, nk);
+    OK(el_etcd_range_prefix(c, k("nothing/"), &kvs, &nk, NULL));
+    CHECK(nk == 0 && kvs == NULL, "empty range");
+
+    /* delete, delete prefix */
+    OK(el_etcd_delete(c, k("a"), &n));
+    CHECK(n == 1, "delete: %" PRId64, n);
+    OK(el_etcd_delete(c, k("a"), &n));
+    CHECK(n == 0, "delete again: %" PRId64, n);
+    OK(el_etcd_delete_prefix(c, k("dir/"), &n));
+    CHECK(n == 2, "delete prefix: %" PRId64, n);
+    OK(el_etcd_get(c, k("dir0"), &v, &len, NULL));
+    free(v);
+    CHECK(el_etcd_delete_prefix(c, "", &n) == EL_EUSAGE, "empty prefix");
+
+    /* compare-and-set: create-if-absent */
+    struct el_etcd_cas cas = {.cond = EL_ETCD_IF_ABSENT, .desired = "v1",
+                              .desired_len = 2};
+    int succ;
+    OK(el_etcd_cas(c, k("state"), &cas, &succ, &kv));
+    CHECK(succ && kv.key && strcmp(kv.value, "v1") == 0, "create");
+    int64_t created_rev = kv.mod_revision;
+    el_etcd_kv_clear(&kv);
+    cas.desired = "v9";
+    OK(el_etcd_cas(c, k("state"), &cas, &succ, &kv));
+    CHECK(!succ && strcmp(kv.value, "v1") == 0, "second create fails, sees v1");
+    el_etcd_kv_clear(&kv);
+    /* swap if value equals */
+    cas = (struct el_etcd_cas){.cond = EL_ETCD_IF_VALUE, .expected = "v1",
+                               .expected_len = 2, .desired = "v2",
+                               .desired_len = 2};
+    OK(el_etcd_cas(c, k("state"), &cas, &succ, &kv));
+    CHECK(succ && strcmp(kv.value, "v2") == 0 && kv.version == 2,
+          "swap on value");
+    int64_t v2_rev = kv.mod_revision;
+    el_etcd_kv_clear(&kv);
+    OK(el_etcd_cas(c, k("state"), &cas, &succ, &kv));
+    CHECK(!succ && strcmp(kv.value, "v2") == 0, "stale swap on value fails");
+    el_etcd_kv_clear(&kv);
+    cas.expected = "x";
+    cas.expected_len = 1;
+    OK(el_etcd_cas(c, k("nokey"), &cas, &succ, &kv));
+    CHECK(!succ && kv.key == NULL, "value compare on a missing key fails");
+    /* swap if mod_revision equals */
+    cas = (struct el_etcd_cas){.cond = EL_ETCD_IF_MOD,
+                               .mod_revision = created_rev,
+                               .desired = "v3", .desired_len = 2};
+    OK(el_etcd_cas(c, k("state"), &cas, &succ, NULL));
+    CHECK(!succ, "swap on an old mod_revision fails");
+    cas.mod_revision = v2_rev;
+    OK(el_etcd_cas(c, k("state"), &cas, &succ, &kv));
+    CHECK(succ && strcmp(kv.value, "v3") == 0, "swap on mod_revision");
+    el_etcd_kv_clear(&kv);
+    /* delete if value equals */
+    cas = (struct el_etcd_cas){.cond = EL_ETCD_IF_VALUE, .expected = "v3",
+                               .expected_len = 2, .remove = 1};
+    OK(el_etcd_cas(c, k("state"), &cas, &succ, &kv));
+    CHECK(succ && kv.key == NULL, "delete if value");
+
+    /* atomic add */
+    int64_t res;
+    OK(el_etcd_add(c, k("ctr"), 5, &res));
+    CHECK(res == 5, "add from missing: %" PRId64, res);
+    OK(el_etcd_add(c, k("ctr"), -2, &res));
+    CHECK(res == 3, "add: %" PRId64, res);
+    OK(el_etcd_put(c, k("notnum"), "abc", 3, 0, NULL));
+    CHECK(el_etcd_add(c, k("notnum"), 1, &res) == EL_EPROTO, "add on text");
+
+    /* leases */
+    int64_t lease, ttl, granted;
+    OK(el_etcd_lease_grant(c, 30, 0, &lease));
+    OK(el_etcd_put(c, k("leased"), "x", 1, lease, NULL));
+    OK(el_etcd_get_kv(c, k("leased"), &kv, NULL));
+    CHECK(kv.lease == lease, "key carries its lease");
+    el_etcd_kv_clear(&kv);
+    OK(el_etcd_lease_ttl(c, lease, &ttl, &granted));
+    CHECK(granted == 30 && ttl > 0 && ttl <= 30, "ttl %" PRId64, ttl);
+    OK(el_etcd_lease_keepalive(c, lease, &ttl));
+    CHECK(ttl == 30, "keepalive ttl %" PRId64, ttl);
+    cas = (struct el_etcd_cas){.cond = EL_ETCD_IF_ABSENT, .desired = "y",
+                               .desired_len = 1, .lease = lease};
+    OK(el_etcd_cas(c, k("leased2"), &cas, &succ, &kv));
+    CHECK(succ && kv.lease == lease, "cas with a lease");
+    el_etcd_kv_clear(&kv);
+    OK(el_etcd_lease_revoke(c, lease));
+    rc = el_etcd_get(c, k("leased"), &v, &len, NULL);
+    CHECK(rc == EL_ENOTFOUND, "revoke deletes the leased key: %d", rc);
+    rc = el_etcd_get(c, k("leased2"), &v, &len, NULL);
+    CHECK(rc == EL_ENOTFOUND, "revoke deletes the cas'd key: %d", rc);
+    rc = el_etcd_lease_keepalive(c, lease, &ttl);
+    CHECK(rc == EL_ENOTFOUND, "keepalive of a revoked lease: %d", rc);
+    printf("keepalive of a revoked lease: %s\n", el_etcd_errmsg(c));
+    rc = el_etcd_lease_revoke(c, lease);
+    CHECK(rc == EL_ENOTFOUND, "revoke twice: %d", rc);
+    rc = el_etcd_lease_ttl(c, lease, &ttl, NULL);
+    CHECK(rc == EL_ENOTFOUND, "ttl of a revoked lease: %d", rc);
+    rc = el_etcd_put(c, k("leased"), "x", 1, lease, NULL);
+    CHECK(rc == EL_ENOTFOUND, "put on a revoked lease: %d", rc);
+    printf("put on a revoked lease: %s\n", el_etcd_errmsg(c));
+    OK(el_etcd_lease_grant(c, 10, 4242, &lease));
+    CHECK(lease == 4242, "chosen lease id");
+    rc = el_etcd_lease_grant(c, 10, 4242, &lease);
+    CHECK(rc == -EEXIST, "same lease id twice: %d", rc);
+    OK(el_etcd_lease_revoke(c, 4242));
+
+    /* watch: a key, from a revision (history), and a prefix */
+    OK(el_etcd_put(c, k("w/one"), "1", 1, 0, &rev));
+    struct el_etcd_watch *w;
+    struct el_etcd_event *evs;
+    size_t ne;
+    OK(el_etcd_watch_open(c, k("w/one"), 0, rev, &w));
+    OK(el_etcd_watch_next(w, &evs, &ne, 5000));
+    CHECK(ne == 1 && evs[0].type == EL_ETCD_PUT && evs[0].kv.mod_revision == rev
+              && strcmp(evs[0].kv.value, "1") == 0,
+          "history event");
+    el_etcd_events_free(evs, ne);
+    rc = el_etcd_watch_next(w, &evs, &ne, 100);
+    CHECK(rc == -ETIMEDOUT && ne == 0, "nothing more: %d", rc);
+    el_etcd_watch_close(w);
+
+    OK(el_etcd_watch_open(c, k("w/"), 1, 0, &w));
+    OK(el_etcd_put(c, k("w/two"), "2", 1, 0, NULL));
+    OK(el_etcd_put(c, k("wx"), "outside", 7, 0, NULL));
+    OK(el_etcd_delete(c, k("w/one"), NULL));
+    size_t got = 0;
+    int saw_put = 0, saw_del = 0;
+    while (got < 2) {
+        OK(el_etcd_watch_next(w, &evs, &ne, 5000));
+        for (size_t i = 0; i < ne; i++) {
+            if (evs[i].type == EL_ETCD_PUT)
+                saw_put += strcmp(evs[i].kv.key, k("w/two")) == 0;
+            else
+                saw_del += strcmp(evs[i].kv.key, k("w/one")) == 0;
+        }
+        got += ne;
+        el_etcd_events_free(evs, ne);
+    }
+    CHECK(got == 2 && saw_put == 1 && saw_del == 1, "prefix watch events");
+    el_etcd_watch_close(w);
+
+    /* cancel fd ends a watch wait */
+    int pfd[2];
+    CHECK(pipe(pfd) == 0, "pipe");
+    OK(el_etcd_watch_open(c, k("w/"), 1, 0, &w));
+    el_etcd_set_cancel_fd(c, pfd[0]);
+    CHECK(write(pfd[1], "x", 1) == 1, "write");
+    double t0 = now_ms();
+    rc = el_etcd_watch_next(w, &evs, &ne, 10000);
+    CHECK(rc == -ECANCELED && now_ms() - t0 < 1000, "cancel: %d", rc);
+    el_etcd_set_cancel_fd(c, -1);
+    el_etcd_watch_close(w);
+
+    /* compaction: a watch from a compacted revision says so */
+    OK(el_etcd_put(c, k("compact"), "a", 1, 0, &rev));
+    OK(el_etcd_put(c, k("compact"), "b", 1, 0, NULL));
+    int64_t rev2;
+    OK(el_etcd_put(c, k("compact"), "c", 1, 0, &rev2));
+    OK(el_etcd_compact(c, rev2));
+    OK(el_etcd_watch_open(c, k("compact"), 0, rev, &w));
+    rc = el_etcd_watch_next(w, &evs, &ne, 5000);
+    CHECK(rc == -ESTALE && el_etcd_watch_compact_revision(w) == rev2,
+          "compacted watch: %d, compact rev %" PRId64, rc,
+          el_etcd_watch_compact_revision(w));
+    printf("watch from a compacted revision: %s\n", el_etcd_errmsg(c));
+    el_etcd_watch_close(w);
+    rc = el_etcd_get(c, k("compact"), &v, &len, NULL);
+    CHECK(rc == 0 && strcmp(v, "c") == 0, "compaction keeps the value");
+    free(v);
+    printf("last revision %" PRId64 "\n", rev2);
+    OK(el_etcd_delete_prefix(c, prefix, &n));
+    el_etcd_close(c);
+    printf("basic: all operations ok\n");
+    return 0;
+}
+
+/* ---- race: two clients ---- */
+
+struct racer {
+    int id, n;
+    int created;            /* won the create-if-absent race              */
+    int swaps;              /* swaps won                                  */
+    int64_t last_add;
+    int64_t *results;       /* what each ADD returned                     */
+};
+static atomic_int race_go;
+
+static void *race_main(void *arg)
+{
+    struct racer *r = arg;
+    struct el_etcd *c = client();
+    char mine[32];
+    snprintf(mine, sizeof mine, "owner-%d", r->id);
+    while (!atomic_load(&race_go))
+        ;
+    struct el_etcd_cas cas = {.cond = EL_ETCD_IF_ABSENT, .desired = mine,
+                              .desired_len = strlen(mine)};
+    int succ;
+    struct el_etcd_kv kv;
+    if (el_etcd_cas(c, k("race/owner"), &cas, &succ, &kv) == 0) {
+        r->created = succ;
+        if (!succ && (!kv.key || strcmp(kv.value, mine) == 0))
+            r->created = -1; /* the loser must see the winner's value */
+        el_etcd_kv_clear(&kv);
+    } else {
+        r->created = -2;
+    }
+    for (int i = 0; i < r->n; i++) {
+        int64_t res;
+        if (el_etcd_add(c, k("race/ctr"), 1, &res)) {
+            fprintf(stderr, "add failed: %s\n", el_etcd_errmsg(c));
+            r->last_add = -1;
+            break;
+        }
+        r->last_add = res;
+        r->results[i] = res;
+        /* swap on value: read, then swap from what was read */
+        void *v;
+        size_t len;
+        int64_t mod;
+        if (el_etcd_get(c, k("race/tok"), &v, &len, &mod))
+            continue;
+        char next[32];
+        snprintf(next, sizeof next, "%lld", atoll(v) + 1);
+        struct el_etcd_cas sw = {.cond = EL_ETCD_IF_MOD, .mod_revision = mod,
+                                 .desired = next, .desired_len = strlen(next)};
+        if (el_etcd_cas(c, k("race/tok"), &sw, &succ, NULL) == 0 && succ)
+            r->swaps++;
+        free(v);
+    }
+    el_etcd_close(c);
+    return NULL;
+}
+
+static int cmd_race(int n)
+{
+    struct el_etcd *c = client();
+    cur_client = c;
+    OK(el_etcd_put(c, k("race/tok"), "0", 1, 0, NULL));
+    struct racer r[2] = {{.id = 1, .n = n}, {.id = 2, .n = n}};
+    char *seen = calloc((size_t)(2 * n + 1), 1);
+    r[0].results = calloc((size_t)n, sizeof(int64_t));
+    r[1].results = calloc((size_t)n, sizeof(int64_t));
+    pthread_t t[2];
+    double t0 = now_ms();
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, race_main, &r[i]);
+    atomic_store(&race_go, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    double dt = now_ms() - t0;
+    CHECK(r[0].created >= 0 && r[1].created >= 0, "cas errors: %d %d",
+          r[0].created, r[1].created);
+    CHECK(r[0].created + r[1].created == 1, "exactly one creator: %d %d",
+          r[0].created, r[1].created);
+    /* every ADD got a distinct result: together they are 1..2n */
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < n; j++) {
+            int64_t x = r[i].results[j];
+            CHECK(x >= 1 && x <= 2 * n && !seen[x],
+                  "client %d add %d returned %" PRId64 "%s", i + 1, j, x,
+                  x >= 1 && x <= 2 * n ? " twice" : "");
+            seen[x] = 1;
+        }
+    void *v;
+    size_t len;
+    OK(el_etcd_get(c, k("race/ctr"), &v, &len, NULL));
+    CHECK(atoll(v) == 2 * n, "counter %s, want %d", (char *)v, 2 * n);
+    free(v);
+    OK(el_etcd_get(c, k("race/tok"), &v, &len, NULL));
+    CHECK(atoll(v) == r[0].swaps + r[1].swaps,
+          "token %s, swaps won %d + %d", (char *)v, r[0].swaps, r[1].swaps);
+    printf("race: client %d created the key, the other saw its value; %d "
+           "ADDs each gave distinct results, counter %d; mod_revision swaps "
+           "won %d + %d (token %s); %.0f ms\n",
+           r[0].created ? 1 : 2, n, 2 * n, r[0].swaps, r[1].swaps, (char *)v,
+           dt);
+    free(v);
+    OK(el_etcd_delete_prefix(c, prefix, NULL));
+    el_etcd_close(c);
+    return 0;
+}
+
+/* ---- lease: expiry and keep-alive ---- */
+
+static atomic_int lost_calls;
+static void on_lost(void *arg, int64_t lease, int err, const char *why)
+{
+    atomic_fetch_add(&lost_calls, 1);
+}
+
+static int cmd_lease(int ttl_s)
+{
+    struct el_etcd *c = client();
+    cur_client = c;
+    int64_t l1, l2, rev;
+    void *v;
+    size_t len;
+
+    /* 1. no keep-alive: the key goes when the lease expires */
+    OK(el_etcd_lease_grant(c, ttl_s, 0, &l1));
+    OK(el_etcd_put(c, k("lease/dies"), "x", 1, l1, &rev));
+    double t0 = now_ms();
+    struct el_etcd_watch *w;
+    OK(el_etcd_watch_open(c, k("lease/dies"), 0, rev + 1, &w));
+    struct el_etcd_event *evs;
+    size_t ne;
+    OK(el_etcd_watch_next(w, &evs, &ne, ttl_s * 1000 + 10000));
+    double gone = now_ms() - t0;
+    CHECK(ne == 1 && evs[0].type == EL_ETCD_DELETE, "expiry delete event");
+    el_etcd_events_free(evs, ne);
+    el_etcd_watch_close(w);
+    int rc = el_etcd_get(c, k("lease/dies"), &v, &len, NULL);
+    CHECK(rc == EL_ENOTFOUND, "expired key is gone: %d", rc);
+    CHECK(gone >= ttl_s * 1000 - 50, "expired too early: %.0f ms", gone);
+    printf("lease: TTL %d s, the unrefreshed key went after %.0f ms\n", ttl_s,
+           gone);
+
+    /* 2. the keeper keeps a key alive for 3 TTLs */
+    OK(el_etcd_lease_grant(c, ttl_s, 0, &l2));
+    OK(el_etcd_put(c, k("lease/lives"), "y", 1, l2, NULL));
+    struct el_etcd_keeper *kp;
+    OK(el_etcd_keeper_start(&kp, c, l2, ttl_s, on_lost, NULL));
+    struct pollfd p = {.fd = el_etcd_keeper_fd(kp), .events = POLLIN};
+    CHECK(poll(&p, 1, ttl_s * 3000) == 0, "keeper reported a loss: %s",
+          (el_etcd_keeper_status(kp, NULL), ""));
+    OK(el_etcd_get(c, k("lease/lives"), &v, &len, NULL));
+    free(v);
+    uint64_t refreshes = el_etcd_keeper_refreshes(kp);
+    CHECK(refreshes >= 7, "refreshes in 3 TTLs: %" PRIu64, refreshes);
+    printf("lease: keeper kept the key for %d s with %" PRIu64
+           " refreshes\n", 3 * ttl_s, refreshes);
+
+    /* 3. the lease revoked behind the keeper's back: it reports the loss */
+    OK(el_etcd_lease_revoke(c, l2));
+    t0 = now_ms();
+    CHECK(poll(&p, 1, ttl_s * 2000 + 2000) == 1, "keeper did not see the loss");
+    double seen = now_ms() - t0;
+    const char *why;
+    rc = el_etcd_keeper_status(kp, &why);
+    CHECK(rc == EL_ENOTFOUND && atomic_load(&lost_calls) == 1,
+          "keeper status %d, callbacks %d", rc, atomic_load(&lost_calls));
+    printf("lease: keeper reported the revoked lease after %.0f ms: %s\n",
+           seen, why);
+    el_etcd_keeper_stop(kp);
+    el_etcd_close(c);
+    return 0;
+}
+
+/* ---- watch latency ---- */
+
+struct watcher {
+    struct el_etcd_watch *w;
+    struct el_etcd *c;
+    int want;
+    double *lat;     /* per event: receive time - write time in value     */
+    int got, dels;
+};
+
+static void *watch_main(void *arg)
+{
+    struct watcher *wt = arg;
+    while (wt->got + wt->dels < wt->want) {
+        struct el_etcd_event *evs;
+        size_t ne;
+        if (el_etcd_watch_next(wt->w, &evs, &ne, 10000))
+            break;
+        double t = now_ms();
+        for (size_t i = 0; i < ne; i++) {
+            if (evs[i].type == EL_ETCD_PUT)
+                wt->lat[wt->got++] = t - atof(evs[i].kv.value);
+            else
+                wt->dels++;
+        }
+        el_etcd_events_free(evs, ne);
+    }
+    return NULL;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmd_watch(int n)
+{
+    struct el_etcd *c = client();
+    cur_client = c;
+    struct watcher wt = {.c = client(), .want = 2 * n};
+    wt.lat = calloc((size_t)n, sizeof *wt.lat);
+    OK(el_etcd_watch_open(wt.c, k("wl/"), 1, 0, &wt.w));
+    pthread_t t;
+    pthread_create(&t, NULL, watch_main, &wt);
+    for (int i = 0; i < n; i++) {
+        char key[64], val[64];
+        snprintf(key, sizeof key, "wl/%d", i);
+        snprintf(val, sizeof val, "%.6f", now_ms());
+        OK(el_etcd_put(c, k(key), val, strlen(val), 0, NULL));
+        /* spaced writes: each event is measured alone */
+        usleep(2000);
+    }
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "wl/%d", i);
+        OK(el_etcd_delete(c, k(key), NULL));
+    }
+    pthread_join(t, NULL);
+    CHECK(wt.got == n && wt.dels == n, "watch saw %d puts %d deletes of %d",
+          wt.got, wt.dels, n);
+    qsort(wt.lat, (size_t)n, sizeof *wt.lat, cmp_d);
+    printf("watch: %d puts and %d deletes pushed; put->event latency "
+           "median %.2f ms, p99 %.2f ms, max %.2f ms\n",
+           n, n, wt.lat[n / 2], wt.lat[(n * 99) / 100], wt.lat[n - 1]);
+    el_etcd_watch_close(wt.w);
+    el_etcd_close(wt.c);
+    free(wt.lat);
+    el_etcd_close(c);
+    return 0;
+}
+
+/* ---- failover ---- */
+
+struct fo_watch {
+    struct el_etcd *c;
+    struct el_etcd_watch *w;
+    atomic_int stop;
+    int64_t seen;           /* puts seen                                  */
+    int64_t last_idx;       /* value of the last put seen                 */
+    int out_of_order;
+    int dups;               /* a put applied twice (retried in flight)    */
+    int err;
+};
+
+static void *fo_watch_main(void *arg)
+{
+    struct fo_watch *f = arg;
+    while (!atomic_load(&f->stop)) {
+        struct el_etcd_event *evs;
+        size_t ne;
+        int rc = el_etcd_watch_next(f->w, &evs, &ne, 200);
+        if (rc == -ETIMEDOUT)
+            continue;
+        if (rc) {
+            f->err = rc;
+            fprintf(stderr, "watch failed: %s\n", el_etcd_errmsg(f->c));
+            break;
+        }
+        for (size_t i = 0; i < ne; i++) {
+            if (evs[i].type != EL_ETCD_PUT)
+                continue;
+            int64_t idx = atoll(evs[i].kv.value);
+            /* A put retried after its member failed in flight may have
+             * been applied twice: the same value again is fine. */
+            if (idx == f->last_idx)
+                f->dups++;
+            else if (idx != f->last_idx + 1)
+                f->out_of_order++;
+            f->last_idx = idx;
+            f->seen++;
+        }
+        el_etcd_events_free(evs, ne);
+    }
+    return NULL;
+}
+
+static int cmd_failover(int ms, const char *file)
+{
+    struct el_etcd *c = client();
+    cur_client = c;
+    struct fo_watch fw = {.c = client()};
+    OK(el_etcd_watch_open(fw.c, k("fo/log"), 0, 0, &fw.w));
+    pthread_t t;
+    pthread_create(&t, NULL, fo_watch_main, &fw);
+    printf("failover: starting on %s\n", el_etcd_endpoint(c));
+    fflush(stdout);
+    double t0 = now_ms(), last = t0, max_gap = 0, gap_at = 0;
+    int64_t ops = 0, puts = 0, adds = 0, ambiguous = 0, errors = 0;
+    int written = 0;
+    while (now_ms() - t0 < ms) {
+        char val[32];
+        snprintf(val, sizeof val, "%" PRId64, puts + 1);
+        int rc = el_etcd_put(c, k("fo/log"), val, strlen(val), 0, NULL);
+        if (rc == 0)
+            puts++;
+        int64_t res;
+        int rc2 = rc ? rc : el_etcd_add(c, k("fo/ctr"), 1, &res);
+        if (rc == 0 && rc2 == 0)
+            adds++;
+        else if (rc2 == -ECONNABORTED)
+            ambiguous++;
+        if (rc || (rc2 && rc2 != -ECONNABORTED)) {
+            errors++;
+            fprintf(stderr, "op failed at %.0f ms: %s\n", now_ms() - t0,
+                    el_etcd_errmsg(c));
+            continue;
+        }
+        double now = now_ms();
+        if (now - last > max_gap) {
+            max_gap = now - last;
+            gap_at = last - t0;
+        }
+        last = now;
+        ops++;
+        if (!written && ops == 20) {
+            FILE *f = fopen(file, "w");
+            if (f) {
+                fprintf(f, "%s\n", el_etcd_endpoint(c));
+                fclose(f);
+            }
+            written = 1;
+        }
+    }
+    /* let the watch catch up with the last put */
+    double wait_until = now_ms() + 10000;
+    while (fw.last_idx < puts && now_ms() < wait_until && !fw.err)
+        usleep(10000);
+    atomic_store(&fw.stop, 1);
+    pthread_join(t, NULL);
+    void *v;
+    size_t len;
+    OK(el_etcd_get(c, k("fo/ctr"), &v, &len, NULL));
+    int64_t ctr = atoll(v);
+    free(v);
+    printf("failover: %" PRId64 " rounds (put + add) in %d ms, %" PRId64
+           " errors, %" PRId64 " adds in doubt; longest gap %.0f ms (at "
+           "%.0f ms); client failovers %" PRIu64 ", now on %s; watch saw %"
+           PRId64 " of %" PRId64 " puts in order (%d out of order, %d "
+           "applied twice), watch failovers %" PRIu64 "; counter %" PRId64
+           "\n",
+           ops, ms, errors, ambiguous, max_gap, gap_at, el_etcd_failovers(c),
+           el_etcd_endpoint(c), fw.seen - fw.dups, puts, fw.out_of_order,
+           fw.dups, el_etcd_failovers(fw.c), ctr);
+    CHECK(errors == 0, "%" PRId64 " operations failed", errors);
+    CHECK(written, "fewer than 20 rounds");
+    CHECK(fw.err == 0 && fw.seen - fw.dups == puts && fw.out_of_order == 0,
+          "watch lost events");
+    CHECK(ctr >= adds && ctr <= adds + ambiguous,
+          "counter %" PRId64 " outside [%" PRId64 ", %" PRId64 "]", ctr, adds,
+          adds + ambiguous);
+    OK(el_etcd_delete_prefix(c, prefix, NULL));
+    el_etcd_watch_close(fw.w);
+    el_etcd_close(fw.c);
+    el_etcd_close(c);
+    return 0;
+}
+
+/* ---- an error that must happen ---- */
+
+static int cmd_error(void)
+{
+    struct el_etcd *c = client();
+    double t0 = now_ms();
+    int rc = el_etcd_put(c, "/elrun-test/x", "1", 1, 0, NULL);
+    printf("error: rc=%d (%s) after %.0f ms: %s\n", rc, el_strerror(rc),
+           now_ms() - t0, el_etcd_errmsg(c));
+    el_etcd_close(c);
+    return rc ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: etcd_check basic|race|lease|watch|failover|"
+                        "error ENDPOINTS [ARGS]\n");
+        return 2;
+    }
+    eps = argv[2];
+    snprintf(prefix, sizeof prefix, "/elrun-test/%d-%ld/", (int)getpid(),
+             (long)time(NULL));
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "basic"))
+        return cmd_basic();
+    if (!strcmp(cmd, "race"))
+        return cmd_race(argc > 3 ? atoi(argv[3]) : 100);
+    if (!strcmp(cmd, "lease"))
+        return cmd_lease(argc > 3 ? atoi(argv[3]) : 1);
+    if (!strcmp(cmd, "watch"))
+        return cmd_watch(argc > 3 ? atoi(argv[3]) : 200);
+    if (!strcmp(cmd, "failover") && argc > 4)
+        return cmd_failover(atoi(argv[3]), argv[4]);
+    if (!strcmp(cmd, "error"))
+        return cmd_error();
+    fprintf(stderr, "etcd_check: unknown command %s\n", cmd);
+    return 2;
+}

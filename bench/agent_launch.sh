@@ -9,6 +9,8 @@
 #   recovery  `--max-restarts=3`: rank 1 SIGKILLs itself 200 ms into attempt
 #             0 (rank 0 waits and dies at once on SIGTERM); from the kill
 #             stamp to the last attempt-1 worker's start stamp
+#   detect    the same runs: from the kill stamp to rank 0 receiving the
+#             agent's SIGTERM (failure detection + stop)
 #   agent RSS the agent's own VmHWM, read by a worker at the end of a run
 #
 #   bench/agent_launch.sh                 RUNS=20 elrun, TR_RUNS=5 torchrun
@@ -49,14 +51,14 @@ launcher() {
 noPy() { [[ $1 == elrun ]] && echo --no-python || echo --no_python; }
 maxr() { [[ $1 == elrun ]] && echo --max-restarts=3 || echo --max_restarts=3; }
 
-declare -A LAUNCH RSS START RECOV HWM
+declare -A LAUNCH RSS START RECOV HWM DETECT
 for L in elrun torchrun; do
     [[ $L == torchrun && $have_tr == 0 ]] && continue
     n=$RUNS; [[ $L == torchrun ]] && n=$TR_RUNS
     echo "== $L: $n runs each" >&2
     # launch: 1 warm-up, then n timed runs
     $H run $(launcher $L) $(noPy $L) /bin/true >/dev/null 2>&1
-    : >"$W/launch.$L"; : >"$W/rss.$L"; : >"$W/start.$L"; : >"$W/recov.$L"; : >"$W/hwm.$L"
+    : >"$W/launch.$L"; : >"$W/rss.$L"; : >"$W/start.$L"; : >"$W/recov.$L"; : >"$W/hwm.$L"; : >"$W/detect.$L"
     for i in $(seq $n); do
         out=$($H run $(launcher $L) $(noPy $L) /bin/true 2>/dev/null)
         [[ $(field status <<<"$out") == 0 ]] || { echo "$L launch failed: $out" >&2; exit 1; }
@@ -78,6 +80,7 @@ for L in elrun torchrun; do
         [[ $(field status <<<"$out") == 0 ]] || { echo "$L recovery run failed: $out" >&2; exit 1; }
         k=$(cat "$d/kill"); last=$(cat "$d"/start.1.* | sort -n | tail -1)
         echo "$(( last - k ))" | awk '{ printf "%.6f\n", $1 / 1e9 }' >>"$W/recov.$L"
+        echo "$(( $(cat "$d/term.0") - k ))" | awk '{ printf "%.6f\n", $1 / 1e9 }' >>"$W/detect.$L"
     done
     # the agent's own peak RSS
     for i in $(seq $(( n < 5 ? n : 5 ))); do
@@ -87,6 +90,7 @@ for L in elrun torchrun; do
     done
     LAUNCH[$L]=$(stats <"$W/launch.$L"); RSS[$L]=$(stats <"$W/rss.$L")
     START[$L]=$(stats <"$W/start.$L"); RECOV[$L]=$(stats <"$W/recov.$L")
+    DETECT[$L]=$(stats <"$W/detect.$L")
     HWM[$L]=$(stats <"$W/hwm.$L")
 done
 
@@ -106,6 +110,7 @@ row() {
 echo "# $(date -u +%FT%TZ) $(nproc) CPUs; elrun=$ELRUN"
 row launch_wall s LAUNCH
 row start_all_workers s START
+row detect_kill_to_sigterm_of_others s DETECT
 row recovery_kill_to_all_restarted s RECOV
 row peak_rss_wait4 KiB RSS
 row vmhwm_of_agent KiB HWM

@@ -8,12 +8,14 @@
  *                                   with its CLOCK_REALTIME in ns, then exit 0
  *   agent_wallrss failer DIR MS     a worker: attempt 0 rank 1 sleeps MS ms,
  *                                   writes DIR/kill, SIGKILLs itself; attempt
- *                                   0 others wait for a signal (they die on
- *                                   SIGTERM at once); later attempts stamp
+ *                                   0 others wait for SIGTERM, stamp its
+ *                                   arrival in DIR/term.<rank> and exit at
+ *                                   once; later attempts stamp their start
  *   agent_wallrss hwm DIR           a worker: write its parent's (the agent's)
  *                                   VmHWM in KiB to DIR/hwm.<rank>
  * Workers read RANK and TORCHELASTIC_RESTART_COUNT from the environment.
  */
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -44,6 +46,24 @@ static const char *env_or(const char *name, const char *dflt)
 {
     const char *v = getenv(name);
     return v ? v : dflt;
+}
+
+static int term_fd = -1;
+
+/* SIGTERM in a failer: stamp the arrival (async-signal-safe) and exit. */
+static void on_term(int sig)
+{
+    char buf[32], *p = buf + sizeof buf;
+    long long t = realtime_ns();
+    (void)sig;
+    *--p = '\n';
+    do {
+        *--p = (char)('0' + t % 10);
+        t /= 10;
+    } while (t > 0);
+    if (write(term_fd, p, (size_t)(buf + sizeof buf - p)) < 0)
+        _exit(1);
+    _exit(0);
 }
 
 static int stamp(const char *dir, const char *name)
@@ -97,6 +117,10 @@ int main(int argc, char **argv)
                     stamp(dir, "kill");
                     kill(getpid(), SIGKILL);
                 }
+                char path[4096];
+                snprintf(path, sizeof path, "%s/term.%s", dir, rank);
+                term_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                signal(SIGTERM, on_term);
                 for (;;)
                     pause();
             }

@@ -64,6 +64,10 @@ struct el_etcd_opts {
     const char *cacert;        /* PEM CA bundle that signs the members'
                                   certificates [system store]               */
     const char *cert, *key;    /* PEM client certificate and key [none]     */
+    const char *user;          /* etcd user (auth enabled) [none]; the
+                                  client authenticates on first use and
+                                  again when its token expires            */
+    const char *password;
     int connect_timeout_ms;    /* TCP+TLS connect to one member [1000]      */
     int request_timeout_ms;    /* one request to one member [2000]; then
                                   the call moves to the next member       */

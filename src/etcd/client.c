@@ -178,11 +178,15 @@ int el_etcd_open(struct el_etcd **out, const struct el_etcd_opts *opts,
     c->s_cacert = dup_opt(opts->cacert, &bad);
     c->s_cert = dup_opt(opts->cert, &bad);
     c->s_key = dup_opt(opts->key, &bad);
+    c->s_user = dup_opt(opts->user, &bad);
+    c->s_password = dup_opt(opts->password, &bad);
     c->opts.endpoints = c->s_endpoints;
     c->opts.protocol = c->s_protocol;
     c->opts.cacert = c->s_cacert;
     c->opts.cert = c->s_cert;
     c->opts.key = c->s_key;
+    c->opts.user = c->s_user;
+    c->opts.password = c->s_password;
     if (c->opts.connect_timeout_ms <= 0)
         c->opts.connect_timeout_ms = 1000;
     if (c->opts.request_timeout_ms <= 0)
@@ -215,17 +219,13 @@ int el_etcd_open(struct el_etcd **out, const struct el_etcd_opts *opts,
             rc = EL_EUSAGE;
         }
     }
+    if (rc == 0 && c->s_password && !c->s_user) {
+        snprintf(errbuf, errlen, "etcd: a password needs a user");
+        rc = EL_EUSAGE;
+    }
     if (rc == 0) {
         c->easy = curl_easy_init();
-        c->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-        if (c->hdrs)
-            c->hdrs = curl_slist_append(c->hdrs, "Expect:");
-        /* etcd's "require leader" (gRPC metadata through the gateway): a
-         * member that has lost its leader says so at once instead of
-         * holding the request, so the engine moves on. */
-        if (c->hdrs)
-            c->hdrs = curl_slist_append(c->hdrs,
-                                        "Grpc-Metadata-hasleader: true");
+        c->hdrs = el_etcd_headers(c);
         if (!c->easy || !c->hdrs)
             rc = -ENOMEM;
     }
@@ -253,10 +253,93 @@ void el_etcd_close(struct el_etcd *c)
     free(c->s_cacert);
     free(c->s_cert);
     free(c->s_key);
+    free(c->s_user);
+    if (c->s_password) {
+        memset(c->s_password, 0, strlen(c->s_password));
+        free(c->s_password);
+    }
+    free(c->token);
     free(c);
 }
 
 /* ---- curl plumbing ---- */
+
+struct curl_slist *el_etcd_headers(const struct el_etcd *c)
+{
+    struct curl_slist *h = curl_slist_append(NULL,
+                                             "Content-Type: application/json");
+    if (h)
+        h = curl_slist_append(h, "Expect:");
+    /* etcd's "require leader" (gRPC metadata through the gateway): a member
+     * that has lost its leader says so at once instead of holding the
+     * request, and cancels watches, so the client moves on. */
+    if (h)
+        h = curl_slist_append(h, "Grpc-Metadata-hasleader: true");
+    if (h && c->token) {
+        size_t n = strlen(c->token) + 32;
+        char *line = malloc(n);
+        if (!line) {
+            curl_slist_free_all(h);
+            return NULL;
+        }
+        snprintf(line, n, "Authorization: %s", c->token);
+        struct curl_slist *h2 = curl_slist_append(h, line);
+        free(line);
+        if (!h2)
+            curl_slist_free_all(h);
+        h = h2;
+    }
+    return h;
+}
+
+static int set_token(struct el_etcd *c, const char *token)
+{
+    char *t = token ? strdup(token) : NULL;
+    if (token && !t)
+        return -ENOMEM;
+    free(c->token);
+    c->token = t;
+    struct curl_slist *h = el_etcd_headers(c);
+    if (!h)
+        return -ENOMEM;
+    curl_slist_free_all(c->hdrs);
+    c->hdrs = h;
+    return 0;
+}
+
+int el_etcd_auth_renew(struct el_etcd *c)
+{
+    int rc = set_token(c, NULL);
+    return rc ? rc : el_etcd_auth(c);
+}
+
+int el_etcd_auth(struct el_etcd *c)
+{
+    if (!c->s_user || c->token)
+        return 0;
+    json_t *b = json_pack("{s:s,s:s}", "name", c->s_user, "password",
+                          c->s_password ? c->s_password : ""), *r;
+    if (!b)
+        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    int rc = el_etcd_call(c, "/v3/auth/authenticate", b, EL_ETCD_RETRY_ALWAYS,
+                          &r, NULL);
+    if (rc) {
+        if (strstr(c->errmsg, "authentication is not enabled"))
+            return 0; /* nothing to do: requests go without a token */
+        if (rc == EL_EUSAGE || rc == -EACCES) {
+            char why[sizeof c->errmsg];
+            snprintf(why, sizeof why, "%s", c->errmsg);
+            rc = el_etcd_fail(c, -EACCES, "etcd: user %s cannot log in: "
+                              "%.900s", c->s_user, why);
+        }
+        return rc;
+    }
+    const char *tok = json_string_value(json_object_get(r, "token"));
+    rc = tok ? set_token(c, tok)
+             : el_etcd_fail(c, EL_EPROTO, "etcd authenticate: no token");
+    json_decref(r);
+    return rc;
+}
 
 static size_t on_body(char *p, size_t sz, size_t nm, void *arg)
 {
@@ -492,8 +575,38 @@ static void list_tried(struct el_etcd *c, const char *what, int *tried,
     (void)rc;
 }
 
+static int call_once(struct el_etcd *c, const char *path, json_t *body,
+                     enum el_etcd_retry retry, json_t **reply,
+                     int *ambiguous);
+
 int el_etcd_call(struct el_etcd *c, const char *path, json_t *body,
                  enum el_etcd_retry retry, json_t **reply, int *ambiguous)
+{
+    int is_auth = strcmp(path, "/v3/auth/authenticate") == 0, rc;
+    if (!is_auth && c->s_user && !c->token && (rc = el_etcd_auth(c))) {
+        json_decref(body);
+        *reply = NULL;
+        return rc;
+    }
+    if (is_auth || !c->token)
+        return call_once(c, path, body, retry, reply, ambiguous);
+    /* With a token: an expired one ("invalid auth token") is renewed and the
+     * request sent again (it was refused, so it was not applied). */
+    json_incref(body);
+    rc = call_once(c, path, body, retry, reply, ambiguous);
+    if (rc == -EACCES && strstr(c->errmsg, "invalid auth token")) {
+        rc = el_etcd_auth_renew(c);
+        if (rc == 0) {
+            rc = call_once(c, path, body, retry, reply, ambiguous);
+            body = NULL;
+        }
+    }
+    json_decref(body);
+    return rc;
+}
+
+static int call_once(struct el_etcd *c, const char *path, json_t *body,
+                     enum el_etcd_retry retry, json_t **reply, int *ambiguous)
 {
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
@@ -532,9 +645,13 @@ int el_etcd_call(struct el_etcd *c, const char *path, json_t *body,
                 int code;
                 const char *msg;
                 if (el_etcd_json_error(r, &code, &msg)) {
-                    rc = el_etcd_fail(c, el_etcd_grpc_to_err(code, msg),
-                                      "etcd %s: %s (%s)", c->m[i].url, msg,
-                                      path);
+                    int err = el_etcd_grpc_to_err(code, msg);
+                    rc = el_etcd_fail(
+                        c, err, "etcd %s: %s (%s)%s", c->m[i].url, msg, path,
+                        strstr(msg, "user name is empty")
+                            ? ": etcd has auth enabled, give a user and "
+                              "password"
+                            : "");
                     json_decref(r);
                     *reply = NULL;
                 } else {
@@ -586,6 +703,16 @@ done:
     free(tried);
     free(text);
     return rc;
+}
+
+int el_etcd_context(struct el_etcd *c, int rc, const char *op,
+                     const char *key)
+{
+    char was[sizeof c->errmsg];
+    if (rc == 0 || rc == EL_ENOTFOUND)
+        return rc;
+    snprintf(was, sizeof was, "%s", c->errmsg);
+    return el_etcd_fail(c, rc, "%s %s: %.900s", op, key, was);
 }
 
 int el_etcd_status(struct el_etcd *c, uint64_t *member, uint64_t *leader)

@@ -72,6 +72,8 @@ struct el_etcd_buf {
 struct el_etcd {
     struct el_etcd_opts opts;  /* strings point into the copies below      */
     char *s_endpoints, *s_protocol, *s_cacert, *s_cert, *s_key;
+    char *s_user, *s_password;
+    char *token;               /* auth token, NULL until authenticated     */
     struct el_etcd_member *m;
     size_t nm, cur;
     CURL *easy;
@@ -100,12 +102,24 @@ enum el_etcd_retry {
 int el_etcd_call(struct el_etcd *c, const char *path, json_t *body,
                  enum el_etcd_retry retry, json_t **reply, int *ambiguous);
 
+/* Put "op key: " before the message of a failed call (not for
+ * EL_ENOTFOUND, whose messages say it already); returns rc. */
+int el_etcd_context(struct el_etcd *c, int rc, const char *op,
+                    const char *key);
 /* Set c->errmsg; returns rc. */
 int el_etcd_fail(struct el_etcd *c, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Apply the TLS and timeout options of c to a curl handle (watch.c). */
 void el_etcd_setup_easy(struct el_etcd *c, CURL *h);
+/* The request headers: JSON, require-leader, and the auth token if any.
+ * A new list (caller frees with curl_slist_free_all), NULL on ENOMEM. */
+struct curl_slist *el_etcd_headers(const struct el_etcd *c);
+/* Get an auth token if the client has a user and none yet (0 if no auth
+ * is needed). */
+int el_etcd_auth(struct el_etcd *c);
+/* Drop the token and authenticate again (after "invalid auth token"). */
+int el_etcd_auth_renew(struct el_etcd *c);
 
 /* Milliseconds on CLOCK_MONOTONIC. */
 int64_t el_etcd_now_ms(void);

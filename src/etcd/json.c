@@ -220,7 +220,10 @@ int el_etcd_json_error(const json_t *obj, int *code, const char **msg)
 int el_etcd_grpc_to_err(int grpc_code, const char *msg)
 {
     switch (grpc_code) {
-    case 3:  /* InvalidArgument */
+    case 3:  /* InvalidArgument; auth failures come as this too */
+        if (msg && (strstr(msg, "user name is empty") ||
+                    strstr(msg, "authentication failed")))
+            return -EACCES;
         return EL_EUSAGE;
     case 5:  /* NotFound: a lease */
         return EL_ENOTFOUND;

@@ -57,6 +57,7 @@ int el_etcd_put(struct el_etcd *c, const char *key, const void *val,
         json_object_set_new(b, "lease", int_str(lease));
     int rc = el_etcd_call(c, "/v3/kv/put", b, EL_ETCD_RETRY_ALWAYS, &r, NULL);
     if (rc) {
+        el_etcd_context(c, rc, "put", key);
         if (rc == EL_ENOTFOUND)
             el_etcd_fail(c, rc, "etcd put %s: lease %" PRId64
                          " not found (expired or revoked)", key, lease);
@@ -80,7 +81,7 @@ int el_etcd_get_kv(struct el_etcd *c, const char *key, struct el_etcd_kv *kv,
     int rc = el_etcd_call(c, "/v3/kv/range", b, EL_ETCD_RETRY_ALWAYS, &r,
                           NULL);
     if (rc)
-        return rc;
+        return el_etcd_context(c, rc, "get", key);
     if (revision)
         *revision = header_rev(r);
     json_t *kvs = json_object_get(r, "kvs");
@@ -125,7 +126,7 @@ int el_etcd_range_prefix(struct el_etcd *c, const char *prefix,
     int rc = el_etcd_call(c, "/v3/kv/range", b, EL_ETCD_RETRY_ALWAYS, &r,
                           NULL);
     if (rc)
-        return rc;
+        return el_etcd_context(c, rc, "range", prefix);
     if (revision)
         *revision = header_rev(r);
     json_t *arr = json_object_get(r, "kvs");
@@ -161,7 +162,8 @@ static int delete_range(struct el_etcd *c, const char *key, int prefix,
     int rc = el_etcd_call(c, "/v3/kv/deleterange", b, EL_ETCD_RETRY_ALWAYS,
                           &r, NULL);
     if (rc)
-        return rc;
+        return el_etcd_context(c, rc, prefix ? "delete prefix" : "delete",
+                               key);
     if (deleted)
         *deleted = el_etcd_json_int(r, "deleted");
     json_decref(r);
@@ -293,6 +295,7 @@ static int cas_call(struct el_etcd *c, const char *key,
         return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
     rc = el_etcd_call(c, "/v3/kv/txn", b, retry, &r, &ambiguous);
     if (rc) {
+        el_etcd_context(c, rc, "cas", key);
         if (rc == EL_ENOTFOUND)
             el_etcd_fail(c, rc, "etcd cas %s: lease %" PRId64
                          " not found (expired or revoked)", key, cas->lease);

@@ -37,7 +37,7 @@ struct el_etcd_watch {
     char err[512];             /* an error line from the gateway           */
     char *body;
     char curl_err[CURL_ERROR_SIZE];
-    struct curl_slist *hdrs;   /* the client's + "hasleader"               */
+    struct curl_slist *hdrs;   /* el_etcd_headers() at the stream's start  */
     int64_t last_data;         /* when the stream last sent bytes          */
     CURL *probe;               /* checks a silent member (lazily made)     */
 };
@@ -145,10 +145,6 @@ static int start_stream(struct el_etcd_watch *w, size_t i)
     curl_easy_setopt(w->easy, CURLOPT_WRITEDATA, w);
     curl_easy_setopt(w->easy, CURLOPT_ERRORBUFFER, w->curl_err);
     curl_easy_setopt(w->easy, CURLOPT_TCP_KEEPALIVE, 1L);
-    /* "require leader": a member cut off from the leader cancels the watch
-     * (etcd's WithRequireLeader, as gRPC metadata through the gateway) so
-     * that it moves to a member that still sees writes. */
-    curl_easy_setopt(w->easy, CURLOPT_HTTPHEADER, w->hdrs);
     w->last_data = el_etcd_now_ms();
     w->curl_err[0] = '\0';
     w->created = 0;
@@ -156,6 +152,16 @@ static int start_stream(struct el_etcd_watch *w, size_t i)
     w->err[0] = '\0';
     w->line.len = 0;
     w->member = i;
+    /* The client's headers (with the current auth token) include "require
+     * leader": a member cut off from the leader cancels the watch (etcd's
+     * WithRequireLeader, as gRPC metadata through the gateway), so that it
+     * moves to a member that still sees writes. */
+    struct curl_slist *h = el_etcd_headers(c);
+    if (!h)
+        return -ENOMEM;
+    curl_slist_free_all(w->hdrs);
+    w->hdrs = h;
+    curl_easy_setopt(w->easy, CURLOPT_HTTPHEADER, w->hdrs);
     if (curl_multi_add_handle(w->multi, w->easy) != CURLM_OK)
         return -ENOMEM;
     w->running = 1;
@@ -208,7 +214,7 @@ static int establish(struct el_etcd_watch *w, size_t first)
 {
     struct el_etcd *c = w->c;
     int64_t deadline = el_etcd_now_ms() + c->opts.op_timeout_ms;
-    int backoff = 50, tls_all;
+    int backoff = 50, tls_all, renewed = 0;
     for (;;) {
         tls_all = 1;
         for (size_t k = 0; k < c->nm; k++) {
@@ -236,6 +242,16 @@ static int establish(struct el_etcd_watch *w, size_t first)
                     c->failovers++;
                 c->cur = i;
                 return 0;
+            }
+            if (w->err[0] && strstr(w->err, "invalid auth token") &&
+                !renewed) {
+                /* the token expired: log in again, then retry here */
+                stop_stream(w);
+                renewed = 1;
+                if ((rc = el_etcd_auth_renew(c)))
+                    return rc;
+                k--;
+                continue;
             }
             if (w->err[0] && w->running && !strstr(w->err, "no leader")) {
                 /* etcd refused the watch itself: not a member failure. */
@@ -334,14 +350,13 @@ int el_etcd_watch_open(struct el_etcd *c, const char *key, int prefix,
     w->key = strdup(key);
     w->multi = curl_multi_init();
     w->easy = curl_easy_init();
-    w->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-    if (w->hdrs)
-        w->hdrs = curl_slist_append(w->hdrs, "Grpc-Metadata-hasleader: true");
-    if (!w->key || !w->multi || !w->easy || !w->hdrs) {
+    if (!w->key || !w->multi || !w->easy) {
         el_etcd_watch_close(w);
         return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
     }
-    int rc = establish(w, c->cur);
+    int rc = el_etcd_auth(c);
+    if (rc == 0)
+        rc = establish(w, c->cur);
     if (rc) {
         el_etcd_watch_close(w);
         return rc;

@@ -10,11 +10,12 @@
  *                                      the script kills a member; prints
  *                                      the longest gap between ops.  FILE
  *                                      is written once ops run.
- *   etcd_check error EPS               an op that must fail: prints the
+ *   etcd_check error EPS [KEY]         a put that must fail: prints the
  *                                      code and message, exits 0 if it did
  *
  * EPS is an endpoint list.  TLS options come from the environment:
- * ETCD_CACERT, ETCD_CERT, ETCD_KEY, ETCD_PROTOCOL; timeouts from
+ * ETCD_CACERT, ETCD_CERT, ETCD_KEY, ETCD_PROTOCOL; auth from ETCD_USER and
+ * ETCD_PASSWORD; timeouts from
  * ETCD_CONNECT_MS, ETCD_REQUEST_MS, ETCD_OP_MS.
  */
 #include <errno.h>
@@ -74,6 +75,8 @@ static struct el_etcd *client(void)
         .cacert = getenv("ETCD_CACERT"),
         .cert = getenv("ETCD_CERT"),
         .key = getenv("ETCD_KEY"),
+        .user = getenv("ETCD_USER"),
+        .password = getenv("ETCD_PASSWORD"),
         .connect_timeout_ms = env_int("ETCD_CONNECT_MS"),
         .request_timeout_ms = env_int("ETCD_REQUEST_MS"),
         .op_timeout_ms = env_int("ETCD_OP_MS"),
@@ -699,11 +702,11 @@ static int cmd_failover(int ms, const char *file)
 
 /* ---- an error that must happen ---- */
 
-static int cmd_error(void)
+static int cmd_error(const char *key)
 {
     struct el_etcd *c = client();
     double t0 = now_ms();
-    int rc = el_etcd_put(c, "/elrun-test/x", "1", 1, 0, NULL);
+    int rc = el_etcd_put(c, key, "1", 1, 0, NULL);
     printf("error: rc=%d (%s) after %.0f ms: %s\n", rc, el_strerror(rc),
            now_ms() - t0, el_etcd_errmsg(c));
     el_etcd_close(c);
@@ -733,7 +736,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "failover") && argc > 4)
         return cmd_failover(atoi(argv[3]), argv[4]);
     if (!strcmp(cmd, "error"))
-        return cmd_error();
+        return cmd_error(argc > 3 ? argv[3] : "/elrun-test/x");
     fprintf(stderr, "etcd_check: unknown command %s\n", cmd);
     return 2;
 }

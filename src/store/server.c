@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <uv.h>
 
 #include "elrun/err.h"
@@ -83,6 +84,8 @@ struct el_store_server {
     size_t wake_cap;
     uint8_t *rbuf;                    /* shared read buffer               */
     int port;
+    uint64_t fd_limit;                /* RLIMIT_NOFILE when opened        */
+    int fd_warned;                    /* said so once near the limit      */
     int handles;                      /* listener + async                 */
     int closing;
     /* Threaded mode (el_store_server_start). */
@@ -1067,6 +1070,16 @@ static void on_connection(uv_stream_t *l, int status)
     srv->conns = c;
     srv->n_conns++;
     stat_set(&srv->n_conns, srv->n_conns);
+    /* Past the descriptor limit libuv accepts and drops connections without
+     * telling us: say so while there is still room. */
+    if (!srv->fd_warned && srv->fd_limit &&
+        srv->n_conns >= srv->fd_limit / 10 * 9) {
+        srv->fd_warned = 1;
+        event(srv, "%llu connections, near this process's descriptor limit "
+              "of %llu: more clients will be reset; raise it (ulimit -n)",
+              (unsigned long long)srv->n_conns,
+              (unsigned long long)srv->fd_limit);
+    }
     int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     if (rc < 0)
         conn_close(c, uv_strerror(rc));
@@ -1119,6 +1132,9 @@ int el_store_server_open(struct el_store_server **out, struct uv_loop_s *loop,
     if (!srv->opts.host || !*srv->opts.host)
         srv->opts.host = "0.0.0.0";
     srv->loop = loop;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        srv->fd_limit = rl.rlim_cur;
     srv->rbuf = malloc(READ_CHUNK);
     if (!srv->rbuf || el_table_init(&srv->table) < 0) {
         srv_free(srv);

@@ -297,6 +297,24 @@ int64_t el_etcd_watch_compact_revision(const struct el_etcd_watch *w);
 /* Close the watch (and its connection).  NULL is a no-op. */
 void el_etcd_watch_close(struct el_etcd_watch *w);
 
+/* ---------------------------------------------------------------------------
+ * Waiting (a watch underneath: no polling)
+ */
+
+/* Return key once it exists (at once if it does), in *kv (clear with
+ * el_etcd_kv_clear).  timeout_ms < 0 waits forever; -ETIMEDOUT,
+ * -ECANCELED (cancel fd), or a watch's errors. */
+int el_etcd_wait_key(struct el_etcd *c, const char *key,
+                     struct el_etcd_kv *kv, int timeout_ms);
+
+/* Wait until key is written or deleted at a revision after 'after' (a
+ * mod_revision the caller saw, or a range's revision); then *present says
+ * whether it exists, and if so *kv holds it (clear with el_etcd_kv_clear).
+ * Returns at once if that already happened (a compacted history gives
+ * -ESTALE).  Timeouts and cancel as el_etcd_wait_key. */
+int el_etcd_wait_change(struct el_etcd *c, const char *key, int64_t after,
+                        int *present, struct el_etcd_kv *kv, int timeout_ms);
+
 #ifdef __cplusplus
 }
 #endif

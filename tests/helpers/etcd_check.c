@@ -102,6 +102,27 @@ static char *k(const char *suffix)
 
 /* ---- basic: every operation ---- */
 
+/* Threads of the wait cases: write 'key' 50 ms from now, own client. */
+static void *later_put(void *key)
+{
+    struct el_etcd *c = client();
+    usleep(50000);
+    if (el_etcd_put(c, key, "later", 5, 0, NULL))
+        fprintf(stderr, "later put: %s\n", el_etcd_errmsg(c));
+    el_etcd_close(c);
+    return NULL;
+}
+
+static void *later_delete(void *key)
+{
+    struct el_etcd *c = client();
+    usleep(50000);
+    if (el_etcd_delete(c, key, NULL))
+        fprintf(stderr, "later delete: %s\n", el_etcd_errmsg(c));
+    el_etcd_close(c);
+    return NULL;
+}
+
 static int cmd_basic(void)
 {
     struct el_etcd *c = client();
@@ -306,6 +327,37 @@ static int cmd_basic(void)
     el_etcd_set_cancel_fd(c, -1);
     el_etcd_watch_close(w);
 
+    /* waits: for a key to appear, for a key to change */
+    struct el_etcd_kv wk;
+    OK(el_etcd_put(c, k("wait/here"), "1", 1, 0, NULL));
+    OK(el_etcd_wait_key(c, k("wait/here"), &wk, 1000));
+    CHECK(strcmp(wk.value, "1") == 0, "wait for an existing key");
+    el_etcd_kv_clear(&wk);
+    rc = el_etcd_wait_key(c, k("wait/later"), &wk, 100);
+    CHECK(rc == -ETIMEDOUT, "wait for a missing key times out: %d", rc);
+    pthread_t wt;
+    pthread_create(&wt, NULL, later_put, k("wait/later"));
+    t0 = now_ms();
+    OK(el_etcd_wait_key(c, k("wait/later"), &wk, 5000));
+    double waited = now_ms() - t0;
+    pthread_join(wt, NULL);
+    CHECK(strcmp(wk.value, "later") == 0, "wait_key: the value written");
+    int64_t seen_rev = wk.mod_revision;
+    el_etcd_kv_clear(&wk);
+    int present;
+    rc = el_etcd_wait_change(c, k("wait/later"), seen_rev, &present, &wk, 100);
+    CHECK(rc == -ETIMEDOUT, "no change after what was seen: %d", rc);
+    pthread_create(&wt, NULL, later_delete, k("wait/later"));
+    OK(el_etcd_wait_change(c, k("wait/later"), seen_rev, &present, &wk, 5000));
+    pthread_join(wt, NULL);
+    CHECK(!present && wk.key == NULL, "wait_change sees the delete");
+    OK(el_etcd_put(c, k("wait/later"), "again", 5, 0, NULL));
+    OK(el_etcd_wait_change(c, k("wait/later"), seen_rev, &present, &wk, 100));
+    CHECK(present && strcmp(wk.value, "again") == 0,
+          "a change already made is returned at once");
+    el_etcd_kv_clear(&wk);
+    printf("wait_key returned %.1f ms after a put made 50 ms in\n", waited);
+
     /* compaction: a watch from a compacted revision says so */
     OK(el_etcd_put(c, k("compact"), "a", 1, 0, &rev));
     OK(el_etcd_put(c, k("compact"), "b", 1, 0, NULL));
@@ -431,6 +483,9 @@ static int cmd_race(int n)
            r[0].created ? 1 : 2, n, 2 * n, r[0].swaps, r[1].swaps, (char *)v,
            dt);
     free(v);
+    free(seen);
+    free(r[0].results);
+    free(r[1].results);
     OK(el_etcd_delete_prefix(c, prefix, NULL));
     el_etcd_close(c);
     return 0;

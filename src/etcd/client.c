@@ -102,8 +102,13 @@ static int parse_endpoints(struct el_etcd *c, char *errbuf, size_t errlen)
     c->m = calloc(cap, sizeof *c->m);
     if (!c->m)
         return -ENOMEM;
-    char *save = NULL;
-    for (char *tok = strtok_r(c->s_endpoints, ",", &save); tok;
+    /* Tokenize a copy: s_endpoints stays whole, for clients made from these
+     * options (the keeper's). */
+    char *list = strdup(c->s_endpoints), *save = NULL;
+    if (!list)
+        return -ENOMEM;
+    int rc = 0;
+    for (char *tok = strtok_r(list, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
         while (*tok == ' ' || *tok == '\t')
             tok++;
@@ -123,7 +128,8 @@ static int parse_endpoints(struct el_etcd *c, char *errbuf, size_t errlen)
         } else if (strstr(tok, "://")) {
             snprintf(errbuf, errlen, "etcd: endpoint '%s': only http:// and "
                      "https:// are supported", tok);
-            return EL_EUSAGE;
+            rc = EL_EUSAGE;
+            break;
         }
         const char *colon = strrchr(hostport, ':');
         if (!*hostport || !colon || colon == hostport || !colon[1] ||
@@ -131,15 +137,21 @@ static int parse_endpoints(struct el_etcd *c, char *errbuf, size_t errlen)
             strchr(hostport, '/')) {
             snprintf(errbuf, errlen, "etcd: endpoint '%s' is not host:port",
                      tok);
-            return EL_EUSAGE;
+            rc = EL_EUSAGE;
+            break;
         }
         size_t ulen = strlen(scheme) + 3 + strlen(hostport) + 1;
         char *url = malloc(ulen);
-        if (!url)
-            return -ENOMEM;
+        if (!url) {
+            rc = -ENOMEM;
+            break;
+        }
         snprintf(url, ulen, "%s://%s", scheme, hostport);
         c->m[c->nm++].url = url;
     }
+    free(list);
+    if (rc)
+        return rc;
     if (c->nm == 0) {
         snprintf(errbuf, errlen, "etcd: no endpoint given");
         return EL_EUSAGE;
@@ -638,8 +650,6 @@ static int call_once(struct el_etcd *c, const char *path, json_t *body,
             enum attempt a = attempt(c, i, path, text, blen, tmo, &r);
             tried[i] = 1;
             if (a == ATT_OK) {
-                if (i != c->cur)
-                    c->failovers++;
                 c->cur = i;
                 *reply = r;
                 int code;
@@ -666,10 +676,13 @@ static int call_once(struct el_etcd *c, const char *path, json_t *body,
             }
             if (a != ATT_TLS)
                 all_tls = 0;
+            /* The next call starts with the next member, not this one. */
+            if (i == c->cur) {
+                c->cur = (i + 1) % c->nm;
+                c->failovers++;
+            }
             if (a == ATT_LOST) {
                 if (retry == EL_ETCD_RETRY_NEVER) {
-                    c->cur = (i + 1) % c->nm;
-                    c->failovers++;
                     rc = el_etcd_fail(
                         c, -ECONNABORTED,
                         "etcd %s failed with %s in flight (%s): it may or "

@@ -205,15 +205,16 @@ int el_etcd_keeper_start(struct el_etcd_keeper **out, struct el_etcd *c,
     k->lost_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     k->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     /* Each refresh must settle well within the TTL to leave time for the
-     * next one: bound the thread's requests by TTL/3. */
+     * next one: a call gets TTL/3, and one member TTL/6, so a hung member
+     * leaves time to try another within the same call. */
     struct el_etcd_opts o = c->opts;
-    int third = (int)(k->ttl_ms / 3);
-    if (o.request_timeout_ms > third)
-        o.request_timeout_ms = third;
+    int third = (int)(k->ttl_ms / 3), sixth = (int)(k->ttl_ms / 6);
+    if (o.request_timeout_ms > sixth)
+        o.request_timeout_ms = sixth > 0 ? sixth : 1;
     if (o.op_timeout_ms > third)
-        o.op_timeout_ms = third;
-    if (o.connect_timeout_ms > third)
-        o.connect_timeout_ms = third;
+        o.op_timeout_ms = third > 0 ? third : 1;
+    if (o.connect_timeout_ms > sixth)
+        o.connect_timeout_ms = sixth > 0 ? sixth : 1;
     char eb[256];
     int rc = k->lost_fd < 0 || k->stop_fd < 0 ? -errno
                                               : el_etcd_open(&k->c, &o, eb,

@@ -682,6 +682,12 @@ static int cmd_failover(int ms, const char *file)
     OK(el_etcd_watch_open(fw.c, k("fo/log"), 0, 0, &fw.w));
     pthread_t t;
     pthread_create(&t, NULL, fo_watch_main, &fw);
+    /* a leased key kept alive through the failover */
+    int64_t lease;
+    struct el_etcd_keeper *kp;
+    OK(el_etcd_lease_grant(c, 5, 0, &lease));
+    OK(el_etcd_put(c, k("fo/alive"), "1", 1, lease, NULL));
+    OK(el_etcd_keeper_start(&kp, c, lease, 5, NULL, NULL));
     printf("failover: starting on %s\n", el_etcd_endpoint(c));
     fflush(stdout);
     double t0 = now_ms(), last = t0, max_gap = 0, gap_at = 0;
@@ -741,6 +747,16 @@ static int cmd_failover(int ms, const char *file)
            ops, ms, errors, ambiguous, max_gap, gap_at, el_etcd_failovers(c),
            el_etcd_endpoint(c), fw.seen - fw.dups, puts, fw.out_of_order,
            fw.dups, el_etcd_failovers(fw.c), ctr);
+    const char *why;
+    int kst = el_etcd_keeper_status(kp, &why);
+    uint64_t refreshes = el_etcd_keeper_refreshes(kp);
+    el_etcd_keeper_stop(kp);
+    printf("failover: lease keeper %s after %" PRIu64 " refreshes\n",
+           kst ? why : "kept its lease", refreshes);
+    CHECK(kst == 0, "lease lost during the failover: %s", why);
+    OK(el_etcd_get(c, k("fo/alive"), &v, &len, NULL));
+    free(v);
+    OK(el_etcd_lease_revoke(c, lease));
     CHECK(errors == 0, "%" PRId64 " operations failed", errors);
     CHECK(written, "fewer than 20 rounds");
     CHECK(fw.err == 0 && fw.seen - fw.dups == puts && fw.out_of_order == 0,

@@ -246,6 +246,8 @@ TEST(etcd_open_parses_endpoints)
     CHECK_STR(c->m[1].url, "http://h2:2380");
     CHECK_STR(c->m[2].url, "https://h3:2381");
     CHECK_STR(el_etcd_endpoint(c), "http://10.0.0.1:2379");
+    /* the list stays whole: the keeper opens its own client from it */
+    CHECK_STR(c->opts.endpoints, o.endpoints);
     el_etcd_close(c);
 
     o = (struct el_etcd_opts){.endpoints = "a:1,b:2", .protocol = "https",

@@ -3,6 +3,7 @@
 #   make              build/elrun, build/libelrun.a, build/libelrun.so, build/elrun.pc
 #   make test         install missing packages, build, run every test
 #   make demo         install missing packages, build, run the main job
+#   make demo-elastic the same training growing 1 -> 2 -> 1 nodes
 #   make deps         install missing Debian packages (idempotent, quiet)
 #   make SAN=address,undefined unit   sanitizer build of the unit tests
 #   make fuzz         libFuzzer targets (clang)
@@ -50,7 +51,7 @@ EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 HELPER_SRC := $(wildcard tests/helpers/*.c)
 HELPER_BIN := $(HELPER_SRC:tests/helpers/%.c=$(BUILD)/tests/helpers/%)
 
-.PHONY: all deps test unit e2e demo fuzz bench install clean
+.PHONY: all deps test unit e2e demo demo-elastic fuzz bench install clean
 all: $(BUILD)/elrun $(BUILD)/libelrun.a $(BUILD)/libelrun.so $(BUILD)/elrun.pc \
      $(BUILD)/unit_tests $(BUILD)/fuzz_replay $(BENCH_BIN) $(EXAMPLE_BIN) $(HELPER_BIN)
 
@@ -107,6 +108,10 @@ test: deps
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/demo.sh
+
+demo-elastic: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/demo-elastic.sh
 
 fuzz: tests/fuzz/fuzz_proto.c $(LIB_SRC)
 	@mkdir -p build-fuzz

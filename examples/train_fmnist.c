@@ -731,6 +731,9 @@ static void progress(const struct run *r, const struct state *s,
 int main(int argc, char **argv)
 {
     struct run r;
+    /* One line per epoch is an event: let it out when it happens, also when
+     * stdout is a file or a pipe (a log, a test, the agent's tee). */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     parse_opts(&r.o, argc, argv);
     el_log_init("train", EL_LOG_INFO);
 

@@ -1,24 +1,5 @@
 # t01-common.bash -- helpers for the agent's e2e scripts (t01NN-*.sh),
 # sourced after lib.sh.
-#
-# It replaces lib.sh's test_expect_success with one that really stops a case
-# at its first failing command: lib.sh runs the case inside `if ( set -e;
-# ... )`, and bash ignores set -e in a command whose status `if` tests, so
-# there only the last command of a case counted.
-
-test_expect_success() {
-    local name=$1 script=$2 st
-    _n=$((_n + 1))
-    local log="$T/case.$_n.log"
-    ( set -e; [[ -n ${T01_TRACE:-} ]] && set -x; eval "$script" ) >"$log" 2>&1
-    st=$?
-    if ((st == 0)); then
-        echo "ok $_n - $name"; _pass=$((_pass + 1))
-    else
-        echo "not ok $_n - $name"; _fail=$((_fail + 1))
-        sed 's/^/    /' "$log" | tail -40
-    fi
-}
 
 # free_port: a TCP port of 127.0.0.1 that nobody listens on right now.
 free_port() {

@@ -51,7 +51,9 @@ int el_etcd_grpc_to_err(int grpc_code, const char *msg);
 /* Parse one line of a watch stream into events appended to *evs (capacity
  * *cap, count *n).  Sets *created / *canceled / *compact_rev / *revision
  * (the header's revision) when the message says so.  Returns 0, EL_EPROTO
- * (with the gateway's message in *err if it was an error object), -ENOMEM. */
+ * (with the gateway's message in *err if it was an error object), -ENOMEM.
+ * A cancel with a reason returns 0 with the reason in *err.  Whenever *err
+ * is set, it points into *hold, which the caller json_decref's. */
 int el_etcd_watch_parse(const char *line, size_t len,
                         struct el_etcd_event **evs, size_t *n, size_t *cap,
                         int *created, int *canceled, int64_t *compact_rev,

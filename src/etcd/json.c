@@ -274,8 +274,14 @@ int el_etcd_watch_parse(const char *line, size_t len,
     if (json_is_true(json_object_get(res, "created")))
         *created = 1;
     if (json_is_true(json_object_get(res, "canceled"))) {
+        json_t *why = json_object_get(res, "cancel_reason");
         *canceled = 1;
         *compact_rev = el_etcd_json_int(res, "compact_revision");
+        if (json_is_string(why)) { /* "etcdserver: permission denied" */
+            *err = json_string_value(why);
+            *hold = root;
+            return 0;
+        }
     }
     json_t *events = json_object_get(res, "events");
     size_t i;

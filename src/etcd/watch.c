@@ -60,7 +60,7 @@ static void on_line(struct el_etcd_watch *w, const char *p, size_t len)
     int rc = el_etcd_watch_parse(p, len, &w->evs, &w->n, &w->cap, &w->created,
                                  &w->canceled, &w->compact_rev, &rev, &err,
                                  &hold);
-    if (rc && !w->err[0])
+    if ((rc || err) && !w->err[0])
         snprintf(w->err, sizeof w->err, "%s",
                  err ? err : "malformed watch message");
     json_decref(hold);
@@ -391,7 +391,10 @@ int el_etcd_watch_next(struct el_etcd_watch *w, struct el_etcd_event **evs,
                     "etcd watch %s: revision %" PRId64 " was compacted "
                     "(oldest left: %" PRId64 "); read again and re-watch",
                     w->key, w->next_rev, w->compact_rev);
-            return el_etcd_fail(c, EL_EPROTO,
+            return el_etcd_fail(c,
+                                strstr(w->err, "permission denied")
+                                    ? -EACCES
+                                    : EL_EPROTO,
                                 "etcd watch %s: canceled by etcd%s%s", w->key,
                                 w->err[0] ? ": " : "", w->err);
         }

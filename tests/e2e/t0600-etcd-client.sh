@@ -120,6 +120,8 @@ test_expect_success 'auth: a user works within its permissions; expired tokens a
 test_expect_success 'auth: outside its permissions, permission denied naming the key' '
     ETCD_USER=elrun ETCD_PASSWORD=pw "$CHECK" error "$EPA" /other/key | tee "$T/perm.out"
     grep -q "rc=-13 .*put /other/key: .*permission denied" "$T/perm.out"
+    ETCD_CHECK_WATCH=1 ETCD_USER=elrun ETCD_PASSWORD=pw "$CHECK" error "$EPA" /other/ | tee "$T/permw.out"
+    grep -q "rc=-13 .*etcd watch /other/: canceled by etcd: .*permission denied" "$T/permw.out"
 '
 
 test_expect_success 'auth: a wrong password and no user are clear errors' '
@@ -183,7 +185,7 @@ CPORT=""
 # ---- TLS ----
 mkdir -p "$T/pki"
 gen_pki() (
-    cd "$T/pki"
+    cd "$T/pki" || exit 1
     openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=elrun test CA" \
         -keyout ca.key -out ca.pem
     openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout server.key -out server.csr

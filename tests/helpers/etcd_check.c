@@ -10,7 +10,8 @@
  *                                      the script kills a member; prints
  *                                      the longest gap between ops.  FILE
  *                                      is written once ops run.
- *   etcd_check error EPS [KEY]         a put that must fail: prints the
+ *   etcd_check error EPS [KEY]         a put (a watch if ETCD_CHECK_WATCH
+ *                                      is set) that must fail: prints the
  *                                      code and message, exits 0 if it did
  *
  * EPS is an endpoint list.  TLS options come from the environment:
@@ -777,7 +778,20 @@ static int cmd_error(const char *key)
 {
     struct el_etcd *c = client();
     double t0 = now_ms();
-    int rc = el_etcd_put(c, key, "1", 1, 0, NULL);
+    int rc;
+    if (getenv("ETCD_CHECK_WATCH")) { /* a watch instead of a put */
+        struct el_etcd_watch *w;
+        struct el_etcd_event *evs;
+        size_t n;
+        rc = el_etcd_watch_open(c, key, 1, 0, &w);
+        if (rc == 0) {
+            rc = el_etcd_watch_next(w, &evs, &n, 2000);
+            el_etcd_events_free(evs, n);
+            el_etcd_watch_close(w);
+        }
+    } else {
+        rc = el_etcd_put(c, key, "1", 1, 0, NULL);
+    }
     printf("error: rc=%d (%s) after %.0f ms: %s\n", rc, el_strerror(rc),
            now_ms() - t0, el_etcd_errmsg(c));
     el_etcd_close(c);

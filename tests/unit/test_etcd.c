@@ -221,6 +221,18 @@ TEST(etcd_watch_lines)
     CHECK_EQ(canceled, 1);
     CHECK_EQ(compact, 5);
 
+    const char *l5 = "{\"result\":{\"header\":{\"revision\":\"9\"},"
+                     "\"canceled\":true,\"cancel_reason\":\"etcdserver: "
+                     "permission denied\"}}";
+    canceled = 0;
+    CHECK_EQ(el_etcd_watch_parse(l5, strlen(l5), &evs, &n, &cap, &created,
+                                 &canceled, &compact, &rev, &err, &hold),
+             0);
+    CHECK_EQ(canceled, 1);
+    CHECK_STR(err, "etcdserver: permission denied");
+    json_decref(hold);
+    hold = NULL;
+
     const char *l4 = "{\"error\":{\"grpc_code\":14,\"message\":"
                      "\"etcdserver: no leader\"}}";
     CHECK_EQ(el_etcd_watch_parse(l4, strlen(l4), &evs, &n, &cap, &created,

@@ -83,6 +83,11 @@ test_expect_success 'a watch sees puts and deletes as they happen' '
 '
 summary "$T/watch.out" '^watch:'
 
+test_expect_success 'figures: op latencies; 64 joiners through one ADD counter vs a key each' '
+    "$CHECK" bench "$EP" 64 | tee "$T/bench.out"
+'
+summary "$T/bench.out" '^bench:'
+
 test_expect_success 'an unreachable member list fails fast, naming every member' '
     D1=$(free_port); D2=$(free_port)
     ETCD_OP_MS=1000 "$CHECK" error "127.0.0.1:$D1,http://127.0.0.1:$D2" | tee "$T/unreach.out"

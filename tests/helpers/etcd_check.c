@@ -10,6 +10,8 @@
  *                                      the script kills a member; prints
  *                                      the longest gap between ops.  FILE
  *                                      is written once ops run.
+ *   etcd_check bench EPS [N]           op latencies; up to N concurrent
+ *                                      joiners: a shared ADD vs a key each
  *   etcd_check error EPS [KEY]         a put (a watch if ETCD_CHECK_WATCH
  *                                      is set) that must fail: prints the
  *                                      code and message, exits 0 if it did
@@ -772,6 +774,108 @@ static int cmd_failover(int ms, const char *file)
     return 0;
 }
 
+/* ---- bench: latencies, and N joiners through ADD vs per-node keys ---- */
+
+struct joiner {
+    int id, use_add;
+    pthread_barrier_t *go;
+    double done_ms;
+    int rc;
+};
+
+static void *join_main(void *arg)
+{
+    struct joiner *j = arg;
+    struct el_etcd *c = client();
+    char key[64];
+    el_etcd_status(c, NULL, NULL); /* connected before the start */
+    pthread_barrier_wait(j->go);
+    if (j->use_add) {
+        int64_t seq;
+        j->rc = el_etcd_add(c, k("bench/joined"), 1, &seq);
+    } else {
+        snprintf(key, sizeof key, "bench/node/%d", j->id);
+        j->rc = el_etcd_put(c, k(key), "x", 1, 0, NULL);
+    }
+    j->done_ms = now_ms();
+    el_etcd_close(c);
+    return NULL;
+}
+
+static double join_round(int n, int use_add)
+{
+    struct joiner *js = calloc((size_t)n, sizeof *js);
+    pthread_t *ts = calloc((size_t)n, sizeof *ts);
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, (unsigned)n + 1);
+    for (int i = 0; i < n; i++) {
+        js[i] = (struct joiner){.id = i, .use_add = use_add, .go = &go};
+        pthread_create(&ts[i], NULL, join_main, &js[i]);
+    }
+    pthread_barrier_wait(&go);
+    double t0 = now_ms(), last = t0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(ts[i], NULL);
+        CHECK(js[i].rc == 0, "joiner %d: %d", i, js[i].rc);
+        if (js[i].done_ms > last)
+            last = js[i].done_ms;
+    }
+    pthread_barrier_destroy(&go);
+    free(js);
+    free(ts);
+    return last - t0;
+}
+
+static int cmd_bench(int n)
+{
+    struct el_etcd *c = client();
+    cur_client = c;
+    double lat[4][200];
+    const char *names[4] = {"put", "get", "cas", "add"};
+    for (int i = 0; i < 200; i++) {
+        double t = now_ms();
+        OK(el_etcd_put(c, k("bench/k"), "v", 1, 0, NULL));
+        lat[0][i] = now_ms() - t;
+        void *v;
+        size_t len;
+        t = now_ms();
+        OK(el_etcd_get(c, k("bench/k"), &v, &len, NULL));
+        lat[1][i] = now_ms() - t;
+        free(v);
+        struct el_etcd_cas cas = {.cond = EL_ETCD_IF_VALUE, .expected = "v",
+                                  .expected_len = 1, .desired = "v",
+                                  .desired_len = 1};
+        int ok;
+        t = now_ms();
+        OK(el_etcd_cas(c, k("bench/k"), &cas, &ok, NULL));
+        lat[2][i] = now_ms() - t;
+        t = now_ms();
+        OK(el_etcd_add(c, k("bench/ctr"), 1, NULL));
+        lat[3][i] = now_ms() - t;
+    }
+    for (int o = 0; o < 4; o++) {
+        qsort(lat[o], 200, sizeof(double), cmp_d);
+        printf("bench: %s median %.2f ms, p99 %.2f ms\n", names[o],
+               lat[o][100], lat[o][198]);
+    }
+    for (int m = 16; m <= n; m *= 4) {
+        OK(el_etcd_delete_prefix(c, k("bench/"), NULL));
+        double add = join_round(m, 1);
+        void *v;
+        size_t len;
+        OK(el_etcd_get(c, k("bench/joined"), &v, &len, NULL));
+        CHECK(atoi(v) == m, "counter %s after %d joiners", (char *)v, m);
+        free(v);
+        double put = join_round(m, 0);
+        printf("bench: %d concurrent joiners: one shared ADD counter %.0f ms, "
+               "a key each (order by create_revision) %.0f ms\n",
+               m, add, put);
+    }
+    OK(el_etcd_delete_prefix(c, prefix, NULL));
+    el_etcd_close(c);
+    return 0;
+}
+
 /* ---- an error that must happen ---- */
 
 static int cmd_error(const char *key)
@@ -820,6 +924,8 @@ int main(int argc, char **argv)
         return cmd_watch(argc > 3 ? atoi(argv[3]) : 200);
     if (!strcmp(cmd, "failover") && argc > 4)
         return cmd_failover(atoi(argv[3]), argv[4]);
+    if (!strcmp(cmd, "bench"))
+        return cmd_bench(argc > 3 ? atoi(argv[3]) : 64);
     if (!strcmp(cmd, "error"))
         return cmd_error(argc > 3 ? argv[3] : "/elrun-test/x");
     fprintf(stderr, "etcd_check: unknown command %s\n", cmd);

@@ -3,8 +3,9 @@
  * libcurl and jansson.  It is the foundation of the etcd rendezvous backend:
  * key-value reads and writes, compare-and-set transactions, an atomic
  * counter, leases (with a background keep-alive helper) and watches that
- * block until events arrive.  docs/ETCD.md describes the gateway calls used,
- * the failover between members and TLS.
+ * block until events arrive, over several members with failover, TLS and
+ * user/password auth.  docs/ETCD.md describes the gateway calls used, the
+ * failover between members, TLS, and measured figures.
  *
  * Conventions.  Every call blocks and returns 0 or a negative code: -errno or
  * an EL_E* code of elrun/err.h; el_etcd_errmsg() then says what happened
@@ -13,16 +14,16 @@
  *
  *   -EHOSTUNREACH   no member answered within the call's deadline; the
  *                   message lists every member tried and its last failure
- *   -ECONNABORTED   a member failed while a non-idempotent request (a
- *                   transaction, an ADD) was in flight: it
- *                   may or may not have been applied (etcd's own client has
- *                   the same rule); reading back tells
- *   -ETIMEDOUT      a watch or keeper wait reached its timeout (not an error
- *                   of the connection, which stays usable)
+ *   -ECONNABORTED   el_etcd_add: a member failed while its transaction was
+ *                   in flight: it may or may not have been applied (etcd's
+ *                   own client has the same rule); reading back tells
+ *   -ETIMEDOUT      a watch or el_etcd_wait_* reached its timeout (the
+ *                   client and the watch stay usable)
  *   -ECANCELED      the cancel fd became readable
  *   EL_ENOTFOUND    get: no such key; lease calls: the lease does not exist
  *                   (expired or revoked)
- *   -EACCES         etcd refused: permission denied / not authenticated
+ *   -EACCES         etcd refused: permission denied, no user given while
+ *                   auth is on, wrong password
  *   -EPROTO         TLS failure (bad CA, bad certificate, handshake); the
  *                   message has curl's reason
  *   -ESTALE         watch: the start revision was compacted
@@ -83,16 +84,17 @@ struct el_etcd;
  * reason in *errbuf if errbuf is not NULL) or -ENOMEM. */
 int el_etcd_open(struct el_etcd **out, const struct el_etcd_opts *opts,
                  char *errbuf, size_t errlen);
-/* Close the client.  Close its watches and stop keepers first.  NULL is a
- * no-op. */
+/* Close the client.  Close its watches first (a keeper has a client of its
+ * own and may outlive this one).  NULL is a no-op. */
 void el_etcd_close(struct el_etcd *c);
 
 /* Why the last call failed; never NULL ("" after a success). */
 const char *el_etcd_errmsg(const struct el_etcd *c);
-/* The member the next call talks to first (the last one that answered). */
+/* The member the next call talks to first: the last one that answered, or
+ * the one after a member that just failed. */
 const char *el_etcd_endpoint(const struct el_etcd *c);
-/* How many times calls moved to another member since open (a measure of
- * failover, for tests and logs). */
+/* How many times a member failed and calls moved on to the next one since
+ * open (for tests and logs). */
 uint64_t el_etcd_failovers(const struct el_etcd *c);
 
 /* When fd becomes readable, a blocking call (a watch wait, a retry loop

@@ -66,16 +66,13 @@ struct member {
 struct dyn_rdzv {
     struct el_rdzv base;
     char run_id[256];
-    char prefix[300];
-    char host[EL_HOST_MAX];       /* the store endpoint                    */
-    int port;
+    struct el__rdzv_link link;    /* the store endpoint, prefix, client    */
     char id[ID_MAX];              /* this node: name#pid#random            */
     char name[EL_HOST_MAX];       /* --local-addr, else the hostname       */
     int min_nodes, max_nodes, max_restarts;
-    int join_timeout_ms, last_call_ms, io_timeout_ms;
+    int join_timeout_ms, last_call_ms;
     int keepalive_ms, keepalive_attempts;
     struct el_store_server *srv;  /* when this agent hosts the store       */
-    struct el_store *cl;          /* main connection                       */
     int64_t round;                /* last round this node was a member of  */
     int rank;                     /* its rank in that round, -1 if none    */
     struct member *members;       /* that round's members, in rank order   */
@@ -111,17 +108,11 @@ static void note(struct dyn_rdzv *r, const char *fmt, ...)
     r->on_event(r->event_arg, msg);
 }
 
-static void key(const struct dyn_rdzv *r, char *buf, size_t cap,
-                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void key(const struct dyn_rdzv *r, char *buf, size_t cap,
-                const char *fmt, ...)
-{
-    int n = snprintf(buf, cap, "%s", r->prefix);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + n, cap - (size_t)n, fmt, ap);
-    va_end(ap);
-}
+#define key(r, ...) el__rdzv_key(&(r)->link, __VA_ARGS__)
+#define ensure_client(r, cancel_fd, deadline)                               \
+    el__rdzv_ensure(&(r)->base, &(r)->link, (cancel_fd), (deadline))
+#define store_fail(r, rc, what) el__rdzv_store_fail(&(r)->base, &(r)->link, \
+                                                    (rc), (what))
 
 static long long wall_ms(void)
 {
@@ -132,66 +123,13 @@ static long long wall_ms(void)
 
 /* ---- store access ---- */
 
-static int connect_store(struct dyn_rdzv *r, struct el_store **out,
-                         int io_timeout_ms, int cancel_fd, long long deadline)
-{
-    int rc = 0;
-    for (;;) {
-        long long left = deadline - el_now_ms();
-        if (left <= 0)
-            return FAIL(r, rc ? rc : -ETIMEDOUT,
-                        "cannot reach the rendezvous store at %s:%d (%s); "
-                        "check --rdzv-endpoint and that the host agent (or "
-                        "'elrun store') runs there", r->host, r->port,
-                        el_strerror(rc ? rc : -ETIMEDOUT));
-        if (cancel_fd >= 0) {
-            struct pollfd p = {.fd = cancel_fd, .events = POLLIN};
-            if (poll(&p, 1, 0) > 0)
-                return -ECANCELED;
-        }
-        rc = el_store_connect(out, r->host, r->port,
-                              left < 500 ? (int)left : 500, io_timeout_ms);
-        if (rc == 0)
-            return 0;
-        if (rc == EL_EUSAGE)
-            return FAIL(r, rc, "rendezvous host '%s' does not resolve",
-                        r->host);
-    }
-}
-
-static int ensure_client(struct dyn_rdzv *r, int cancel_fd, long long deadline)
-{
-    if (r->cl)
-        return 0;
-    return connect_store(r, &r->cl, r->io_timeout_ms, cancel_fd, deadline);
-}
-
-/* A store call on the main connection failed: say why, drop it if broken. */
-static int store_fail(struct dyn_rdzv *r, int rc, const char *what)
-{
-    if (rc == -ECANCELED) {
-        el_store_close(r->cl);
-        r->cl = NULL;
-        return rc;
-    }
-    FAIL(r, rc == -ETIMEDOUT ? rc : EL_EPEERLOST,
-         "rendezvous store %s:%d: %s: %s", r->host, r->port, what,
-         r->cl ? el_store_errmsg(r->cl) : el_strerror(rc));
-    if (rc != -ETIMEDOUT && rc != EL_EMISMATCH && rc != EL_ENOTFOUND) {
-        el_store_close(r->cl);
-        r->cl = NULL;
-        return EL_EPEERLOST;
-    }
-    return rc;
-}
-
 /* Read a decimal key; *v = dflt if it is missing. */
 static int get_int(struct dyn_rdzv *r, const char *k, int64_t dflt,
                    int64_t *v)
 {
     void *val = NULL;
     size_t len;
-    int rc = el_store_try_get(r->cl, k, &val, &len);
+    int rc = el_store_try_get(r->link.cl, k, &val, &len);
     if (rc == EL_ENOTFOUND) {
         *v = dflt;
         return 0;
@@ -216,7 +154,7 @@ static int append_event(struct dyn_rdzv *r, const char *fmt, ...)
         n = (int)sizeof line - 2;
     line[n++] = '\n';
     key(r, k, sizeof k, "events");
-    int rc = el_store_append(r->cl, k, line, (size_t)n);
+    int rc = el_store_append(r->link.cl, k, line, (size_t)n);
     return rc ? store_fail(r, rc, "appending an event") : 0;
 }
 
@@ -237,7 +175,7 @@ static int raise_round(struct dyn_rdzv *r, int64_t target, const char *expect,
     int rc;
     if (expect) {
         key(r, k, sizeof k, "r%" PRId64 "/expect", target);
-        rc = el_store_compare_set(r->cl, k, "", 0, expect, strlen(expect),
+        rc = el_store_compare_set(r->link.cl, k, "", 0, expect, strlen(expect),
                                   NULL, NULL);
         if (rc && rc != EL_EMISMATCH)
             return store_fail(r, rc, "announcing the next round");
@@ -253,7 +191,7 @@ static int raise_round(struct dyn_rdzv *r, int64_t target, const char *expect,
         else
             snprintf(e, sizeof e, "%" PRId64, cur);
         snprintf(d, sizeof d, "%" PRId64, target);
-        rc = el_store_compare_set(r->cl, k, e, strlen(e), d, strlen(d), &got,
+        rc = el_store_compare_set(r->link.cl, k, e, strlen(e), d, strlen(d), &got,
                                   &glen);
         if (rc == 0) {
             free(got);
@@ -299,7 +237,7 @@ static int check_closed(struct dyn_rdzv *r)
     void *val = NULL;
     size_t len;
     key(r, k, sizeof k, "closed");
-    int rc = el_store_try_get(r->cl, k, &val, &len);
+    int rc = el_store_try_get(r->link.cl, k, &val, &len);
     if (rc == EL_ENOTFOUND)
         return 0;
     if (rc)
@@ -386,7 +324,7 @@ static int read_events(struct dyn_rdzv *r, char **out)
     void *val = NULL;
     size_t len;
     key(r, k, sizeof k, "events");
-    int rc = el_store_try_get(r->cl, k, &val, &len);
+    int rc = el_store_try_get(r->link.cl, k, &val, &len);
     if (rc == EL_ENOTFOUND) {
         *out = strdup("");
         return *out ? 0 : -ENOMEM;
@@ -406,7 +344,7 @@ static int seal(struct dyn_rdzv *r, int64_t round)
     int64_t count;
     int rc;
     key(r, k, sizeof k, "r%" PRId64 "/joined", round);
-    if ((rc = el_store_add(r->cl, k, 0, &count)))
+    if ((rc = el_store_add(r->link.cl, k, 0, &count)))
         return store_fail(r, rc, "counting the joiners");
     if (count <= 0)
         return 1;
@@ -432,8 +370,8 @@ static int seal(struct dyn_rdzv *r, int64_t round)
             s + 1);
     }
     if (!batch)
-        batch = el_store_multi_get(r->cl, keys, (size_t)count, vals, lens,
-                                   r->io_timeout_ms < 1000 ? r->io_timeout_ms
+        batch = el_store_multi_get(r->link.cl, keys, (size_t)count, vals, lens,
+                                   r->link.io_timeout_ms < 1000 ? r->link.io_timeout_ms
                                                            : 1000);
     free(keys);
     free(kbuf);
@@ -452,7 +390,7 @@ static int seal(struct dyn_rdzv *r, int64_t round)
             val = vals[s - 1];
         } else {
             key(r, k, sizeof k, "r%" PRId64 "/node/%" PRId64, round, s);
-            rc = el_store_get(r->cl, k, &val, &len, 200);
+            rc = el_store_get(r->link.cl, k, &val, &len, 200);
             if (rc == -ETIMEDOUT)
                 continue;
             if (rc) {
@@ -492,13 +430,13 @@ static int seal(struct dyn_rdzv *r, int64_t round)
                                 m[i].lws, m[i].name);
     free(m);
     key(r, k, sizeof k, "r%" PRId64 "/members", round);
-    rc = el_store_compare_set(r->cl, k, "", 0, list, len, NULL, NULL);
+    rc = el_store_compare_set(r->link.cl, k, "", 0, list, len, NULL, NULL);
     free(list);
     if (rc == 0 || rc == EL_EMISMATCH) {
         /* Nodes still waiting for a deadline wake up and find the list. */
         char dk[400];
         key(r, dk, sizeof dk, "r%" PRId64 "/deadline", round);
-        int drc = el_store_compare_set(r->cl, dk, "", 0, "0", 1, NULL, NULL);
+        int drc = el_store_compare_set(r->link.cl, dk, "", 0, "0", 1, NULL, NULL);
         if (drc && drc != EL_EMISMATCH)
             return store_fail(r, drc, "marking the round sealed");
     }
@@ -510,12 +448,12 @@ static int seal(struct dyn_rdzv *r, int64_t round)
         if (round > 0) {
             snprintf(wk, sizeof wk, "/worker/attempt_%" PRId64 "/",
                      round - 1);
-            el_store_delete_prefix(r->cl, wk, &cnt);
+            el_store_delete_prefix(r->link.cl, wk, &cnt);
             snprintf(wk, sizeof wk, "//worker/attempt_%" PRId64 "/",
                      round - 1);
-            el_store_delete_prefix(r->cl, wk, &cnt);
+            el_store_delete_prefix(r->link.cl, wk, &cnt);
             key(r, k, sizeof k, "r%" PRId64 "/", round - 1);
-            el_store_delete_prefix(r->cl, k, &cnt);
+            el_store_delete_prefix(r->link.cl, k, &cnt);
         }
         return 0;
     }
@@ -544,8 +482,8 @@ static void *live_main(void *arg)
     int seen_present = 0, rc;
     /* This connection's silence beyond the keep-alive window is a death. */
     int window = r->keepalive_ms * r->keepalive_attempts;
-    rc = connect_store(r, &w, window, r->stop_pipe[0],
-                       el_now_ms() + r->io_timeout_ms);
+    rc = el__rdzv_connect(&r->base, &r->link, &w, window, r->stop_pipe[0],
+                       el_now_ms() + r->link.io_timeout_ms);
     if (rc == 0) {
         el_store_set_cancel_fd(w, r->stop_pipe[0]);
         key(r, k, sizeof k, "events");
@@ -728,7 +666,7 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
                         r->min_nodes, r->join_timeout_ms / 1000);
         if ((rc = ensure_client(r, cancel_fd, deadline)))
             return rc;
-        el_store_set_cancel_fd(r->cl, -1);
+        el_store_set_cancel_fd(r->link.cl, -1);
         if ((rc = check_closed(r)) != 0)
             return rc < 0 ? rc : EL_ECLOSED;
         int64_t round;
@@ -750,7 +688,7 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
         void *val = NULL;
         size_t len;
         key(r, k, sizeof k, "r%" PRId64 "/members", round);
-        rc = el_store_try_get(r->cl, k, &val, &len);
+        rc = el_store_try_get(r->link.cl, k, &val, &len);
         if (rc && rc != EL_ENOTFOUND)
             return store_fail(r, rc, "reading the members");
         if (rc == 0) {
@@ -786,8 +724,8 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
                 info->base_rank = base_rank;
                 info->world_size = world;
                 snprintf(info->store_host, sizeof info->store_host, "%s",
-                         r->host);
-                info->store_port = r->port;
+                         r->link.host);
+                info->store_port = r->link.port;
                 info->use_agent_store = 1;
                 return 0;
             }
@@ -818,8 +756,8 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
             snprintf(cur, sizeof cur, "%" PRId64, round);
             key(r, k, sizeof k, "round");
             long long left = deadline - el_now_ms();
-            el_store_set_cancel_fd(r->cl, cancel_fd);
-            rc = el_store_watch(r->cl, k, 1, cur, strlen(cur), &present, &nv,
+            el_store_set_cancel_fd(r->link.cl, cancel_fd);
+            rc = el_store_watch(r->link.cl, k, 1, cur, strlen(cur), &present, &nv,
                                 &len, left > 0 ? (int)left : 0);
             free(nv);
             if (rc && rc != -ETIMEDOUT)
@@ -830,13 +768,13 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
         /* Round 'round' is open: join it once. */
         if (r->joined_round != round) {
             key(r, k, sizeof k, "r%" PRId64 "/joined", round);
-            if ((rc = el_store_add(r->cl, k, 1, &r->seq)))
+            if ((rc = el_store_add(r->link.cl, k, 1, &r->seq)))
                 return store_fail(r, rc, "joining");
             key(r, k, sizeof k, "r%" PRId64 "/node/%" PRId64, round, r->seq);
             int prev = r->rank;
             snprintf(v, sizeof v, "v1 %s %d %d %s", r->id, lws, prev,
                      r->name);
-            if ((rc = el_store_set(r->cl, k, v, strlen(v))))
+            if ((rc = el_store_set(r->link.cl, k, v, strlen(v))))
                 return store_fail(r, rc, "publishing this node");
             r->joined_round = round;
             /* Count this node in if the round expects it. */
@@ -844,7 +782,7 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
             size_t el;
             expect_n = 0;
             key(r, k, sizeof k, "r%" PRId64 "/expect", round);
-            rc = el_store_try_get(r->cl, k, &ev, &el);
+            rc = el_store_try_get(r->link.cl, k, &ev, &el);
             if (rc && rc != EL_ENOTFOUND)
                 return store_fail(r, rc, "reading the expected nodes");
             if (rc == 0) {
@@ -852,13 +790,13 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
                 int mine = expected(ev, r->id);
                 free(ev);
                 key(r, k, sizeof k, "r%" PRId64 "/expected_in", round);
-                if (mine && (rc = el_store_add(r->cl, k, 1, NULL)))
+                if (mine && (rc = el_store_add(r->link.cl, k, 1, NULL)))
                     return store_fail(r, rc, "joining as expected");
             }
         }
         int64_t count;
         key(r, k, sizeof k, "r%" PRId64 "/joined", round);
-        if ((rc = el_store_add(r->cl, k, 0, &count)))
+        if ((rc = el_store_add(r->link.cl, k, 0, &count)))
             return store_fail(r, rc, "counting the joiners");
         /* 'stale': sealing found too few live nodes among this many
          * joiners (some died); only a new joiner can change that. */
@@ -898,7 +836,7 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
                 wait = window;
             char d[32];
             snprintf(d, sizeof d, "%lld", wall_ms() + wait);
-            rc = el_store_compare_set(r->cl, dk, "", 0, d, strlen(d), NULL,
+            rc = el_store_compare_set(r->link.cl, dk, "", 0, d, strlen(d), NULL,
                                       NULL);
             if (rc && rc != EL_EMISMATCH)
                 return store_fail(r, rc, "setting the round's deadline");
@@ -907,7 +845,7 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
         long long left = deadline - el_now_ms();
         if (left <= 0)
             continue;
-        el_store_set_cancel_fd(r->cl, cancel_fd);
+        el_store_set_cancel_fd(r->link.cl, cancel_fd);
         if (dl < 0 && stale >= 0) {
             /* Too few live joiners: wait for another one. */
             char cur[32];
@@ -915,13 +853,13 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
             snprintf(cur, sizeof cur, "%" PRId64, count);
             key(r, k, sizeof k, "r%" PRId64 "/joined", round);
             int wait = r->keepalive_ms < left ? r->keepalive_ms : (int)left;
-            rc = el_store_watch(r->cl, k, 1, cur, strlen(cur), &present,
+            rc = el_store_watch(r->link.cl, k, 1, cur, strlen(cur), &present,
                                 NULL, NULL, wait);
         } else if (dl < 0) {
             /* Fewer than MIN so far: wait for the deadline to be set (the
              * seal sets it too); look again every keep-alive interval. */
             int wait = r->keepalive_ms < left ? r->keepalive_ms : (int)left;
-            rc = el_store_get(r->cl, dk, NULL, NULL, wait);
+            rc = el_store_get(r->link.cl, dk, NULL, NULL, wait);
         } else {
             /* Wait for the seal until the deadline (plus a stagger by
              * arrival, so one node seals and the others just read). */
@@ -929,10 +867,10 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
             if (until > left)
                 until = left;
             key(r, k, sizeof k, "r%" PRId64 "/members", round);
-            rc = until > 0 ? el_store_get(r->cl, k, NULL, NULL, (int)until)
+            rc = until > 0 ? el_store_get(r->link.cl, k, NULL, NULL, (int)until)
                            : -ETIMEDOUT;
             if (rc == -ETIMEDOUT) {
-                el_store_set_cancel_fd(r->cl, -1);
+                el_store_set_cancel_fd(r->link.cl, -1);
                 if ((rc = seal(r, round)) < 0)
                     return rc;
                 if (rc == 1) {
@@ -940,13 +878,13 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
                      * and wait for more. */
                     stale = count;
                     stale_round = round;
-                    el_store_delete(r->cl, dk, NULL);
+                    el_store_delete(r->link.cl, dk, NULL);
                 }
                 continue;
             }
         }
-        if (r->cl)
-            el_store_set_cancel_fd(r->cl, -1);
+        if (r->link.cl)
+            el_store_set_cancel_fd(r->link.cl, -1);
         if (rc && rc != -ETIMEDOUT)
             return store_fail(r, rc, "waiting for the round");
     }
@@ -963,8 +901,8 @@ static int dyn_num_nodes_waiting(struct el_rdzv *base, int *n)
     if (r->lost)
         return FAIL(r, EL_EPEERLOST, "lost the rendezvous store at %s:%d "
                     "(its host is gone, or this node was cut off for longer "
-                    "than the keep-alive window)", r->host, r->port);
-    if ((rc = ensure_client(r, -1, el_now_ms() + r->io_timeout_ms)))
+                    "than the keep-alive window)", r->link.host, r->link.port);
+    if ((rc = ensure_client(r, -1, el_now_ms() + r->link.io_timeout_ms)))
         return rc;
     if ((rc = check_closed(r)) != 0) {
         if (rc < 0)
@@ -1008,7 +946,7 @@ static int dyn_report_failure(struct el_rdzv *base, const char *why)
     char k[400];
     int64_t first, used, now;
     int rc;
-    if ((rc = ensure_client(r, -1, el_now_ms() + r->io_timeout_ms)))
+    if ((rc = ensure_client(r, -1, el_now_ms() + r->link.io_timeout_ms)))
         return rc;
     /* Workers often fail because a peer node died (their collectives lose
      * it).  That round ended for a change of membership: re-form without
@@ -1027,18 +965,18 @@ static int dyn_report_failure(struct el_rdzv *base, const char *why)
     if (cur > r->round || lost)
         return 0;
     key(r, k, sizeof k, "r%" PRId64 "/failed", r->round);
-    if ((rc = el_store_add(r->cl, k, 1, &first)))
+    if ((rc = el_store_add(r->link.cl, k, 1, &first)))
         return store_fail(r, rc, "reporting a failure");
     if (first == 1) {
         key(r, k, sizeof k, "restarts");
-        if ((rc = el_store_add(r->cl, k, 1, &used)))
+        if ((rc = el_store_add(r->link.cl, k, 1, &used)))
             return store_fail(r, rc, "charging the restart budget");
         if (used > r->max_restarts) {
             char msg[300];
             snprintf(msg, sizeof msg, "failed: restart budget of %d used up "
                      "(last: %s)", r->max_restarts, why ? why : "failure");
             key(r, k, sizeof k, "closed");
-            el_store_compare_set(r->cl, k, "", 0, msg, strlen(msg), NULL,
+            el_store_compare_set(r->link.cl, k, "", 0, msg, strlen(msg), NULL,
                                  NULL);
             append_event(r, "closed %s", msg);
             return FAIL(r, EL_ELIMIT, "%s", msg);
@@ -1081,19 +1019,19 @@ static int dyn_exit_barrier(struct el_rdzv *base, int succeeded,
         return rc;
     key(r, k, sizeof k, "r%" PRId64 "/exit/done", r->round);
     if (!succeeded) {
-        rc = el_store_set(r->cl, k, "failed", 6);
+        rc = el_store_set(r->link.cl, k, "failed", 6);
         return rc ? store_fail(r, rc, "reporting the failure") : 0;
     }
     int64_t n;
     key(r, kc, sizeof kc, "r%" PRId64 "/exit/count", r->round);
-    if ((rc = el_store_add(r->cl, kc, 1, &n)))
+    if ((rc = el_store_add(r->link.cl, kc, 1, &n)))
         return store_fail(r, rc, "entering the exit barrier");
-    if (n >= r->nmembers && (rc = el_store_set(r->cl, k, "ok", 2)))
+    if (n >= r->nmembers && (rc = el_store_set(r->link.cl, k, "ok", 2)))
         return store_fail(r, rc, "completing the exit barrier");
-    el_store_set_cancel_fd(r->cl, cancel_fd);
-    rc = el_store_get(r->cl, k, NULL, NULL, timeout_ms);
-    if (r->cl)
-        el_store_set_cancel_fd(r->cl, -1);
+    el_store_set_cancel_fd(r->link.cl, cancel_fd);
+    rc = el_store_get(r->link.cl, k, NULL, NULL, timeout_ms);
+    if (r->link.cl)
+        el_store_set_cancel_fd(r->link.cl, -1);
     if (rc == -ETIMEDOUT)
         return FAIL(r, rc, "exit barrier: not every node finished within "
                     "%d s", timeout_ms / 1000);
@@ -1105,10 +1043,10 @@ static int dyn_set_closed(struct el_rdzv *base)
     struct dyn_rdzv *r = (struct dyn_rdzv *)base;
     char k[400];
     r->closed = 1;
-    if (!r->cl && ensure_client(r, -1, el_now_ms() + 2000))
+    if (!r->link.cl && ensure_client(r, -1, el_now_ms() + 2000))
         return EL_EPEERLOST;
     key(r, k, sizeof k, "closed");
-    int rc = el_store_compare_set(r->cl, k, "", 0, "ok", 2, NULL, NULL);
+    int rc = el_store_compare_set(r->link.cl, k, "", 0, "ok", 2, NULL, NULL);
     if (rc && rc != EL_EMISMATCH)
         return store_fail(r, rc, "closing");
     return append_event(r, "closed ok");
@@ -1118,7 +1056,7 @@ static void dyn_close(struct el_rdzv *base)
 {
     struct dyn_rdzv *r = (struct dyn_rdzv *)base;
     stop_live(r);
-    el_store_close(r->cl);
+    el_store_close(r->link.cl);
     el_store_server_close(r->srv);
     close(r->stop_pipe[0]);
     close(r->stop_pipe[1]);
@@ -1146,12 +1084,14 @@ static int maybe_host(struct dyn_rdzv *r, int is_host, char *err,
 {
     if (is_host < 0)
         return 0;
-    struct el_store_server_opts so = {.host = r->host, .port = r->port};
-    if (strcmp(r->host, "localhost") == 0)
+    struct el_store_server_opts so = {.host = r->link.host,
+                                      .port = r->link.port};
+    if (strcmp(r->link.host, "localhost") == 0)
         so.host = "127.0.0.1";
     int rc = el_store_server_start(&r->srv, &so);
     if (rc == 0) {
-        note(r, "hosting the rendezvous store on %s:%d", r->host, r->port);
+        note(r, "hosting the rendezvous store on %s:%d", r->link.host,
+             r->link.port);
         return 0;
     }
     r->srv = NULL;
@@ -1159,7 +1099,7 @@ static int maybe_host(struct dyn_rdzv *r, int is_host, char *err,
                         rc == EL_EUSAGE))
         return 0; /* someone else hosts it, or the address is not ours */
     snprintf(err, errlen, "cannot host the rendezvous store on %s:%d: %s",
-             r->host, r->port, el_strerror(rc));
+             r->link.host, r->link.port, el_strerror(rc));
     return rc;
 }
 
@@ -1186,7 +1126,7 @@ int el__rdzv_dynamic_open(struct el_rdzv **out,
     r->max_restarts = cfg->max_restarts;
     r->join_timeout_ms = cfg->join_timeout_ms > 0 ? cfg->join_timeout_ms
                                                   : 600000;
-    r->io_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 60000;
+    r->link.io_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 60000;
     r->last_call_ms = cfg->last_call_timeout_ms > 0 ? cfg->last_call_timeout_ms
                                                     : 0;
     r->keepalive_ms = cfg->keep_alive_interval_ms > 0
@@ -1201,9 +1141,11 @@ int el__rdzv_dynamic_open(struct el_rdzv **out,
     r->stop_pipe[0] = r->stop_pipe[1] = -1;
     snprintf(r->run_id, sizeof r->run_id, "%s",
              cfg->run_id ? cfg->run_id : "none");
-    snprintf(r->prefix, sizeof r->prefix, "/elrun/%s/", r->run_id);
-    snprintf(r->host, sizeof r->host, "%s", cfg->host);
-    r->port = cfg->port;
+    snprintf(r->link.prefix, sizeof r->link.prefix, "/elrun/%s/", r->run_id);
+    snprintf(r->link.host, sizeof r->link.host, "%s", cfg->host);
+    r->link.port = cfg->port;
+    r->link.hint = "check --rdzv-endpoint and that the host agent (or "
+                   "'elrun store') runs there";
     if (cfg->local_addr && *cfg->local_addr)
         snprintf(r->name, sizeof r->name, "%s", cfg->local_addr);
     else if (gethostname(r->name, sizeof r->name) != 0)

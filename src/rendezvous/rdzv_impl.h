@@ -8,7 +8,9 @@
 
 #include <stddef.h>
 
+#include "elrun/net.h"
 #include "elrun/rdzv.h"
+#include "elrun/store.h"
 
 struct el_rdzv_ops {
     const char *name;
@@ -40,6 +42,38 @@ int el__rdzv_static_open(struct el_rdzv **out,
 int el__rdzv_dynamic_open(struct el_rdzv **out,
                           const struct el_rdzv_config *cfg, char *err,
                           size_t errlen);
+
+/* A backend's connection to the rendezvous store (store_link.c): where it
+ * is, the job's key prefix, and the main client, connected lazily. */
+struct el__rdzv_link {
+    char host[EL_HOST_MAX];
+    int port;
+    char prefix[300];          /* "/elrun/<run_id>/"                        */
+    int io_timeout_ms;
+    const char *hint;          /* how to fix "cannot reach the store"       */
+    struct el_store *cl;       /* NULL until connected, or after a failure */
+};
+
+/* prefix + printf(fmt, ...) into buf. */
+void el__rdzv_key(const struct el__rdzv_link *l, char *buf, size_t cap,
+                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Connect a client to the link's store, retrying refused connections until
+ * deadline (el_now_ms() clock); -ECANCELED as soon as cancel_fd (>= 0) is
+ * readable.  Other failures set r's message and return the error. */
+int el__rdzv_connect(struct el_rdzv *r, const struct el__rdzv_link *l,
+                     struct el_store **out, int io_timeout_ms, int cancel_fd,
+                     long long deadline);
+
+/* Connect l->cl if it is not connected. */
+int el__rdzv_ensure(struct el_rdzv *r, struct el__rdzv_link *l, int cancel_fd,
+                    long long deadline);
+
+/* A call on l->cl failed with rc: set r's message naming 'what', and close
+ * the connection unless it is still usable (timeout, mismatch, not found).
+ * Returns rc. */
+int el__rdzv_store_fail(struct el_rdzv *r, struct el__rdzv_link *l, int rc,
+                        const char *what);
 
 /* printf into r->errmsg; returns rc. */
 int el__rdzv_fail(struct el_rdzv *r, int rc, const char *fmt, ...)

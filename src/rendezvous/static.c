@@ -37,14 +37,11 @@
 struct st_rdzv {
     struct el_rdzv base;
     char run_id[256];
-    char host[EL_HOST_MAX];       /* where agents reach the store */
+    struct el__rdzv_link link;    /* the store: where, key prefix, client */
     char master_addr[EL_HOST_MAX]; /* what workers get as MASTER_ADDR */
-    int port;
     int nodes, node_rank, standalone;
-    int join_timeout_ms, io_timeout_ms;
-    char prefix[300];
+    int join_timeout_ms;
     struct el_store_server *srv;
-    struct el_store *cl;
     int64_t round;                /* last completed round, -1 before */
     int64_t joining;              /* round being joined, -1 if none */
     int stage;                    /* progress in joining (resumable) */
@@ -62,18 +59,11 @@ struct st_rdzv {
 
 #define FAIL(r, rc, ...) el__rdzv_fail(&(r)->base, (rc), __VA_ARGS__)
 
-static void key(const struct st_rdzv *r, char *buf, size_t cap,
-                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static void key(const struct st_rdzv *r, char *buf, size_t cap,
-                const char *fmt, ...)
-{
-    int n = snprintf(buf, cap, "%s", r->prefix);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + n, cap - (size_t)n, fmt, ap);
-    va_end(ap);
-}
+#define key(r, ...) el__rdzv_key(&(r)->link, __VA_ARGS__)
+#define ensure_client(r, cancel_fd, deadline)                               \
+    el__rdzv_ensure(&(r)->base, &(r)->link, (cancel_fd), (deadline))
+#define store_fail(r, rc, what) el__rdzv_store_fail(&(r)->base, &(r)->link, \
+                                                    (rc), (what))
 
 static int is_loopback(const char *h)
 {
@@ -81,56 +71,9 @@ static int is_loopback(const char *h)
            strcmp(h, "::1") == 0;
 }
 
-/* Connect the main client, retrying until the deadline; cancellable. */
-static int ensure_client(struct st_rdzv *r, int cancel_fd, long long deadline)
-{
-    int rc = 0;
-    while (!r->cl) {
-        long long left = deadline - el_now_ms();
-        if (left <= 0)
-            return FAIL(r, rc ? rc : -ETIMEDOUT,
-                        "cannot reach the rendezvous store at %s:%d (%s); "
-                        "start node 0 first or check --master-addr/--master-"
-                        "port", r->host, r->port,
-                        el_strerror(rc ? rc : -ETIMEDOUT));
-        if (cancel_fd >= 0) {
-            struct pollfd p = {.fd = cancel_fd, .events = POLLIN};
-            if (poll(&p, 1, 0) > 0)
-                return -ECANCELED;
-        }
-        rc = el_store_connect(&r->cl, r->host, r->port,
-                              left < 200 ? (int)left : 200, r->io_timeout_ms);
-        if (rc == EL_EUSAGE)
-            return FAIL(r, rc, "rendezvous host '%s' does not resolve",
-                        r->host);
-        if (rc && rc != -ECONNREFUSED && rc != -ETIMEDOUT && rc != -EPIPE &&
-            rc != -ECONNRESET && rc != -EHOSTUNREACH && rc != EL_EPROTO)
-            return FAIL(r, rc, "cannot reach the rendezvous store at %s:%d: "
-                        "%s", r->host, r->port, el_strerror(rc));
-    }
-    return 0;
-}
-
-/* A store call failed: remember why and drop a broken connection. */
-static int store_fail(struct st_rdzv *r, int rc, const char *what)
-{
-    if (rc == -ECANCELED) {
-        el_store_close(r->cl);  /* the client closed it already */
-        r->cl = NULL;
-        return rc;
-    }
-    FAIL(r, rc, "rendezvous store %s:%d: %s: %s", r->host, r->port, what,
-         el_store_errmsg(r->cl));
-    if (rc != -ETIMEDOUT && rc != EL_EMISMATCH && rc != EL_ENOTFOUND) {
-        el_store_close(r->cl);
-        r->cl = NULL;
-    }
-    return rc;
-}
-
 static int get_int(struct st_rdzv *r, const char *k, int64_t *v)
 {
-    int rc = el_store_add(r->cl, k, 0, v);
+    int rc = el_store_add(r->link.cl, k, 0, v);
     return rc ? store_fail(r, rc, "reading a counter") : 0;
 }
 
@@ -143,7 +86,8 @@ static void *watch_main(void *arg)
     char k[400], exp[32];
     uint64_t one = 1;
     int64_t seen = r->watch_from;
-    int rc = el_store_connect(&w, r->host, r->port, 5000, r->io_timeout_ms);
+    int rc = el_store_connect(&w, r->link.host, r->link.port, 5000,
+                              r->link.io_timeout_ms);
     if (rc == 0) {
         el_store_set_cancel_fd(w, r->stop_pipe[0]);
         key(r, k, sizeof k, "round");
@@ -217,7 +161,7 @@ static int st_next(struct el_rdzv *base, int lws, int cancel_fd,
     rc = ensure_client(r, cancel_fd, deadline);
     if (rc)
         return rc;
-    el_store_set_cancel_fd(r->cl, -1);
+    el_store_set_cancel_fd(r->link.cl, -1);
 
     if (r->joining < 0) {
         int64_t cur, target = r->round + 1, done = 0;
@@ -233,7 +177,7 @@ static int st_next(struct el_rdzv *base, int lws, int cancel_fd,
             size_t glen;
             snprintf(e, sizeof e, "%" PRId64, cur);
             snprintf(d, sizeof d, "%" PRId64, target);
-            rc = el_store_compare_set(r->cl, k, e, strlen(e), d, strlen(d),
+            rc = el_store_compare_set(r->link.cl, k, e, strlen(e), d, strlen(d),
                                       &got, &glen);
             if (rc == 0) {
                 free(got);
@@ -253,7 +197,7 @@ static int st_next(struct el_rdzv *base, int lws, int cancel_fd,
             /* The nodes waiting in the exit barrier must not wait for us:
              * this job cannot finish as a whole any more. */
             key(r, k, sizeof k, "exit/done");
-            el_store_set(r->cl, k, "failed", 6);
+            el_store_set(r->link.cl, k, "failed", 6);
             return FAIL(r, EL_ECLOSED, "another node already finished the "
                         "job, so round %" PRId64 " cannot start", target);
         }
@@ -270,10 +214,10 @@ static int st_next(struct el_rdzv *base, int lws, int cancel_fd,
         int64_t claims;
         key(r, k, sizeof k, "r%" PRId64 "/lws/%d", k_round, r->node_rank);
         snprintf(v, sizeof v, "%d", lws);
-        if ((rc = el_store_set(r->cl, k, v, strlen(v))))
+        if ((rc = el_store_set(r->link.cl, k, v, strlen(v))))
             return store_fail(r, rc, "publishing the worker count");
         key(r, k, sizeof k, "r%" PRId64 "/node/%d", k_round, r->node_rank);
-        if ((rc = el_store_add(r->cl, k, 1, &claims)))
+        if ((rc = el_store_add(r->link.cl, k, 1, &claims)))
             return store_fail(r, rc, "claiming the node rank");
         if (claims > 1) {
             r->joining = -1;
@@ -286,20 +230,20 @@ static int st_next(struct el_rdzv *base, int lws, int cancel_fd,
     if (r->stage == 1) {
         int64_t n;
         key(r, k, sizeof k, "r%" PRId64 "/join", k_round);
-        if ((rc = el_store_add(r->cl, k, 1, &n)))
+        if ((rc = el_store_add(r->link.cl, k, 1, &n)))
             return store_fail(r, rc, "joining the round");
         if (n == r->nodes) {
             int64_t cnt;
             /* Last to arrive: no worker of an earlier round runs any more,
              * so their keys can go. */
-            el_store_delete_prefix(r->cl, "//worker/attempt_", &cnt);
-            el_store_delete_prefix(r->cl, "/worker/attempt_", &cnt);
+            el_store_delete_prefix(r->link.cl, "//worker/attempt_", &cnt);
+            el_store_delete_prefix(r->link.cl, "/worker/attempt_", &cnt);
             if (k_round > 0) {
                 key(r, k, sizeof k, "r%" PRId64 "/", k_round - 1);
-                el_store_delete_prefix(r->cl, k, &cnt);
+                el_store_delete_prefix(r->link.cl, k, &cnt);
             }
             key(r, k, sizeof k, "r%" PRId64 "/ok", k_round);
-            if ((rc = el_store_set(r->cl, k, "1", 1)))
+            if ((rc = el_store_set(r->link.cl, k, "1", 1)))
                 return store_fail(r, rc, "completing the round");
         }
         r->stage = 2;
@@ -309,10 +253,10 @@ static int st_next(struct el_rdzv *base, int lws, int cancel_fd,
         size_t len;
         long long left = deadline - el_now_ms();
         key(r, k, sizeof k, "r%" PRId64 "/ok", k_round);
-        el_store_set_cancel_fd(r->cl, cancel_fd);
-        rc = el_store_get(r->cl, k, &val, &len, left > 0 ? (int)left : 0);
-        if (r->cl)
-            el_store_set_cancel_fd(r->cl, -1);
+        el_store_set_cancel_fd(r->link.cl, cancel_fd);
+        rc = el_store_get(r->link.cl, k, &val, &len, left > 0 ? (int)left : 0);
+        if (r->link.cl)
+            el_store_set_cancel_fd(r->link.cl, -1);
         int closed = rc == 0 && len == 6 && memcmp(val, "closed", 6) == 0;
         free(val);
         if (closed) {
@@ -346,8 +290,8 @@ static int st_next(struct el_rdzv *base, int lws, int cancel_fd,
                 k_round, i);
             keys[i] = kbuf + (size_t)i * 400;
         }
-        rc = el_store_multi_get(r->cl, keys, (size_t)r->nodes, vals, lens,
-                                r->io_timeout_ms);
+        rc = el_store_multi_get(r->link.cl, keys, (size_t)r->nodes, vals, lens,
+                                r->link.io_timeout_ms);
         if (rc == 0) {
             for (int i = 0; i < r->nodes; i++) {
                 int n = atoi(vals[i]);
@@ -371,7 +315,7 @@ static int st_next(struct el_rdzv *base, int lws, int cancel_fd,
     info->base_rank = base_rank;
     info->world_size = world;
     snprintf(info->store_host, sizeof info->store_host, "%s", r->master_addr);
-    info->store_port = r->port;
+    info->store_port = r->link.port;
     info->use_agent_store = 1;
     return start_watcher(r);
 }
@@ -387,8 +331,8 @@ static int st_num_nodes_waiting(struct el_rdzv *base, int *n)
         return 0;
     if (r->lost)
         return FAIL(r, EL_EPEERLOST, "lost the connection to the rendezvous "
-                    "store at %s:%d (node 0 gone?)", r->host, r->port);
-    if (!r->cl && (rc = ensure_client(r, -1, el_now_ms() + 1000)))
+                    "store at %s:%d (node 0 gone?)", r->link.host, r->link.port);
+    if (!r->link.cl && (rc = ensure_client(r, -1, el_now_ms() + 1000)))
         return rc;
     key(r, k, sizeof k, "round");
     if ((rc = get_int(r, k, &cur)))
@@ -428,7 +372,7 @@ static int st_exit_barrier(struct el_rdzv *base, int succeeded,
         return 0;
     if ((rc = ensure_client(r, cancel_fd, el_now_ms() + 2000)))
         return rc;
-    el_store_set_cancel_fd(r->cl, -1);
+    el_store_set_cancel_fd(r->link.cl, -1);
     key(r, k, sizeof k, "exit/done");
     if (!succeeded) {
         /* Release nodes in the barrier, close the job, and raise the round
@@ -436,15 +380,15 @@ static int st_exit_barrier(struct el_rdzv *base, int succeeded,
          * the job closed instead of waiting for peers that will not come. */
         int64_t v;
         char kr[400], e[32], d[32];
-        rc = el_store_set(r->cl, k, "failed", 6);
+        rc = el_store_set(r->link.cl, k, "failed", 6);
         key(r, kr, sizeof kr, "closed");
         if (!rc)
-            rc = el_store_add(r->cl, kr, 1, &v);
+            rc = el_store_add(r->link.cl, kr, 1, &v);
         key(r, kr, sizeof kr, "round");
         snprintf(e, sizeof e, "%" PRId64, r->round);
         snprintf(d, sizeof d, "%" PRId64, r->round + 1);
         if (!rc) {
-            rc = el_store_compare_set(r->cl, kr, e, strlen(e), d, strlen(d),
+            rc = el_store_compare_set(r->link.cl, kr, e, strlen(e), d, strlen(d),
                                       NULL, NULL);
             if (rc == EL_EMISMATCH)
                 rc = 0;  /* someone raised it already */
@@ -454,9 +398,9 @@ static int st_exit_barrier(struct el_rdzv *base, int succeeded,
     int64_t n;
     char kc[400];
     key(r, kc, sizeof kc, "exit/count");
-    if ((rc = el_store_add(r->cl, kc, 1, &n)))
+    if ((rc = el_store_add(r->link.cl, kc, 1, &n)))
         return store_fail(r, rc, "entering the exit barrier");
-    if (n >= r->nodes && (rc = el_store_set(r->cl, k, "ok", 2)))
+    if (n >= r->nodes && (rc = el_store_set(r->link.cl, k, "ok", 2)))
         return store_fail(r, rc, "completing the exit barrier");
     /* A node that asked for a new round before we got here waits for us
      * in vain: end its round as closed and release the barrier.  (One that
@@ -468,16 +412,16 @@ static int st_exit_barrier(struct el_rdzv *base, int succeeded,
         return rc;
     if (cur > r->round) {
         key(r, kr, sizeof kr, "r%" PRId64 "/ok", cur);
-        if ((rc = el_store_set(r->cl, kr, "closed", 6)) ||
-            (rc = el_store_set(r->cl, k, "failed", 6)))
+        if ((rc = el_store_set(r->link.cl, kr, "closed", 6)) ||
+            (rc = el_store_set(r->link.cl, k, "failed", 6)))
             return store_fail(r, rc, "closing a round nobody can finish");
     }
     void *val = NULL;
     size_t len;
-    el_store_set_cancel_fd(r->cl, cancel_fd);
-    rc = el_store_get(r->cl, k, &val, &len, timeout_ms);
-    if (r->cl)
-        el_store_set_cancel_fd(r->cl, -1);
+    el_store_set_cancel_fd(r->link.cl, cancel_fd);
+    rc = el_store_get(r->link.cl, k, &val, &len, timeout_ms);
+    if (r->link.cl)
+        el_store_set_cancel_fd(r->link.cl, -1);
     free(val);
     if (rc == -ETIMEDOUT)
         return FAIL(r, rc, "exit barrier: not every node finished within "
@@ -491,10 +435,10 @@ static int st_set_closed(struct el_rdzv *base)
     char k[400];
     int64_t v;
     r->closed = 1;
-    if (r->nodes <= 1 || !r->cl)
+    if (r->nodes <= 1 || !r->link.cl)
         return 0;
     key(r, k, sizeof k, "closed");
-    int rc = el_store_add(r->cl, k, 1, &v);
+    int rc = el_store_add(r->link.cl, k, 1, &v);
     return rc ? store_fail(r, rc, "closing") : 0;
 }
 
@@ -502,8 +446,8 @@ static void st_close(struct el_rdzv *base)
 {
     struct st_rdzv *r = (struct st_rdzv *)base;
     stop_watcher(r);
-    el_store_close(r->cl);
-    r->cl = NULL;
+    el_store_close(r->link.cl);
+    r->link.cl = NULL;
     if (r->srv && r->nodes > 1) {
         /* The other nodes may still be reading the exit barrier's answer:
          * give them up to 2 s to hang up before the store goes away. */
@@ -579,18 +523,19 @@ int el__rdzv_static_open(struct el_rdzv **out,
     r->stop_pipe[0] = r->stop_pipe[1] = -1;
     r->join_timeout_ms = cfg->join_timeout_ms > 0 ? cfg->join_timeout_ms
                                                   : 600000;
-    r->io_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 60000;
+    r->link.io_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 60000;
     r->on_event = cfg->on_event;
     r->event_arg = cfg->event_arg;
     snprintf(r->run_id, sizeof r->run_id, "%s",
              cfg->run_id ? cfg->run_id : "none");
-    snprintf(r->prefix, sizeof r->prefix, "/elrun/%s/", r->run_id);
+    snprintf(r->link.prefix, sizeof r->link.prefix, "/elrun/%s/", r->run_id);
     const char *host = cfg->host && *cfg->host ? cfg->host
                        : standalone ? "127.0.0.1" : "127.0.0.1";
     if (standalone && strcmp(host, "localhost") == 0)
         host = "127.0.0.1";
-    snprintf(r->host, sizeof r->host, "%s", host);
-    r->port = cfg->port;
+    snprintf(r->link.host, sizeof r->link.host, "%s", host);
+    r->link.port = cfg->port;
+    r->link.hint = "start node 0 first or check --master-addr/--master-port";
     r->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (r->evfd < 0 || pipe2(r->stop_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
         int e = -errno;
@@ -608,7 +553,7 @@ int el__rdzv_static_open(struct el_rdzv **out,
         int local_only = is_loopback(host) &&
                          !(standalone && cfg->local_addr &&
                            !is_loopback(cfg->local_addr));
-        snprintf(bind, sizeof bind, "%s", local_only ? r->host : "0.0.0.0");
+        snprintf(bind, sizeof bind, "%s", local_only ? r->link.host : "0.0.0.0");
         if (strcmp(bind, "localhost") == 0)
             snprintf(bind, sizeof bind, "127.0.0.1");
         so.host = bind;
@@ -625,10 +570,10 @@ int el__rdzv_static_open(struct el_rdzv **out,
             free(r);
             return rc;
         }
-        r->port = el_store_server_port(r->srv);
+        r->link.port = el_store_server_port(r->srv);
     }
     snprintf(r->master_addr, sizeof r->master_addr, "%s",
-             cfg->local_addr && standalone ? cfg->local_addr : r->host);
+             cfg->local_addr && standalone ? cfg->local_addr : r->link.host);
     *out = &r->base;
     return 0;
 }

@@ -191,7 +191,8 @@ static int raise_round(struct dyn_rdzv *r, int64_t target, const char *expect,
         else
             snprintf(e, sizeof e, "%" PRId64, cur);
         snprintf(d, sizeof d, "%" PRId64, target);
-        rc = el_store_compare_set(r->link.cl, k, e, strlen(e), d, strlen(d), &got,
+        rc = el_store_compare_set(r->link.cl, k, e, strlen(e), d, strlen(d),
+                                  &got,
                                   &glen);
         if (rc == 0) {
             free(got);
@@ -371,7 +372,8 @@ static int seal(struct dyn_rdzv *r, int64_t round)
     }
     if (!batch)
         batch = el_store_multi_get(r->link.cl, keys, (size_t)count, vals, lens,
-                                   r->link.io_timeout_ms < 1000 ? r->link.io_timeout_ms
+                                   r->link.io_timeout_ms < 1000
+                                       ? r->link.io_timeout_ms
                                                            : 1000);
     free(keys);
     free(kbuf);
@@ -436,7 +438,8 @@ static int seal(struct dyn_rdzv *r, int64_t round)
         /* Nodes still waiting for a deadline wake up and find the list. */
         char dk[400];
         key(r, dk, sizeof dk, "r%" PRId64 "/deadline", round);
-        int drc = el_store_compare_set(r->link.cl, dk, "", 0, "0", 1, NULL, NULL);
+        int drc = el_store_compare_set(r->link.cl, dk, "", 0, "0", 1, NULL,
+                                       NULL);
         if (drc && drc != EL_EMISMATCH)
             return store_fail(r, drc, "marking the round sealed");
     }
@@ -757,7 +760,8 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
             key(r, k, sizeof k, "round");
             long long left = deadline - el_now_ms();
             el_store_set_cancel_fd(r->link.cl, cancel_fd);
-            rc = el_store_watch(r->link.cl, k, 1, cur, strlen(cur), &present, &nv,
+            rc = el_store_watch(r->link.cl, k, 1, cur, strlen(cur), &present,
+                                &nv,
                                 &len, left > 0 ? (int)left : 0);
             free(nv);
             if (rc && rc != -ETIMEDOUT)
@@ -1154,7 +1158,8 @@ int el__rdzv_dynamic_open(struct el_rdzv **out,
         if (*p == ' ' || *p == '\n')
             *p = '_';
     unsigned rnd = (unsigned)(el_now_ns() ^ ((long long)getpid() << 16));
-    snprintf(r->id, sizeof r->id, "%.150s#%d#%08x", r->name, (int)getpid(), rnd);
+    snprintf(r->id, sizeof r->id, "%.150s#%d#%08x", r->name, (int)getpid(),
+             rnd);
     r->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (r->evfd < 0 || pipe2(r->stop_pipe, O_CLOEXEC) < 0) {
         int e = -errno;

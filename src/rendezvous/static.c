@@ -331,7 +331,8 @@ static int st_num_nodes_waiting(struct el_rdzv *base, int *n)
         return 0;
     if (r->lost)
         return FAIL(r, EL_EPEERLOST, "lost the connection to the rendezvous "
-                    "store at %s:%d (node 0 gone?)", r->link.host, r->link.port);
+                    "store at %s:%d (node 0 gone?)", r->link.host,
+                    r->link.port);
     if (!r->link.cl && (rc = ensure_client(r, -1, el_now_ms() + 1000)))
         return rc;
     key(r, k, sizeof k, "round");
@@ -388,7 +389,8 @@ static int st_exit_barrier(struct el_rdzv *base, int succeeded,
         snprintf(e, sizeof e, "%" PRId64, r->round);
         snprintf(d, sizeof d, "%" PRId64, r->round + 1);
         if (!rc) {
-            rc = el_store_compare_set(r->link.cl, kr, e, strlen(e), d, strlen(d),
+            rc = el_store_compare_set(r->link.cl, kr, e, strlen(e), d,
+                                      strlen(d),
                                       NULL, NULL);
             if (rc == EL_EMISMATCH)
                 rc = 0;  /* someone raised it already */
@@ -553,7 +555,8 @@ int el__rdzv_static_open(struct el_rdzv **out,
         int local_only = is_loopback(host) &&
                          !(standalone && cfg->local_addr &&
                            !is_loopback(cfg->local_addr));
-        snprintf(bind, sizeof bind, "%s", local_only ? r->link.host : "0.0.0.0");
+        snprintf(bind, sizeof bind, "%s",
+                 local_only ? r->link.host : "0.0.0.0");
         if (strcmp(bind, "localhost") == 0)
             snprintf(bind, sizeof bind, "127.0.0.1");
         so.host = bind;

@@ -10,6 +10,7 @@
 # The figures (watch latency, longest pause during a failover) are printed
 # as "# ..." lines.
 . "$(dirname "$0")/lib.sh"
+set -o pipefail                # "$CHECK" ... | tee: the check's status counts
 INFRA="$ROOT/tests/infra"
 CHECK="$ROOT/$BUILD/tests/helpers/etcd_check"
 

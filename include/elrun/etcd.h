@@ -201,6 +201,39 @@ int el_etcd_cas(struct el_etcd *c, const char *key,
                 const struct el_etcd_cas *cas, int *succeeded,
                 struct el_etcd_kv *cur);
 
+/* A general transaction: if every comparison holds, run the 'then' ops,
+ * else the 'otherwise' ops, atomically (several keys at once: e.g. bump a
+ * round and write its expectation together).  *succeeded says which branch
+ * ran; *revision (may be NULL) is the store's revision after it.  Ops do not
+ * return values (read afterwards).  Retried only when certainly not
+ * applied; a member failing with it in flight gives -ECONNABORTED. */
+struct el_etcd_cmp {
+    const char *key;
+    enum el_etcd_if cond;      /* as in struct el_etcd_cas                  */
+    const void *value;         /* EL_ETCD_IF_VALUE                          */
+    size_t value_len;
+    int64_t mod_revision;      /* EL_ETCD_IF_MOD                            */
+};
+
+enum el_etcd_op_type {
+    EL_ETCD_OP_PUT,            /* key = value (on lease if not 0)           */
+    EL_ETCD_OP_DELETE,         /* key                                       */
+    EL_ETCD_OP_DELETE_PREFIX,  /* every key starting with key ("" refused)  */
+};
+
+struct el_etcd_op {
+    enum el_etcd_op_type type;
+    const char *key;
+    const void *value;
+    size_t value_len;
+    int64_t lease;
+};
+
+int el_etcd_txn(struct el_etcd *c, const struct el_etcd_cmp *cmps,
+                size_t ncmp, const struct el_etcd_op *then, size_t nthen,
+                const struct el_etcd_op *otherwise, size_t notherwise,
+                int *succeeded, int64_t *revision);
+
 /* Add delta to the decimal integer held by key (missing = 0) and return the
  * result in *result (may be NULL): a read and a transaction on the read's
  * mod_revision, repeated while other writers get in between.  EL_EPROTO if

@@ -203,59 +203,118 @@ int el_etcd_compact(struct el_etcd *c, int64_t revision)
 
 /* ---- transactions ---- */
 
-static json_t *txn_body(const char *key, const struct el_etcd_cas *cas)
+/* ---- general transactions ---- */
+
+static json_t *cmp_json(const struct el_etcd_cmp *m)
 {
-    json_t *cmp = key_obj(key, 0), *put, *rng = key_obj(key, 0);
-    json_t *rng2 = key_obj(key, 0);
-    json_t *b = json_object();
-    if (!cmp || !rng || !rng2 || !b)
-        goto fail;
-    switch (cas->cond) {
+    json_t *o = key_obj(m->key, 0);
+    if (!o)
+        return NULL;
+    switch (m->cond) {
     case EL_ETCD_IF_ABSENT:
-        json_object_set_new(cmp, "target", json_string("CREATE"));
-        json_object_set_new(cmp, "create_revision", json_string("0"));
+        json_object_set_new(o, "target", json_string("CREATE"));
+        json_object_set_new(o, "create_revision", json_string("0"));
         break;
     case EL_ETCD_IF_VALUE:
-        json_object_set_new(cmp, "target", json_string("VALUE"));
-        json_object_set_new(cmp, "value",
-                            el_etcd_json_b64(cas->expected ? cas->expected
-                                                           : "",
-                                             cas->expected_len));
+        json_object_set_new(o, "target", json_string("VALUE"));
+        json_object_set_new(o, "value",
+                            el_etcd_json_b64(m->value ? m->value : "",
+                                             m->value_len));
         break;
     case EL_ETCD_IF_MOD:
-        json_object_set_new(cmp, "target", json_string("MOD"));
-        json_object_set_new(cmp, "mod_revision", int_str(cas->mod_revision));
+        json_object_set_new(o, "target", json_string("MOD"));
+        json_object_set_new(o, "mod_revision", int_str(m->mod_revision));
         break;
     }
-    json_object_set_new(cmp, "result", json_string("EQUAL"));
-    if (cas->remove) {
-        put = json_pack("{s:o}", "request_delete_range", key_obj(key, 0));
-    } else {
-        json_t *p = key_obj(key, 0);
-        if (p) {
-            json_object_set_new(p, "value",
-                                el_etcd_json_b64(cas->desired ? cas->desired
-                                                              : "",
-                                                 cas->desired_len));
-            if (cas->lease)
-                json_object_set_new(p, "lease", int_str(cas->lease));
-        }
-        put = json_pack("{s:o}", "request_put", p);
+    json_object_set_new(o, "result", json_string("EQUAL"));
+    return o;
+}
+
+static json_t *op_json(const struct el_etcd_op *op)
+{
+    json_t *o = key_obj(op->key, op->type == EL_ETCD_OP_DELETE_PREFIX);
+    if (!o)
+        return NULL;
+    if (op->type == EL_ETCD_OP_PUT) {
+        json_object_set_new(o, "value",
+                            el_etcd_json_b64(op->value ? op->value : "",
+                                             op->value_len));
+        if (op->lease)
+            json_object_set_new(o, "lease", int_str(op->lease));
+        return json_pack("{s:o}", "request_put", o);
     }
-    /* Both branches end with a read of the key: the caller learns the
-     * revision it wrote, or the value that made the compare fail. */
-    json_object_set_new(b, "compare", json_pack("[o]", cmp));
-    json_object_set_new(b, "success",
-                        json_pack("[o,{s:o}]", put, "request_range", rng));
-    json_object_set_new(b, "failure", json_pack("[{s:o}]", "request_range",
-                                                rng2));
-    return b;
-fail:
-    json_decref(cmp);
-    json_decref(rng);
-    json_decref(rng2);
-    json_decref(b);
-    return NULL;
+    return json_pack("{s:o}", "request_delete_range", o);
+}
+
+static int ops_ok(const struct el_etcd_op *ops, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!ops[i].key || !*ops[i].key || ops[i].type > EL_ETCD_OP_DELETE_PREFIX)
+            return 0;
+    return 1;
+}
+
+int el_etcd_txn(struct el_etcd *c, const struct el_etcd_cmp *cmps,
+                size_t ncmp, const struct el_etcd_op *then, size_t nthen,
+                const struct el_etcd_op *otherwise, size_t notherwise,
+                int *succeeded, int64_t *revision)
+{
+    *succeeded = 0;
+    for (size_t i = 0; i < ncmp; i++)
+        if (!cmps[i].key || !*cmps[i].key)
+            return el_etcd_fail(c, EL_EUSAGE, "etcd txn: empty key");
+    if (!ops_ok(then, nthen) || !ops_ok(otherwise, notherwise))
+        return el_etcd_fail(c, EL_EUSAGE, "etcd txn: bad op (empty key?)");
+    json_t *b = json_object(), *jc = json_array(), *js = json_array(),
+           *jf = json_array();
+    int bad = !b || !jc || !js || !jf;
+    for (size_t i = 0; !bad && i < ncmp; i++)
+        bad = json_array_append_new(jc, cmp_json(&cmps[i])) != 0;
+    for (size_t i = 0; !bad && i < nthen; i++)
+        bad = json_array_append_new(js, op_json(&then[i])) != 0;
+    for (size_t i = 0; !bad && i < notherwise; i++)
+        bad = json_array_append_new(jf, op_json(&otherwise[i])) != 0;
+    if (bad) {
+        json_decref(b);
+        json_decref(jc);
+        json_decref(js);
+        json_decref(jf);
+        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    }
+    json_object_set_new(b, "compare", jc);
+    json_object_set_new(b, "success", js);
+    json_object_set_new(b, "failure", jf);
+    json_t *r;
+    int rc = el_etcd_call(c, "/v3/kv/txn", b, EL_ETCD_RETRY_NEVER, &r, NULL);
+    if (rc)
+        return el_etcd_context(c, rc, "txn on",
+                               ncmp ? cmps[0].key
+                                    : nthen ? then[0].key : "(nothing)");
+    *succeeded = json_is_true(json_object_get(r, "succeeded"));
+    if (revision)
+        *revision = header_rev(r);
+    json_decref(r);
+    return 0;
+}
+
+/* The body of el_etcd_cas: the compare, the write (or delete), and in both
+ * branches a read of the key, so the caller learns the revision it wrote
+ * or the value that made the compare fail. */
+static json_t *txn_body(const char *key, const struct el_etcd_cas *cas)
+{
+    struct el_etcd_cmp m = {.key = key, .cond = cas->cond,
+                            .value = cas->expected,
+                            .value_len = cas->expected_len,
+                            .mod_revision = cas->mod_revision};
+    struct el_etcd_op op = {.type = cas->remove ? EL_ETCD_OP_DELETE
+                                                : EL_ETCD_OP_PUT,
+                            .key = key, .value = cas->desired,
+                            .value_len = cas->desired_len,
+                            .lease = cas->lease};
+    return json_pack("{s:[o],s:[o,{s:o}],s:[{s:o}]}", "compare", cmp_json(&m),
+                     "success", op_json(&op), "request_range",
+                     key_obj(key, 0), "failure", "request_range",
+                     key_obj(key, 0));
 }
 
 /* The kv of the last response_range of a txn reply (cur->key NULL when the

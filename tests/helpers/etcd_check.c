@@ -237,6 +237,56 @@ static int cmd_basic(void)
     OK(el_etcd_cas(c, k("state"), &cas, &succ, &kv));
     CHECK(succ && kv.key == NULL, "delete if value");
 
+    /* a general transaction over several keys */
+    struct el_etcd_cmp cm[2] = {{.key = k("t/round"), .cond = EL_ETCD_IF_ABSENT}};
+    struct el_etcd_op th[3] = {
+        {.type = EL_ETCD_OP_PUT, .key = k("t/round"), .value = "1",
+         .value_len = 1},
+        {.type = EL_ETCD_OP_PUT, .key = k("t/expect"), .value = "3",
+         .value_len = 1},
+        {.type = EL_ETCD_OP_PUT, .key = k("t/dir/a"), .value = "a",
+         .value_len = 1},
+    };
+    struct el_etcd_op el[1] = {
+        {.type = EL_ETCD_OP_PUT, .key = k("t/lost"), .value = "x",
+         .value_len = 1},
+    };
+    int64_t trev;
+    OK(el_etcd_txn(c, cm, 1, th, 3, NULL, 0, &succ, &trev));
+    CHECK(succ && trev > 0, "txn creates");
+    OK(el_etcd_get_kv(c, k("t/expect"), &kv, NULL));
+    CHECK(strcmp(kv.value, "3") == 0 && kv.mod_revision == trev,
+          "all writes of a txn at one revision");
+    int64_t expect_mod = kv.mod_revision;
+    el_etcd_kv_clear(&kv);
+    OK(el_etcd_txn(c, cm, 1, th, 3, el, 1, &succ, NULL));
+    CHECK(!succ, "txn compare fails the second time");
+    OK(el_etcd_get(c, k("t/lost"), &v, &len, NULL));
+    free(v);
+    cm[0] = (struct el_etcd_cmp){.key = k("t/round"), .cond = EL_ETCD_IF_VALUE,
+                                 .value = "1", .value_len = 1};
+    cm[1] = (struct el_etcd_cmp){.key = k("t/expect"), .cond = EL_ETCD_IF_MOD,
+                                 .mod_revision = expect_mod};
+    struct el_etcd_op th2[3] = {
+        {.type = EL_ETCD_OP_PUT, .key = k("t/round"), .value = "2",
+         .value_len = 1},
+        {.type = EL_ETCD_OP_DELETE, .key = k("t/expect")},
+        {.type = EL_ETCD_OP_DELETE_PREFIX, .key = k("t/dir/")},
+    };
+    OK(el_etcd_txn(c, cm, 2, th2, 3, NULL, 0, &succ, NULL));
+    CHECK(succ, "txn on value and mod_revision");
+    CHECK(el_etcd_get(c, k("t/expect"), &v, &len, NULL) == EL_ENOTFOUND &&
+              el_etcd_get(c, k("t/dir/a"), &v, &len, NULL) == EL_ENOTFOUND,
+          "txn deletes");
+    OK(el_etcd_get(c, k("t/round"), &v, &len, NULL));
+    CHECK(strcmp(v, "2") == 0, "txn put");
+    free(v);
+    OK(el_etcd_txn(c, cm, 2, th2, 3, NULL, 0, &succ, NULL));
+    CHECK(!succ, "stale txn fails");
+    th2[0].key = "";
+    CHECK(el_etcd_txn(c, cm, 2, th2, 1, NULL, 0, &succ, NULL) == EL_EUSAGE,
+          "txn with an empty key");
+
     /* atomic add */
     int64_t res;
     OK(el_etcd_add(c, k("ctr"), 5, &res));

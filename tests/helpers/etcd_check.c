@@ -11,7 +11,8 @@
  *                                      the longest gap between ops.  FILE
  *                                      is written once ops run.
  *   etcd_check bench EPS [N]           op latencies; up to N concurrent
- *                                      joiners: a shared ADD vs a key each
+ *                                      joiners: a shared ADD vs a key each;
+ *                                      a put seen by up to N watchers
  *   etcd_check error EPS [KEY]         a put (a watch if ETCD_CHECK_WATCH
  *                                      is set) that must fail: prints the
  *                                      code and message, exits 0 if it did
@@ -876,6 +877,62 @@ static double join_round(int n, int use_add)
     return last - t0;
 }
 
+struct fan {
+    pthread_barrier_t *ready;
+    double seen_ms;
+    int rc;
+};
+
+static void *fan_main(void *arg)
+{
+    struct fan *f = arg;
+    struct el_etcd *c = client();
+    struct el_etcd_watch *w;
+    f->rc = el_etcd_watch_open(c, k("bench/fan/"), 1, 0, &w);
+    pthread_barrier_wait(f->ready);
+    if (f->rc == 0) {
+        struct el_etcd_event *evs;
+        size_t n;
+        f->rc = el_etcd_watch_next(w, &evs, &n, 10000);
+        f->seen_ms = now_ms();
+        if (f->rc == 0)
+            el_etcd_events_free(evs, n);
+        el_etcd_watch_close(w);
+    }
+    el_etcd_close(c);
+    return NULL;
+}
+
+/* m watchers of one prefix; one put; ms until the last one saw it. */
+static double fan_out(struct el_etcd *c, int m, double *median)
+{
+    struct fan *fs = calloc((size_t)m, sizeof *fs);
+    pthread_t *ts = calloc((size_t)m, sizeof *ts);
+    double *d = calloc((size_t)m, sizeof *d);
+    pthread_barrier_t ready;
+    pthread_barrier_init(&ready, NULL, (unsigned)m + 1);
+    for (int i = 0; i < m; i++) {
+        fs[i].ready = &ready;
+        pthread_create(&ts[i], NULL, fan_main, &fs[i]);
+    }
+    pthread_barrier_wait(&ready); /* every watch confirmed by etcd */
+    double t0 = now_ms();
+    OK(el_etcd_put(c, k("bench/fan/x"), "1", 1, 0, NULL));
+    for (int i = 0; i < m; i++) {
+        pthread_join(ts[i], NULL);
+        CHECK(fs[i].rc == 0, "watcher %d: %d", i, fs[i].rc);
+        d[i] = fs[i].seen_ms - t0;
+    }
+    qsort(d, (size_t)m, sizeof *d, cmp_d);
+    *median = d[m / 2];
+    double last = d[m - 1];
+    pthread_barrier_destroy(&ready);
+    free(fs);
+    free(ts);
+    free(d);
+    return last;
+}
+
 static int cmd_bench(int n)
 {
     struct el_etcd *c = client();
@@ -920,6 +977,11 @@ static int cmd_bench(int n)
         printf("bench: %d concurrent joiners: one shared ADD counter %.0f ms, "
                "a key each (order by create_revision) %.0f ms\n",
                m, add, put);
+    }
+    for (int m = 16; m <= n; m *= 4) {
+        double med, last = fan_out(c, m, &med);
+        printf("bench: one put seen by %d watchers (each its own stream): "
+               "median %.1f ms, last %.1f ms\n", m, med, last);
     }
     OK(el_etcd_delete_prefix(c, prefix, NULL));
     el_etcd_close(c);

@@ -591,6 +591,10 @@ static int call_once(struct el_etcd *c, const char *path, json_t *body,
                      enum el_etcd_retry retry, json_t **reply,
                      int *ambiguous);
 
+/* How long after a member failure requests get the short per-member
+ * timeout (long enough to cover an election). */
+#define SUSPECT_MS 5000
+
 int el_etcd_call(struct el_etcd *c, const char *path, json_t *body,
                  enum el_etcd_retry retry, json_t **reply, int *ambiguous)
 {
@@ -634,7 +638,8 @@ static int call_once(struct el_etcd *c, const char *path, json_t *body,
         free(text);
         return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
     }
-    int rc = 0, backoff = 50, all_tls;
+    int rc = 0, backoff = 50, all_tls, pass = 0;
+    int suspect = el_etcd_now_ms() < c->suspect_until;
     size_t start = c->cur;
     for (;;) {
         all_tls = 1;
@@ -646,6 +651,15 @@ static int call_once(struct el_etcd *c, const char *path, json_t *body,
             int tmo = left < c->opts.request_timeout_ms
                           ? (int)left
                           : c->opts.request_timeout_ms;
+            /* For a while after a member failed, the cluster may be
+             * electing a leader, and a member holds what it forwarded to
+             * the dead one until we give up: give retryable requests a
+             * shorter time per member (500 ms, doubling each pass). */
+            if (suspect && retry != EL_ETCD_RETRY_NEVER) {
+                int quick = pass < 4 ? 500 << pass : INT32_MAX;
+                if (tmo > quick)
+                    tmo = quick;
+            }
             json_t *r = NULL;
             enum attempt a = attempt(c, i, path, text, blen, tmo, &r);
             tried[i] = 1;
@@ -676,6 +690,8 @@ static int call_once(struct el_etcd *c, const char *path, json_t *body,
             }
             if (a != ATT_TLS)
                 all_tls = 0;
+            suspect = 1;
+            c->suspect_until = el_etcd_now_ms() + SUSPECT_MS;
             /* The next call starts with the next member, not this one. */
             if (i == c->cur) {
                 c->cur = (i + 1) % c->nm;
@@ -708,6 +724,7 @@ static int call_once(struct el_etcd *c, const char *path, json_t *body,
             goto done;
         }
         backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
+        pass++;
     }
 out_of_time:
     list_tried(c, "etcd unreachable, members tried:", tried, 0);

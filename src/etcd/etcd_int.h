@@ -83,6 +83,7 @@ struct el_etcd {
     struct el_etcd_buf resp;
     int cancel_fd;
     uint64_t failovers;
+    int64_t suspect_until;     /* a member failed recently (client.c)      */
     char curl_err[CURL_ERROR_SIZE];
     char errmsg[1024];
 };

@@ -49,6 +49,7 @@ struct el_store_server_stats {
     uint64_t keys;             /* keys holding a value                       */
     uint64_t requests;         /* requests served since start                */
     uint64_t rejected;         /* connections closed for a bad request       */
+    uint64_t parked;           /* requests waiting for keys (GET, WAIT ...)  */
 };
 
 struct el_store_server;

@@ -93,7 +93,7 @@ struct el_store_server {
     pthread_t thread;
     uv_async_t stop_async;
     /* Counters, read from any thread. */
-    uint64_t n_conns, n_requests, n_rejected, n_keys;
+    uint64_t n_conns, n_requests, n_rejected, n_keys, n_parked;
 };
 
 static void conn_close(struct conn *c, const char *why);
@@ -313,6 +313,8 @@ static void unpark(struct conn *c)
 static void park_end(struct conn *c)
 {
     unpark(c);
+    if (c->parked)
+        __atomic_sub_fetch(&c->srv->n_parked, 1, __ATOMIC_RELAXED);
     free(c->parked);
     c->parked = NULL;
     c->parked_len = 0;
@@ -385,6 +387,8 @@ static int park(struct conn *c, const struct el_req *rq, const uint8_t *frame,
             return -1;
         }
         memcpy(copy, frame, rq->frame_len);
+        if (!c->parked)
+            __atomic_add_fetch(&c->srv->n_parked, 1, __ATOMIC_RELAXED);
         free(c->parked);
         c->parked = copy;
         c->parked_len = rq->frame_len;
@@ -1181,6 +1185,7 @@ void el_store_server_stats(const struct el_store_server *srv,
     st->keys = __atomic_load_n(&srv->n_keys, __ATOMIC_RELAXED);
     st->requests = __atomic_load_n(&srv->n_requests, __ATOMIC_RELAXED);
     st->rejected = __atomic_load_n(&srv->n_rejected, __ATOMIC_RELAXED);
+    st->parked = __atomic_load_n(&srv->n_parked, __ATOMIC_RELAXED);
 }
 
 /* Close every handle; in embedded mode the last close callback frees. */

@@ -39,14 +39,15 @@ _cleanup() {
 trap _cleanup EXIT
 trap 'exit 130' INT TERM
 
-# test_expect_success NAME SCRIPT: run SCRIPT in a subshell with -e; any
-# failing command fails the case.  (Not inside an `if`: bash ignores -e in a
+# test_expect_success NAME SCRIPT: run SCRIPT in a subshell with -e and
+# pipefail; any failing command (or stage of a pipeline) fails the case.  (Not inside an `if`: bash ignores -e in a
 # condition, and only the last command would count.)
 test_expect_success() {
     local name=$1 script=$2 st
     _n=$((_n + 1))
     local log="$T/case.$_n.log"
-    ( set -e; [[ -n ${TEST_TRACE:-} ]] && set -x; eval "$script" ) >"$log" 2>&1
+    ( set -eo pipefail; [[ -n ${TEST_TRACE:-} ]] && set -x; eval "$script" ) \
+        >"$log" 2>&1
     st=$?
     if ((st == 0)); then
         echo "ok $_n - $name"; _pass=$((_pass + 1))

@@ -304,6 +304,25 @@ static int timed_out(struct el_store *s, const char *what, const char *key,
                 timeout_ms, key);
 }
 
+/* Start an X_* request that the server may hold for up to timeout_ms. */
+static int begin_wait(struct el_store *s, uint8_t code, int timeout_ms)
+{
+    TRY(begin(s, code));
+    return put_i64(s, timeout_ms < 0 ? -1 : timeout_ms);
+}
+
+/* Send it and read its status byte: 0 when the keys are there, -ETIMEDOUT
+ * when the server's timeout passed (the connection stays usable). */
+static int await_status(struct el_store *s, const char *what, const char *key,
+                        int timeout_ms)
+{
+    uint8_t st;
+    long long dl = wait_deadline(s, timeout_ms);
+    TRY(send_req(s, what));
+    TRY(recv_u8(s, &st, dl, what));
+    return st == EL_X_TIMEOUT ? timed_out(s, what, key, timeout_ms) : 0;
+}
+
 int el_store_set(struct el_store *s, const char *key, const void *val,
                  size_t len)
 {
@@ -316,15 +335,9 @@ int el_store_set(struct el_store *s, const char *key, const void *val,
 int el_store_get(struct el_store *s, const char *key, void **val, size_t *len,
                  int timeout_ms)
 {
-    uint8_t st;
-    long long dl = wait_deadline(s, timeout_ms);
-    TRY(begin(s, EL_CODE_X_GET));
-    TRY(put_i64(s, timeout_ms < 0 ? -1 : timeout_ms));
+    TRY(begin_wait(s, EL_CODE_X_GET, timeout_ms));
     TRY(put_key(s, key));
-    TRY(send_req(s, "GET"));
-    TRY(recv_u8(s, &st, dl, "GET"));
-    if (st == EL_X_TIMEOUT)
-        return timed_out(s, "GET", key, timeout_ms);
+    TRY(await_status(s, "GET", key, timeout_ms));
     return recv_bytes(s, val, len, io_deadline(s), "GET");
 }
 
@@ -395,16 +408,9 @@ int el_store_check(struct el_store *s, const char *const keys[], size_t n,
 int el_store_wait(struct el_store *s, const char *const keys[], size_t n,
                   int timeout_ms)
 {
-    uint8_t st;
-    long long dl = wait_deadline(s, timeout_ms);
-    TRY(begin(s, EL_CODE_X_WAIT));
-    TRY(put_i64(s, timeout_ms < 0 ? -1 : timeout_ms));
+    TRY(begin_wait(s, EL_CODE_X_WAIT, timeout_ms));
     TRY(put_keys(s, keys, n));
-    TRY(send_req(s, "WAIT"));
-    TRY(recv_u8(s, &st, dl, "WAIT"));
-    if (st == EL_X_TIMEOUT)
-        return timed_out(s, "WAIT", n ? keys[0] : "", timeout_ms);
-    return 0;
+    return await_status(s, "WAIT", n ? keys[0] : "", timeout_ms);
 }
 
 static int key_op_i64(struct el_store *s, uint8_t code, const char *key,
@@ -457,15 +463,9 @@ int el_store_append(struct el_store *s, const char *key, const void *val,
 int el_store_multi_get(struct el_store *s, const char *const keys[], size_t n,
                        void *vals[], size_t lens[], int timeout_ms)
 {
-    uint8_t st;
-    long long dl = wait_deadline(s, timeout_ms);
-    TRY(begin(s, EL_CODE_X_MULTI_GET));
-    TRY(put_i64(s, timeout_ms < 0 ? -1 : timeout_ms));
+    TRY(begin_wait(s, EL_CODE_X_MULTI_GET, timeout_ms));
     TRY(put_keys(s, keys, n));
-    TRY(send_req(s, "MULTI_GET"));
-    TRY(recv_u8(s, &st, dl, "MULTI_GET"));
-    if (st == EL_X_TIMEOUT)
-        return timed_out(s, "MULTI_GET", n ? keys[0] : "", timeout_ms);
+    TRY(await_status(s, "MULTI_GET", n ? keys[0] : "", timeout_ms));
     for (size_t i = 0; i < n; i++) {
         int rc = recv_bytes(s, &vals[i], &lens[i], io_deadline(s),
                             "MULTI_GET");
@@ -494,17 +494,12 @@ int el_store_watch(struct el_store *s, const char *key, int expect_present,
                    const void *expected, size_t elen, int *present,
                    void **val, size_t *len, int timeout_ms)
 {
-    uint8_t st, pr;
-    long long dl = wait_deadline(s, timeout_ms);
-    TRY(begin(s, EL_CODE_X_WATCH));
-    TRY(put_i64(s, timeout_ms < 0 ? -1 : timeout_ms));
+    uint8_t pr;
+    TRY(begin_wait(s, EL_CODE_X_WATCH, timeout_ms));
     TRY(put_key(s, key));
     TRY(put_u8(s, expect_present ? 1 : 0));
     TRY(put_str(s, expected, expect_present ? elen : 0));
-    TRY(send_req(s, "WATCH"));
-    TRY(recv_u8(s, &st, dl, "WATCH"));
-    if (st == EL_X_TIMEOUT)
-        return timed_out(s, "WATCH", key, timeout_ms);
+    TRY(await_status(s, "WATCH", key, timeout_ms));
     TRY(recv_u8(s, &pr, io_deadline(s), "WATCH"));
     void *v = NULL;
     size_t n = 0;

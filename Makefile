@@ -49,11 +49,13 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EXAMPLE_SRC := $(wildcard examples/*.c)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 HELPER_SRC := $(wildcard tests/helpers/*.c)
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_REPLAY := $(FUZZ_NAMES:%=$(BUILD)/fuzz_replay_%)
 HELPER_BIN := $(HELPER_SRC:tests/helpers/%.c=$(BUILD)/tests/helpers/%)
 
 .PHONY: all deps test unit e2e demo demo-elastic fuzz bench install clean
 all: $(BUILD)/elrun $(BUILD)/libelrun.a $(BUILD)/libelrun.so $(BUILD)/elrun.pc \
-     $(BUILD)/unit_tests $(BUILD)/fuzz_replay $(BENCH_BIN) $(EXAMPLE_BIN) $(HELPER_BIN)
+     $(BUILD)/unit_tests $(FUZZ_REPLAY) $(BENCH_BIN) $(EXAMPLE_BIN) $(HELPER_BIN)
 
 deps:
 	@scripts/deps.sh
@@ -80,10 +82,11 @@ $(BUILD)/elrun.pc: Makefile
 $(BUILD)/unit_tests: $(UNIT_OBJ) $(BUILD)/libelrun.a
 	$(CC) $(LDFLAGS) -o $@ $(UNIT_OBJ) $(BUILD)/libelrun.a $(LDLIBS)
 
-# The fuzz targets built with a plain main() that replays their corpus, so
-# `make test` exercises them without clang.
-$(BUILD)/fuzz_replay: tests/fuzz/fuzz_proto.c tests/fuzz/replay_main.c $(BUILD)/libelrun.a
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ tests/fuzz/fuzz_proto.c tests/fuzz/replay_main.c \
+# Each fuzz target (tests/fuzz/fuzz_NAME.c) built with a plain main() that
+# replays its corpus (tests/fuzz/corpus/NAME), so `make test` exercises them
+# without clang.
+$(BUILD)/fuzz_replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(BUILD)/libelrun.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/replay_main.c \
 	    $(BUILD)/libelrun.a $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libelrun.a
@@ -113,11 +116,13 @@ demo-elastic: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/demo-elastic.sh
 
-fuzz: tests/fuzz/fuzz_proto.c $(LIB_SRC)
+fuzz: $(FUZZ_NAMES:%=tests/fuzz/fuzz_%.c) $(LIB_SRC)
 	@mkdir -p build-fuzz
-	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
-	    $(PKG_CFLAGS) -o build-fuzz/fuzz_proto tests/fuzz/fuzz_proto.c $(LIB_SRC) $(LDLIBS)
-	@echo "run: build-fuzz/fuzz_proto -max_total_time=60 tests/fuzz/corpus/proto"
+	for n in $(FUZZ_NAMES); do \
+	    clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
+	        $(PKG_CFLAGS) -o build-fuzz/fuzz_$$n tests/fuzz/fuzz_$$n.c $(LIB_SRC) $(LDLIBS) || exit 1; \
+	    echo "run: build-fuzz/fuzz_$$n -max_total_time=60 tests/fuzz/corpus/$$n"; \
+	done
 
 bench: all
 	@bench/run.sh

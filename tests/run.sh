@@ -35,7 +35,11 @@ run_part() { # name, command...
 what=${1:-all} filter=${2:-}
 if [[ $what == all || $what == unit ]]; then
     run_part unit "$BUILD/unit_tests"
-    run_part fuzz-replay "$BUILD/fuzz_replay" tests/fuzz/corpus/proto
+    for f in "$BUILD"/fuzz_replay_*; do
+        [[ -x $f ]] || continue
+        n=${f##*/fuzz_replay_}
+        run_part "fuzz-$n" "$f" "tests/fuzz/corpus/$n"
+    done
 fi
 if [[ $what == all || $what == e2e ]]; then
     for t in tests/e2e/t[0-9]*.sh; do

@@ -686,9 +686,13 @@ static void on_stop_signal(int sig)
 static void save_on_exit(struct run *r, struct mlp *m, const struct state *s,
                          int64_t last_saved, int any_rank, const char *why)
 {
-    if ((r->rank != 0 && !any_rank) || !r->o.ckpt_dir ||
-        s->step == last_saved)
+    if ((r->rank != 0 && !any_rank) || !r->o.ckpt_dir)
         return;
+    if (s->step == last_saved) { /* the periodic save just did it */
+        el_log(EL_LOG_INFO, "rank %d: %s: checkpoint step %lld is saved "
+               "already; exiting", r->rank, why, (long long)s->step);
+        return;
+    }
     save_ckpt(r, m, s, any_rank);
     el_log(EL_LOG_INFO, "rank %d: %s: saved checkpoint step %lld before "
            "exiting", r->rank, why, (long long)s->step);

@@ -39,6 +39,12 @@ TORCHRUN=$PWD/bench/agent_torchrun311
 /usr/bin/python3 -c 'import torch' 2>/dev/null || TORCHRUN_N=0
 
 free_port() { /usr/bin/python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+# row LABEL [NOTE]: one table line from the figures in res[] (ms).
+row() {
+    local v; v=$(printf '%s\n' "${res[@]}" | sort -n)
+    printf "%8s %12s %12s %12s%s\n" "$1" "$(median <<<"$v")" \
+        "$(head -1 <<<"$v")" "$(tail -1 <<<"$v")" "${2:+   $2}"
+}
 median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "n/a"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
 # start_agents DIR N NNODES CONF MODE: N agents; prints the ns timestamp
@@ -103,8 +109,7 @@ for n in $SIZES; do
         res+=($(( (t_all - t_last) / 1000000 )))
         stop_all "$d"; rm -rf "$d"
     done
-    printf "%8s %12s %12s %12s\n" "$n" "$(printf '%s\n' "${res[@]}" | median)" \
-        "$(printf '%s\n' "${res[@]}" | sort -n | head -1)" "$(printf '%s\n' "${res[@]}" | sort -n | tail -1)"
+    row "$n"
 done
 
 if ((TORCHRUN_N > 0)); then
@@ -118,9 +123,7 @@ if ((TORCHRUN_N > 0)); then
         res+=($(( (t_all - t_last) / 1000000 )))
         stop_all "$d"; rm -rf "$d"
     done
-    printf "%8s %12s %12s %12s   torchrun 1.13 (--monitor_interval=0.1; its last_call_timeout must be >= 1)\n" "$TORCHRUN_N" \
-        "$(printf '%s\n' "${res[@]}" | median)" \
-        "$(printf '%s\n' "${res[@]}" | sort -n | head -1)" "$(printf '%s\n' "${res[@]}" | sort -n | tail -1)"
+    row "$TORCHRUN_N" "torchrun 1.13 (--monitor_interval=0.1; its last_call_timeout must be >= 1)"
 fi
 
 echo
@@ -141,8 +144,7 @@ for n in $KILL_SIZES; do
         res+=($(( (t_all - t0) / 1000000 )))
         stop_all "$d"; rm -rf "$d"
     done
-    printf "%8s %12s %12s %12s\n" "$n" "$(printf '%s\n' "${res[@]}" | median)" \
-        "$(printf '%s\n' "${res[@]}" | sort -n | head -1)" "$(printf '%s\n' "${res[@]}" | sort -n | tail -1)"
+    row "$n"
 done
 
 echo
@@ -159,5 +161,4 @@ for ((r = 0; r < REPS; r++)); do
     res+=($(( (t_all - t0) / 1000000 )))
     stop_all "$d"; rm -rf "$d"
 done
-printf "%8s %12s %12s %12s\n" "3->4" "$(printf '%s\n' "${res[@]}" | median)" \
-    "$(printf '%s\n' "${res[@]}" | sort -n | head -1)" "$(printf '%s\n' "${res[@]}" | sort -n | tail -1)"
+row "3->4"

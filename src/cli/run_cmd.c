@@ -88,44 +88,6 @@ static void uuid4(char out[37])
              b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
-/* Look up key in "k=v,k2=v2" (keys and values trimmed); -1 if absent. */
-static int conf_seconds(const char *conf, const char *key, double *out,
-                        char *err, size_t cap)
-{
-    size_t kl = strlen(key);
-    const char *p = conf;
-    while (p && *p) {
-        size_t len = strcspn(p, ",");
-        const char *k = p;
-        while (*k == ' ')
-            k++;
-        if (strncmp(k, key, kl) == 0) {
-            const char *e = k + kl;
-            while (*e == ' ')
-                e++;
-            if (*e == '=') {
-                char v[64];
-                snprintf(v, sizeof v, "%.*s", (int)(p + len - e - 1), e + 1);
-                char *end;
-                double d = strtod(v, &end);
-                while (*end == ' ')
-                    end++;
-                if (end == v || *end || d < 0) {
-                    snprintf(err, cap, "--rdzv-conf %s=%s: expected seconds",
-                             key, v);
-                    return -2;
-                }
-                *out = d;
-                return 0;
-            }
-        }
-        p += len;
-        if (*p == ',')
-            p++;
-    }
-    return -1;
-}
-
 /* The raw value of KEY in a k=v,k=v list (static buffer), or NULL. */
 static const char *conf_value(const char *conf, const char *key)
 {
@@ -153,6 +115,26 @@ static const char *conf_value(const char *conf, const char *key)
             p++;
     }
     return NULL;
+}
+
+/* KEY's value in "k=v,k2=v2" as seconds: 0 and *out, -1 if absent, -2 (with
+ * a message in err) if it is not a number of seconds. */
+static int conf_seconds(const char *conf, const char *key, double *out,
+                        char *err, size_t cap)
+{
+    const char *v = conf_value(conf, key);
+    if (!v)
+        return -1;
+    char *end;
+    double d = strtod(v, &end);
+    while (*end == ' ')
+        end++;
+    if (end == v || *end || d < 0) {
+        snprintf(err, cap, "--rdzv-conf %s=%s: expected seconds", key, v);
+        return -2;
+    }
+    *out = d;
+    return 0;
 }
 
 static void on_agent_event(void *arg, enum el_agent_event_level lvl,

@@ -51,17 +51,10 @@
 #include "elrun/err.h"
 #include "elrun/net.h"
 #include "elrun/store.h"
+#include "rendezvous/members.h"
 #include "rendezvous/rdzv_impl.h"
 
-#define ID_MAX 192
-
-struct member {
-    char id[ID_MAX];
-    char name[EL_HOST_MAX];
-    int lws;
-    int prev_rank;
-    int64_t seq;
-};
+#define ID_MAX EL__RDZV_ID_MAX
 
 struct dyn_rdzv {
     struct el_rdzv base;
@@ -75,7 +68,7 @@ struct dyn_rdzv {
     struct el_store_server *srv;  /* when this agent hosts the store       */
     int64_t round;                /* last round this node was a member of  */
     int rank;                     /* its rank in that round, -1 if none    */
-    struct member *members;       /* that round's members, in rank order   */
+    struct el__rdzv_member *members;       /* that round's members, in rank order   */
     int nmembers;
     int64_t joined_round;         /* round joined but not yet sealed       */
     int64_t seq;
@@ -250,60 +243,6 @@ static int check_closed(struct dyn_rdzv *r)
 
 /* ---- the member list ---- */
 
-static int parse_members(const char *text, struct member **out, int *n)
-{
-    int cap = 16, count = 0;
-    struct member *m = malloc((size_t)cap * sizeof *m);
-    if (!m)
-        return -ENOMEM;
-    const char *p = strchr(text, '\n');
-    if (strncmp(text, "v1 ", 3) != 0 || !p) {
-        free(m);
-        return EL_EFORMAT;
-    }
-    for (p++; *p;) {
-        const char *end = strchr(p, '\n');
-        if (!end)
-            end = p + strlen(p);
-        if (count == cap) {
-            cap *= 2;
-            struct member *q = realloc(m, (size_t)cap * sizeof *m);
-            if (!q) {
-                free(m);
-                return -ENOMEM;
-            }
-            m = q;
-        }
-        struct member *x = &m[count];
-        char line[ID_MAX + EL_HOST_MAX + 64];
-        size_t len = (size_t)(end - p) < sizeof line - 1 ? (size_t)(end - p)
-                                                         : sizeof line - 1;
-        memcpy(line, p, len);
-        line[len] = '\0';
-        if (sscanf(line, "%191s %d %255s", x->id, &x->lws, x->name) != 3) {
-            free(m);
-            return EL_EFORMAT;
-        }
-        count++;
-        p = *end ? end + 1 : end;
-    }
-    *out = m;
-    *n = count;
-    return 0;
-}
-
-static int by_order(const void *a, const void *b)
-{
-    const struct member *x = a, *y = b;
-    /* Survivors first, in their previous order; then newcomers by arrival. */
-    int xs = x->prev_rank >= 0, ys = y->prev_rank >= 0;
-    if (xs != ys)
-        return ys - xs;
-    if (xs && x->prev_rank != y->prev_rank)
-        return x->prev_rank < y->prev_rank ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
 /* Is 'id' listed as dead in the events log? */
 static int is_dead(const char *events, const char *id)
 {
@@ -349,7 +288,7 @@ static int seal(struct dyn_rdzv *r, int64_t round)
         return store_fail(r, rc, "counting the joiners");
     if (count <= 0)
         return 1;
-    struct member *m = calloc((size_t)count, sizeof *m);
+    struct el__rdzv_member *m = calloc((size_t)count, sizeof *m);
     char *events = NULL;
     if (!m)
         return FAIL(r, -ENOMEM, "out of memory");
@@ -402,7 +341,7 @@ static int seal(struct dyn_rdzv *r, int64_t round)
                 return store_fail(r, rc, "reading a joiner");
             }
         }
-        struct member *x = &m[n];
+        struct el__rdzv_member *x = &m[n];
         if (sscanf(val, "v1 %191s %d %d %255s", x->id, &x->lws, &x->prev_rank,
                    x->name) == 4 &&
             !is_dead(events, x->id)) {
@@ -417,20 +356,14 @@ static int seal(struct dyn_rdzv *r, int64_t round)
         free(m);
         return 1;
     }
-    qsort(m, (size_t)n, sizeof *m, by_order);
+    qsort(m, (size_t)n, sizeof *m, el__rdzv_member_order);
     if (n > r->max_nodes)
         n = r->max_nodes;
-    size_t cap = 64 + (size_t)n * (ID_MAX + EL_HOST_MAX + 16), len = 0;
-    char *list = malloc(cap);
-    if (!list) {
-        free(m);
-        return FAIL(r, -ENOMEM, "out of memory");
-    }
-    len += (size_t)snprintf(list, cap, "v1 %" PRId64 "\n", round);
-    for (int i = 0; i < n; i++)
-        len += (size_t)snprintf(list + len, cap - len, "%s %d %s\n", m[i].id,
-                                m[i].lws, m[i].name);
+    size_t len;
+    char *list = el__rdzv_format_members(round, m, n, 0, &len);
     free(m);
+    if (!list)
+        return FAIL(r, -ENOMEM, "out of memory");
     key(r, k, sizeof k, "r%" PRId64 "/members", round);
     rc = el_store_compare_set(r->link.cl, k, "", 0, list, len, NULL, NULL);
     free(list);
@@ -546,108 +479,38 @@ static void stop_live(struct dyn_rdzv *r)
 
 /* ---- operations ---- */
 
-static int by_id(const void *a, const void *b)
-{
-    return strcmp((*(const struct member *const *)a)->id,
-                  (*(const struct member *const *)b)->id);
-}
-
-/* Append the names of the members of 'a' that are not in 'b' (both sorted
- * by id) to buf. */
-static void list_missing(struct member **a, int na, struct member **b, int nb,
-                         char *buf, size_t cap)
-{
-    size_t len = 0;
-    int j = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < na; i++) {
-        while (j < nb && strcmp(b[j]->id, a[i]->id) < 0)
-            j++;
-        if (j < nb && strcmp(b[j]->id, a[i]->id) == 0)
-            continue;
-        if (len > cap - 80) {
-            snprintf(buf + len, cap - len, ", ...");
-            return;
-        }
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "",
-                                a[i]->name);
-    }
-    if (!len)
-        snprintf(buf, cap, "-");
-}
-
 /* The one line per round change: "round 3: 4 nodes (joined: h5; left: h2)",
- * plus this node's rank.  Sorted by id, so 1,024 nodes cost no more than a
- * sort. */
-static void log_round(struct dyn_rdzv *r, int64_t round, struct member *m,
-                      int n, int me)
+ * plus this node's rank. */
+static void log_round(struct dyn_rdzv *r, int64_t round,
+                      const struct el__rdzv_member *m, int n, int me)
 {
     char joined[512], left[512];
-    struct member **now = malloc((size_t)(n + 1) * sizeof *now);
-    struct member **old = malloc((size_t)(r->nmembers + 1) * sizeof *old);
-    if (!now || !old) {
-        free(now);
-        free(old);
-        return;
-    }
-    for (int i = 0; i < n; i++)
-        now[i] = &m[i];
-    for (int i = 0; i < r->nmembers; i++)
-        old[i] = &r->members[i];
-    qsort(now, (size_t)n, sizeof *now, by_id);
-    qsort(old, (size_t)r->nmembers, sizeof *old, by_id);
-    list_missing(now, n, old, r->nmembers, joined, sizeof joined);
-    list_missing(old, r->nmembers, now, n, left, sizeof left);
-    free(now);
-    free(old);
+    el__rdzv_round_change(r->members, r->nmembers, m, n, joined,
+                          sizeof joined, left, sizeof left);
     note(r, "round %" PRId64 ": %d nodes (joined: %s; left: %s); this node "
          "(%s) is rank %d", round, n, joined, left, r->name, me);
+}
+
+static int alive_in_log(void *events, const char *id)
+{
+    return !is_dead(events, id);
 }
 
 /* The expect list of a new round: the live nodes of 'm' (n of them), plus
  * 'extra' if not NULL.  Returns a malloc'd "<count>\n<id>\n..." or NULL
  * with r's error set. */
-static char *expect_list(struct dyn_rdzv *r, const struct member *m, int n,
+static char *expect_list(struct dyn_rdzv *r,
+                         const struct el__rdzv_member *m, int n,
                          const char *extra)
 {
     char *events = NULL;
     if (read_events(r, &events))
         return NULL;
-    size_t cap = 32 + (size_t)(n + 1) * (ID_MAX + 1), len = 32;
-    char *list = malloc(cap);
-    int count = 0;
-    if (!list) {
-        free(events);
-        FAIL(r, -ENOMEM, "out of memory");
-        return NULL;
-    }
-    for (int i = 0; i < n; i++) {
-        if (is_dead(events, m[i].id))
-            continue;
-        len += (size_t)snprintf(list + len, cap - len, "%s\n", m[i].id);
-        count++;
-    }
-    if (extra) {
-        len += (size_t)snprintf(list + len, cap - len, "%s\n", extra);
-        count++;
-    }
+    char *list = el__rdzv_expect_list(m, n, extra, alive_in_log, events);
     free(events);
-    /* Put the count in front of the ids. */
-    char head[32];
-    int hl = snprintf(head, sizeof head, "%d\n", count);
-    memmove(list + hl, list + 32, len - 32 + 1);
-    memcpy(list, head, (size_t)hl);
+    if (!list)
+        FAIL(r, -ENOMEM, "out of memory");
     return list;
-}
-
-/* Is 'id' on a line of the expect list? */
-static int expected(const char *list, const char *id)
-{
-    size_t n = strlen(id);
-    for (const char *p = strchr(list, '\n'); p && p[1]; p = strchr(p + 1, '\n'))
-        if (strncmp(p + 1, id, n) == 0 && p[1 + n] == '\n')
-            return 1;
-    return 0;
 }
 
 static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
@@ -695,9 +558,9 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
         if (rc && rc != EL_ENOTFOUND)
             return store_fail(r, rc, "reading the members");
         if (rc == 0) {
-            struct member *m = NULL;
+            struct el__rdzv_member *m = NULL;
             int n = 0, me = -1;
-            rc = parse_members(val, &m, &n);
+            rc = el__rdzv_parse_members(val, &m, &n);
             free(val);
             if (rc)
                 return FAIL(r, rc, "round %" PRId64 ": unreadable member "
@@ -791,7 +654,7 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
                 return store_fail(r, rc, "reading the expected nodes");
             if (rc == 0) {
                 expect_n = strtoll(ev, NULL, 10);
-                int mine = expected(ev, r->id);
+                int mine = el__rdzv_expected(ev, r->id);
                 free(ev);
                 key(r, k, sizeof k, "r%" PRId64 "/expected_in", round);
                 if (mine && (rc = el_store_add(r->link.cl, k, 1, NULL)))

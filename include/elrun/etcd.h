@@ -151,6 +151,11 @@ int el_etcd_range_prefix(struct el_etcd *c, const char *prefix,
                          struct el_etcd_kv **kvs, size_t *n,
                          int64_t *revision);
 
+/* How many keys start with prefix (a count-only range: no values cross
+ * the wire).  *revision (may be NULL) as el_etcd_range_prefix. */
+int el_etcd_count_prefix(struct el_etcd *c, const char *prefix,
+                         int64_t *count, int64_t *revision);
+
 /* Delete key; *deleted (may be NULL) gets 1 if it existed, else 0. */
 int el_etcd_delete(struct el_etcd *c, const char *key, int64_t *deleted);
 /* Delete every key that starts with prefix ("" is refused: EL_EUSAGE);
@@ -314,6 +319,16 @@ struct el_etcd_watch;
  * after the last event delivered, so no event is lost or repeated. */
 int el_etcd_watch_open(struct el_etcd *c, const char *key, int prefix,
                        int64_t start_revision, struct el_etcd_watch **out);
+
+/* The same, without the events 'filter' excludes (EL_ETCD_WATCH_NO_PUT:
+ * deletes only, e.g. to learn of expired leases without hearing every
+ * write; EL_ETCD_WATCH_NO_DELETE: puts only).  The filter holds across
+ * failovers (a re-created watch starts after the last event reported and
+ * skips the filtered ones again). */
+enum { EL_ETCD_WATCH_NO_PUT = 1, EL_ETCD_WATCH_NO_DELETE = 2 };
+int el_etcd_watch_open_filtered(struct el_etcd *c, const char *key,
+                                int prefix, int64_t start_revision,
+                                int filter, struct el_etcd_watch **out);
 
 /* Wait until events arrive, then return all that arrived (in revision
  * order; free with el_etcd_events_free).  timeout_ms < 0 waits forever; at

@@ -153,6 +153,27 @@ int el_etcd_range_prefix(struct el_etcd *c, const char *prefix,
     return 0;
 }
 
+int el_etcd_count_prefix(struct el_etcd *c, const char *prefix,
+                         int64_t *count, int64_t *revision)
+{
+    *count = 0;
+    if (!prefix)
+        return el_etcd_fail(c, EL_EUSAGE, "etcd count: no prefix");
+    json_t *b = key_obj(prefix, 1), *r;
+    if (!b)
+        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    json_object_set_new(b, "count_only", json_true());
+    int rc = el_etcd_call(c, "/v3/kv/range", b, EL_ETCD_RETRY_ALWAYS, &r,
+                          NULL);
+    if (rc)
+        return el_etcd_context(c, rc, "count", prefix);
+    if (revision)
+        *revision = header_rev(r);
+    *count = el_etcd_json_int(r, "count");
+    json_decref(r);
+    return 0;
+}
+
 static int delete_range(struct el_etcd *c, const char *key, int prefix,
                         int64_t *deleted)
 {

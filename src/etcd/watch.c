@@ -27,6 +27,7 @@ struct el_etcd_watch {
     CURLcode end_rc;           /* how it ended                             */
     char *key;
     int prefix;
+    int filter;                /* EL_ETCD_WATCH_* (etcd's watch filters)   */
     int64_t next_rev;          /* where a re-created watch starts (0: now) */
     int64_t compact_rev;
     size_t member;             /* index of the member streaming to us      */
@@ -127,6 +128,14 @@ static int start_stream(struct el_etcd_watch *w, size_t i)
     if (w->next_rev > 0) {
         snprintf(rev, sizeof rev, "%" PRId64, w->next_rev);
         json_object_set_new(req, "start_revision", json_string(rev));
+    }
+    if (w->filter & (EL_ETCD_WATCH_NO_PUT | EL_ETCD_WATCH_NO_DELETE)) {
+        json_t *f = json_array();
+        if (w->filter & EL_ETCD_WATCH_NO_PUT)
+            json_array_append_new(f, json_string("NOPUT"));
+        if (w->filter & EL_ETCD_WATCH_NO_DELETE)
+            json_array_append_new(f, json_string("NODELETE"));
+        json_object_set_new(req, "filters", f);
     }
     json_t *b = json_pack("{s:o}", "create_request", req);
     free(w->body);
@@ -338,6 +347,14 @@ static int probe_member(struct el_etcd_watch *w)
 int el_etcd_watch_open(struct el_etcd *c, const char *key, int prefix,
                        int64_t start_revision, struct el_etcd_watch **out)
 {
+    return el_etcd_watch_open_filtered(c, key, prefix, start_revision, 0,
+                                       out);
+}
+
+int el_etcd_watch_open_filtered(struct el_etcd *c, const char *key,
+                                int prefix, int64_t start_revision,
+                                int filter, struct el_etcd_watch **out)
+{
     *out = NULL;
     if (!key || (!*key && !prefix))
         return el_etcd_fail(c, EL_EUSAGE, "etcd watch: empty key");
@@ -346,6 +363,7 @@ int el_etcd_watch_open(struct el_etcd *c, const char *key, int prefix,
         return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
     w->c = c;
     w->prefix = prefix;
+    w->filter = filter;
     w->next_rev = start_revision > 0 ? start_revision : 0;
     w->key = strdup(key);
     w->multi = curl_multi_init();

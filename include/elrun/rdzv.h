@@ -18,6 +18,9 @@
  *   "c10d" with max_nodes == 1 is run as "standalone" at the endpoint;
  *                 with max_nodes > 1 it is the elastic rendezvous of
  *                 dynamic.c (nodes join, leave and die between rounds).
+ *   "etcd"        (alias "etcd-v2") the same elastic rendezvous with its
+ *                 state in etcd (etcd.c): no agent hosts the rendezvous;
+ *                 each round's rank-0 agent serves the workers' store.
  * Rounds are numbered globally (0, 1, 2 ...), the same on every node, and the
  * agent passes the round to its workers as TORCHELASTIC_RESTART_COUNT, so the
  * workers' key prefix /worker/attempt_<round>/ is never reused; the store
@@ -56,6 +59,15 @@ struct el_rdzv_config {
     int is_host;               /* host the store at the endpoint: 1 yes,
                                   -1 never, 0 when the address is local     */
     int max_restarts;          /* the job's restart budget (all nodes)      */
+    /* etcd only: the members ("h:p,h2:p2" or URLs; else host:port above)
+     * and how to reach them.  Strings are copied by el_rdzv_open. */
+    const char *endpoints;
+    struct {
+        const char *prefix;    /* keys live under <prefix>/<run_id>/ ["/elrun"] */
+        const char *protocol;  /* "http" | "https" ["http"]                 */
+        const char *cacert, *cert, *key; /* TLS files (PEM)                  */
+        const char *user, *password;     /* etcd auth                       */
+    } etcd;
     /* Called (on the caller's thread, or the embedded store's thread) with
      * one-line notes worth logging.  May be NULL. */
     void (*on_event)(void *arg, const char *msg);

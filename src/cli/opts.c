@@ -532,7 +532,7 @@ int el_opts_parse(struct el_opts *o, int argc, char **argv, char **env,
             ok |= strcmp(o->rdzv_backend, backends[k]) == 0;
         if (!ok)
             return fail(err, errlen, "%s=%s: unknown rendezvous backend; "
-                        "use static or c10d", src[O_RDZV_BACKEND],
+                        "use static, c10d or etcd", src[O_RDZV_BACKEND],
                         o->rdzv_backend);
     }
     if (!*o->rdzv_id)

@@ -88,10 +88,11 @@ static void uuid4(char out[37])
              b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
-/* The raw value of KEY in a k=v,k=v list (static buffer), or NULL. */
+/* The raw value of KEY in a k=v,k=v list (static buffer, valid until the
+ * next call), or NULL. */
 static const char *conf_value(const char *conf, const char *key)
 {
-    static char v[64];
+    static char v[1024];
     size_t kl = strlen(key);
     for (const char *p = conf; p && *p;) {
         size_t len = strcspn(p, ",");
@@ -134,6 +135,45 @@ static int conf_seconds(const char *conf, const char *key, double *out,
         return -2;
     }
     *out = d;
+    return 0;
+}
+
+/* --rdzv-endpoint for etcd: members separated by commas, each HOST[:PORT]
+ * (port 2379) or a URL, into "h:p,h2:p2".  0, or -1 with a message. */
+static int etcd_endpoints(const char *spec, char *out, size_t cap, char *err,
+                          size_t errlen)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    if (!*spec) {
+        snprintf(err, errlen, "the etcd rendezvous needs --rdzv-endpoint="
+                 "HOST:PORT[,HOST:PORT...] (etcd's client URLs)");
+        return -1;
+    }
+    for (const char *p = spec; *p;) {
+        size_t n = strcspn(p, ",");
+        char part[EL_HOST_MAX + 32], host[EL_HOST_MAX];
+        int port = 0, w;
+        snprintf(part, sizeof part, "%.*s", (int)n, p);
+        if (strstr(part, "://"))
+            w = snprintf(out + len, cap - len, "%s%s", len ? "," : "", part);
+        else if (n >= sizeof part || el_addr_parse(part, 2379, host, &port)) {
+            snprintf(err, errlen, "--rdzv-endpoint: '%s' is not HOST[:PORT] "
+                     "or a URL of an etcd member", part);
+            return -1;
+        } else
+            w = snprintf(out + len, cap - len,
+                         strchr(host, ':') ? "%s[%s]:%d" : "%s%s:%d",
+                         len ? "," : "", host, port);
+        if (w < 0 || (size_t)w >= cap - len) {
+            snprintf(err, errlen, "--rdzv-endpoint: too many etcd members");
+            return -1;
+        }
+        len += (size_t)w;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
     return 0;
 }
 
@@ -212,11 +252,13 @@ int cli_run_main(int argc, char **argv)
     wargv[n] = NULL;
 
     /* Rendezvous. */
-    char run_id[64];
+    char run_id[64], endpoints[2048];
+    char *etcd_conf[7] = {0};
     struct el_rdzv_config rc = {0};
     char host[EL_HOST_MAX];
     int port = 0;
     double d;
+    int r1;
     rc.run_id = o.rdzv_id;
     rc.min_nodes = o.min_nodes;
     rc.max_nodes = o.max_nodes;
@@ -259,14 +301,31 @@ int cli_run_main(int argc, char **argv)
                      "HOST:PORT", ep);
             return usage_error(err);
         }
+    } else if (strncmp(o.rdzv_backend, "etcd", 4) == 0) {
+        rc.backend = "etcd";
+        if ((r1 = etcd_endpoints(o.rdzv_endpoint, endpoints,
+                                 sizeof endpoints, err, sizeof err)))
+            return usage_error(err);
+        rc.endpoints = endpoints;
+        static const char *const keys[] = {"etcd_prefix", "protocol",
+                                           "cacert", "cert", "key",
+                                           "username", "password"};
+        const char **dst[] = {&rc.etcd.prefix, &rc.etcd.protocol,
+                              &rc.etcd.cacert, &rc.etcd.cert, &rc.etcd.key,
+                              &rc.etcd.user, &rc.etcd.password};
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+            const char *v = conf_value(o.rdzv_conf, keys[i]);
+            if (v && !(*dst[i] = etcd_conf[i] = strdup(v)))
+                return 1;
+        }
     } else {
         snprintf(err, sizeof err, "--rdzv-backend=%s is not supported; use "
-                 "--standalone, static or c10d", o.rdzv_backend);
+                 "--standalone, static, c10d or etcd", o.rdzv_backend);
         return usage_error(err);
     }
     rc.host = host;
     rc.port = port;
-    int r1 = conf_seconds(o.rdzv_conf, "timeout", &d, err, sizeof err);
+    r1 = conf_seconds(o.rdzv_conf, "timeout", &d, err, sizeof err);
     if (r1 == -2)
         return usage_error(err);
     if (r1 == 0)
@@ -382,6 +441,8 @@ int cli_run_main(int argc, char **argv)
     }
     struct el_rdzv *rdzv;
     rcode = el_rdzv_open(&rdzv, &rc, err, sizeof err);
+    for (size_t i = 0; i < sizeof etcd_conf / sizeof etcd_conf[0]; i++)
+        free(etcd_conf[i]); /* el_rdzv_open copied them */
     if (rcode) {
         el_agent_close(agent);
         if (rcode == EL_EUSAGE)

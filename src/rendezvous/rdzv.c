@@ -29,6 +29,8 @@ static const struct {
     {"static", el__rdzv_static_open},
     {"standalone", el__rdzv_static_open},
     {"c10d", el__rdzv_c10d_open},
+    {"etcd", el__rdzv_etcd_open},
+    {"etcd-v2", el__rdzv_etcd_open},
 };
 
 int el__rdzv_fail(struct el_rdzv *r, int rc, const char *fmt, ...)

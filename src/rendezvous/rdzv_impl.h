@@ -39,6 +39,8 @@ typedef int (*el_rdzv_open_fn)(struct el_rdzv **out,
 int el__rdzv_static_open(struct el_rdzv **out,
                          const struct el_rdzv_config *cfg, char *err,
                          size_t errlen);
+int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
+                       char *err, size_t errlen);
 int el__rdzv_dynamic_open(struct el_rdzv **out,
                           const struct el_rdzv_config *cfg, char *err,
                           size_t errlen);

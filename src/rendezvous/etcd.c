@@ -1,0 +1,1094 @@
+/* etcd.c -- the elastic rendezvous on etcd ("etcd", alias "etcd-v2"):
+ * the semantics of dynamic.c (rounds, last call, stable ranks, hot spares,
+ * scale-up, a job-wide restart budget), with its state in a replicated
+ * etcd cluster instead of one agent's store, so no agent is a single point
+ * of failure.  docs/RENDEZVOUS.md describes the keys; in short, under
+ * <etcd_prefix>/<run_id>/:
+ *
+ *   c/round          the current round R (decimal)
+ *   c/closed         present once the job ended ("ok" or "failed: ...")
+ *   c/restarts       rounds charged to the restart budget so far
+ *   alive/<id>       one per agent, on the agent's lease
+ *   r<R>/node/<id>   "v1 <id> <lws> <prev_rank> <name> <port>", on the
+ *                    lease; etcd's create_revision is the arrival order
+ *   r<R>/exp/<id>    an expected node arrived (on the lease)
+ *   r<R>/expect      the nodes expected in round R ("<n>\n<id>\n...")
+ *   r<R>/deadline    wall-clock ms when round R completes
+ *   r<R>/members     the sealed member list (created once)
+ *   r<R>/failed      created by the first failure report of round R
+ *   r<R>/exit/...    the exit barrier
+ *
+ * Joining is a put of a key of one's own (no shared counter: contended
+ * read-modify-write costs O(N^2) transactions on etcd; see docs/ETCD.md),
+ * and counting is a count-only range.  Liveness is the lease: an agent that
+ * dies or is cut off for a TTL (keep_alive_interval x keep_alive_max_attempt)
+ * loses its keys, and every agent's watch of alive/ (deletes only) hears of
+ * it at once.  A second watch on c/ hears of new rounds and of the end.
+ *
+ * The workers' store: every agent serves one (an elrun store on a free port
+ * of its address), and the workers of a round use the one of the round's
+ * rank 0, announced in the member list; so the job survives the loss of any
+ * agent, and of any minority of etcd members.
+ *
+ * A finished job cleans up: each agent revokes its lease when it closes (its
+ * keys go), and the last one out deletes the job's prefix.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "elrun/err.h"
+#include "elrun/etcd.h"
+#include "elrun/net.h"
+#include "elrun/store.h"
+#include "rendezvous/members.h"
+#include "rendezvous/rdzv_impl.h"
+
+#define ID_MAX EL__RDZV_ID_MAX
+#define KEY_MAX 700
+
+struct etcd_rdzv {
+    struct el_rdzv base;
+    char prefix[512];             /* "<etcd_prefix>/<run_id>/"             */
+    struct el_etcd_opts eo;       /* strings owned by 'strs'               */
+    char *strs[7];
+    struct el_etcd *c;            /* the caller's thread's client          */
+    int64_t lease;
+    int64_t ttl_s;
+    struct el_etcd_keeper *keeper;
+    char id[ID_MAX];              /* this agent: name#pid#random           */
+    char name[EL_HOST_MAX];       /* --local-addr, else the hostname       */
+    int min_nodes, max_nodes, max_restarts;
+    int join_timeout_ms, last_call_ms, keepalive_ms, window_ms;
+    struct el_store_server *srv;  /* this agent's workers' store           */
+    int srv_port;
+    int64_t round;                /* last round this node was a member of  */
+    int rank;                     /* its rank in that round, -1 if none    */
+    struct el__rdzv_member *members; /* that round's members, rank order   */
+    int nmembers;
+    int64_t joined_round;         /* round joined but not yet sealed       */
+    int64_t arrival;              /* joiners counted right after joining   */
+    int spare_logged;
+    int closed;
+    /* The watcher threads (deaths: alive/ deletes; ctl: c/ changes). */
+    pthread_t th[2];
+    int th_running[2];
+    int64_t watch_from;           /* revision the watches start at         */
+    int stop_pipe[2];
+    int evfd;
+    pthread_mutex_t mu;           /* guards dead[]                         */
+    char **dead;                  /* ids whose alive/ key was deleted      */
+    int ndead, capdead;
+    atomic_int lost;              /* the lease is gone: lost_why says why  */
+    char lost_why[300];
+    void (*on_event)(void *, const char *);
+    void *event_arg;
+};
+
+#define FAIL(r, rc, ...) el__rdzv_fail(&(r)->base, (rc), __VA_ARGS__)
+
+static void note(struct etcd_rdzv *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void note(struct etcd_rdzv *r, const char *fmt, ...)
+{
+    if (!r->on_event)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    r->on_event(r->event_arg, msg);
+}
+
+static void key(const struct etcd_rdzv *r, char *buf, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void key(const struct etcd_rdzv *r, char *buf, const char *fmt, ...)
+{
+    int n = snprintf(buf, KEY_MAX, "%s", r->prefix);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, (size_t)(KEY_MAX - n), fmt, ap);
+    va_end(ap);
+}
+
+/* An etcd call failed with rc while doing 'what': say so, with the client's
+ * reason (which names the members tried).  Returns rc. */
+static int efail(struct etcd_rdzv *r, struct el_etcd *c, int rc,
+                 const char *what)
+{
+    if (rc == -ECANCELED)
+        return FAIL(r, rc, "canceled");
+    if (rc == EL_ENOTFOUND && atomic_load(&r->lost))
+        return FAIL(r, EL_EPEERLOST, "this node's etcd lease is gone (%s)",
+                    r->lost_why);
+    if (rc == EL_ENOTFOUND)
+        return FAIL(r, EL_EPEERLOST, "%s: this node's etcd lease %" PRId64
+                    " expired (the node was cut off from etcd for longer "
+                    "than its %" PRId64 " s TTL)", what, r->lease, r->ttl_s);
+    const char *m = el_etcd_errmsg(c);
+    return FAIL(r, rc == -EHOSTUNREACH || rc == -EPROTO || rc == -EACCES
+                       ? EL_EPEERLOST : rc,
+                "etcd rendezvous: %s: %s", what, *m ? m : el_strerror(rc));
+}
+
+static long long wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void signal_agent(struct etcd_rdzv *r)
+{
+    uint64_t one = 1;
+    if (write(r->evfd, &one, sizeof one) < 0) {
+        /* an eventfd counter does not overflow here */
+    }
+}
+
+/* ---- keys ---- */
+
+/* Read a decimal key: *v = dflt if missing; *mod (may be NULL) gets its
+ * mod_revision (0 if missing). */
+static int get_int(struct etcd_rdzv *r, const char *k, int64_t dflt,
+                   int64_t *v, int64_t *mod)
+{
+    void *val = NULL;
+    int rc = el_etcd_get(r->c, k, &val, NULL, mod);
+    if (rc == EL_ENOTFOUND) {
+        *v = dflt;
+        if (mod)
+            *mod = 0;
+        return 0;
+    }
+    if (rc)
+        return efail(r, r->c, rc, "reading the rendezvous state");
+    *v = strtoll(val, NULL, 10);
+    free(val);
+    return 0;
+}
+
+/* Create k = val unless it exists.  *created (may be NULL) says whether
+ * this call did. */
+static int create(struct etcd_rdzv *r, const char *k, const char *val,
+                  int64_t lease, int *created, const char *what)
+{
+    struct el_etcd_cas cas = {.cond = EL_ETCD_IF_ABSENT,
+                              .desired = val,
+                              .desired_len = strlen(val),
+                              .lease = lease};
+    int ok = 0;
+    int rc = el_etcd_cas(r->c, k, &cas, &ok, NULL);
+    if (rc)
+        return efail(r, r->c, rc, what);
+    if (created)
+        *created = ok;
+    return 0;
+}
+
+static int count(struct etcd_rdzv *r, const char *k, int64_t *n,
+                 int64_t *rev)
+{
+    int rc = el_etcd_count_prefix(r->c, k, n, rev);
+    return rc ? efail(r, r->c, rc, "counting the joiners") : 0;
+}
+
+/* 1 if the job is closed (reason in errmsg), 0 if not, < 0 on error. */
+static int check_closed(struct etcd_rdzv *r)
+{
+    char k[KEY_MAX];
+    void *val = NULL;
+    key(r, k, "c/closed");
+    int rc = el_etcd_get(r->c, k, &val, NULL, NULL);
+    if (rc == EL_ENOTFOUND)
+        return 0;
+    if (rc)
+        return efail(r, r->c, rc, "reading the job state");
+    FAIL(r, EL_ECLOSED, "the job is closed (%s)", (char *)val);
+    free(val);
+    return 1;
+}
+
+static int is_dead(struct etcd_rdzv *r, const char *id)
+{
+    int dead = 0;
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->ndead && !dead; i++)
+        dead = strcmp(r->dead[i], id) == 0;
+    pthread_mutex_unlock(&r->mu);
+    return dead;
+}
+
+/* The live agents of the job (their alive/ keys), for expect lists. */
+struct live_set {
+    struct el_etcd_kv *kvs;
+    size_t n, skip;               /* skip: the prefix length of the keys   */
+};
+
+static int live_has(void *arg, const char *id)
+{
+    struct live_set *s = arg;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->kvs[i].key_len > s->skip &&
+            strcmp(s->kvs[i].key + s->skip, id) == 0)
+            return 1;
+    return 0;
+}
+
+/* Raise c/round to at least 'target'; *now gets the round in force.  When
+ * this node is the first to ask for round 'target', it first writes that
+ * round's expect list: the live nodes of m (n of them) plus 'extra' (may be
+ * NULL); m NULL: no list. */
+static int raise_round(struct etcd_rdzv *r, int64_t target,
+                       const struct el__rdzv_member *m, int n,
+                       const char *extra, int64_t *now)
+{
+    char k[KEY_MAX], e[32], d[32];
+    int64_t cur, mod;
+    int rc;
+    key(r, k, "c/round");
+    if ((rc = get_int(r, k, -1, &cur, &mod)))
+        return rc;
+    if (cur >= target) {
+        *now = cur;
+        return 0;
+    }
+    if (m) {
+        char ek[KEY_MAX];
+        key(r, ek, "r%" PRId64 "/expect", target);
+        void *old = NULL;
+        rc = el_etcd_get(r->c, ek, &old, NULL, NULL);
+        free(old);
+        if (rc == EL_ENOTFOUND) {
+            struct live_set live = {0};
+            char ak[KEY_MAX];
+            key(r, ak, "alive/");
+            live.skip = strlen(ak);
+            if ((rc = el_etcd_range_prefix(r->c, ak, &live.kvs, &live.n,
+                                           NULL)))
+                return efail(r, r->c, rc, "listing the live nodes");
+            char *list = el__rdzv_expect_list(m, n, extra, live_has, &live);
+            el_etcd_kvs_free(live.kvs, live.n);
+            if (!list)
+                return FAIL(r, -ENOMEM, "out of memory");
+            rc = create(r, ek, list, 0, NULL, "announcing the next round");
+            free(list);
+            if (rc)
+                return rc;
+        } else if (rc) {
+            return efail(r, r->c, rc, "reading the next round");
+        }
+    }
+    while (cur < target) {
+        struct el_etcd_cas cas = {.desired = d};
+        snprintf(d, sizeof d, "%" PRId64, target);
+        cas.desired_len = strlen(d);
+        if (cur < 0) {
+            cas.cond = EL_ETCD_IF_ABSENT;
+        } else {
+            snprintf(e, sizeof e, "%" PRId64, cur);
+            cas.cond = EL_ETCD_IF_VALUE;
+            cas.expected = e;
+            cas.expected_len = strlen(e);
+        }
+        int ok = 0;
+        struct el_etcd_kv kv = {0};
+        if ((rc = el_etcd_cas(r->c, k, &cas, &ok, &kv)))
+            return efail(r, r->c, rc, "raising the round");
+        if (!ok)
+            cur = kv.key ? strtoll(kv.value, NULL, 10) : -1;
+        else
+            cur = target;
+        el_etcd_kv_clear(&kv);
+    }
+    *now = cur;
+    return 0;
+}
+
+static int read_round(struct etcd_rdzv *r, int64_t *round, int64_t *mod)
+{
+    char k[KEY_MAX];
+    int rc;
+    key(r, k, "c/round");
+    if ((rc = get_int(r, k, -1, round, mod)))
+        return rc;
+    if (*round >= 0)
+        return 0;
+    if ((rc = raise_round(r, 0, NULL, 0, NULL, round)))
+        return rc;
+    return get_int(r, k, 0, round, mod);
+}
+
+/* Try to complete round R: 0 when r<R>/members exists afterwards (sealed by
+ * us or someone else), 1 if fewer than MIN live nodes joined, < 0 on
+ * error. */
+static int seal(struct etcd_rdzv *r, int64_t round)
+{
+    char k[KEY_MAX];
+    struct el_etcd_kv *kvs = NULL;
+    size_t nk = 0;
+    int rc;
+    key(r, k, "r%" PRId64 "/node/", round);
+    if ((rc = el_etcd_range_prefix(r->c, k, &kvs, &nk, NULL)))
+        return efail(r, r->c, rc, "reading the joiners");
+    struct el__rdzv_member *m = calloc(nk + 1, sizeof *m);
+    if (!m) {
+        el_etcd_kvs_free(kvs, nk);
+        return FAIL(r, -ENOMEM, "out of memory");
+    }
+    int n = 0;
+    for (size_t i = 0; i < nk; i++) {
+        struct el__rdzv_member *x = &m[n];
+        if (sscanf(kvs[i].value, "v1 %191s %d %d %255s %d", x->id, &x->lws,
+                   &x->prev_rank, x->name, &x->port) == 5 &&
+            !is_dead(r, x->id)) {
+            x->seq = kvs[i].create_revision;
+            n++;
+        }
+    }
+    el_etcd_kvs_free(kvs, nk);
+    if (n < r->min_nodes) {
+        free(m);
+        return 1;
+    }
+    qsort(m, (size_t)n, sizeof *m, el__rdzv_member_order);
+    if (n > r->max_nodes)
+        n = r->max_nodes;
+    size_t len;
+    char *list = el__rdzv_format_members(round, m, n, 1, &len);
+    free(m);
+    if (!list)
+        return FAIL(r, -ENOMEM, "out of memory");
+    int created = 0;
+    key(r, k, "r%" PRId64 "/members", round);
+    rc = create(r, k, list, 0, &created, "sealing the round");
+    free(list);
+    if (rc)
+        return rc;
+    if (created && round > 0) {
+        /* Nobody needs the round before any more. */
+        key(r, k, "r%" PRId64 "/", round - 1);
+        el_etcd_delete_prefix(r->c, k, NULL);
+    }
+    return 0;
+}
+
+/* ---- the watcher threads ---- */
+
+/* Follow one watch until stopped: 'deaths' records the ids whose alive/
+ * key was deleted; both wake the agent on any event.  A watch that fails
+ * (every member unreachable for a while) is opened again from where it
+ * stopped: a lasting outage shows as the lease's loss, through the keeper. */
+static void watch_loop(struct etcd_rdzv *r, int deaths)
+{
+    char k[KEY_MAX], eb[256];
+    struct el_etcd *c = NULL;
+    key(r, k, deaths ? "alive/" : "c/");
+    size_t skip = strlen(k);
+    int64_t from = r->watch_from;
+    if (el_etcd_open(&c, &r->eo, eb, sizeof eb))
+        return;
+    el_etcd_set_cancel_fd(c, r->stop_pipe[0]);
+    for (;;) {
+        struct el_etcd_watch *w = NULL;
+        int rc = el_etcd_watch_open_filtered(c, k, 1, from,
+                                             deaths ? EL_ETCD_WATCH_NO_PUT
+                                                    : 0,
+                                             &w);
+        while (rc == 0) {
+            struct el_etcd_event *evs = NULL;
+            size_t n = 0;
+            rc = el_etcd_watch_next(w, &evs, &n, -1);
+            for (size_t i = 0; i < n && deaths; i++) {
+                if (evs[i].type != EL_ETCD_DELETE ||
+                    evs[i].kv.key_len <= skip)
+                    continue;
+                char *id = strdup(evs[i].kv.key + skip);
+                pthread_mutex_lock(&r->mu);
+                if (id && r->ndead == r->capdead) {
+                    int cap = r->capdead ? r->capdead * 2 : 16;
+                    char **d = realloc(r->dead, (size_t)cap * sizeof *d);
+                    if (d) {
+                        r->dead = d;
+                        r->capdead = cap;
+                    }
+                }
+                if (id && r->ndead < r->capdead)
+                    r->dead[r->ndead++] = id;
+                else
+                    free(id);
+                pthread_mutex_unlock(&r->mu);
+            }
+            el_etcd_events_free(evs, n);
+            if (n)
+                signal_agent(r);
+        }
+        int64_t next = w ? el_etcd_watch_revision(w) : from;
+        el_etcd_watch_close(w);
+        if (rc == -ECANCELED)
+            break;
+        from = rc == -ESTALE ? 0 : next;
+        signal_agent(r);
+        struct pollfd p = {.fd = r->stop_pipe[0], .events = POLLIN};
+        if (poll(&p, 1, 500) > 0)
+            break;
+    }
+    el_etcd_close(c);
+}
+
+static void *deaths_main(void *arg)
+{
+    watch_loop(arg, 1);
+    return NULL;
+}
+
+static void *ctl_main(void *arg)
+{
+    watch_loop(arg, 0);
+    return NULL;
+}
+
+static void on_lease_lost(void *arg, int64_t lease, int err, const char *why)
+{
+    struct etcd_rdzv *r = arg;
+    snprintf(r->lost_why, sizeof r->lost_why, "lease %" PRId64 ": %s", lease,
+             why);
+    atomic_store(&r->lost, 1);
+    signal_agent(r);
+}
+
+/* ---- operations ---- */
+
+static void log_round(struct etcd_rdzv *r, int64_t round,
+                      const struct el__rdzv_member *m, int n, int me)
+{
+    char joined[512], left[512];
+    el__rdzv_round_change(r->members, r->nmembers, m, n, joined,
+                          sizeof joined, left, sizeof left);
+    note(r, "round %" PRId64 ": %d nodes (joined: %s; left: %s); this node "
+         "(%s) is rank %d", round, n, joined, left, r->name, me);
+}
+
+/* Round 'round' is sealed with m (n members), this node at 'me'. */
+static void take_round(struct etcd_rdzv *r, int64_t round,
+                       struct el__rdzv_member *m, int n, int me,
+                       struct el_rdzv_info *info)
+{
+    int base_rank = 0, world = 0;
+    for (int i = 0; i < n; i++) {
+        if (i < me)
+            base_rank += m[i].lws;
+        world += m[i].lws;
+    }
+    log_round(r, round, m, n, me);
+    free(r->members);
+    r->members = m;
+    r->nmembers = n;
+    r->round = round;
+    r->rank = me;
+    r->joined_round = -1;
+    r->spare_logged = 0;
+    memset(info, 0, sizeof *info);
+    info->round = round;
+    info->node_rank = me;
+    info->num_nodes = n;
+    info->base_rank = base_rank;
+    info->world_size = world;
+    /* The workers' store is rank 0's. */
+    snprintf(info->store_host, sizeof info->store_host, "%s", m[0].name);
+    info->store_port = m[0].port;
+    info->use_agent_store = 1;
+}
+
+/* Join open round 'round': publish this node, and mark it arrived if the
+ * round expects it.  *expect_n gets the number of nodes expected (0: no
+ * list). */
+static int join(struct etcd_rdzv *r, int64_t round, int lws,
+                int64_t *expect_n)
+{
+    char k[KEY_MAX], v[ID_MAX + EL_HOST_MAX + 64];
+    int rc;
+    key(r, k, "r%" PRId64 "/node/%s", round, r->id);
+    snprintf(v, sizeof v, "v1 %s %d %d %s %d", r->id, lws, r->rank, r->name,
+             r->srv_port);
+    if ((rc = el_etcd_put(r->c, k, v, strlen(v), r->lease, NULL)))
+        return efail(r, r->c, rc, "joining the round");
+    r->joined_round = round;
+    *expect_n = 0;
+    void *ev = NULL;
+    key(r, k, "r%" PRId64 "/expect", round);
+    rc = el_etcd_get(r->c, k, &ev, NULL, NULL);
+    if (rc == EL_ENOTFOUND)
+        return 0;
+    if (rc)
+        return efail(r, r->c, rc, "reading the expected nodes");
+    *expect_n = strtoll(ev, NULL, 10);
+    int mine = el__rdzv_expected(ev, r->id);
+    free(ev);
+    if (!mine)
+        return 0;
+    key(r, k, "r%" PRId64 "/exp/%s", round, r->id);
+    rc = el_etcd_put(r->c, k, "1", 1, r->lease, NULL);
+    return rc ? efail(r, r->c, rc, "joining as expected") : 0;
+}
+
+/* Wait up to ms for round's member list to appear: 0 (it did), -ETIMEDOUT,
+ * or an error. */
+static int wait_members(struct etcd_rdzv *r, int64_t round, int ms)
+{
+    char k[KEY_MAX];
+    struct el_etcd_kv kv = {0};
+    key(r, k, "r%" PRId64 "/members", round);
+    int rc = el_etcd_wait_key(r->c, k, &kv, ms);
+    el_etcd_kv_clear(&kv);
+    if (rc == -ETIMEDOUT || rc == 0)
+        return rc;
+    return efail(r, r->c, rc, "waiting for the round");
+}
+
+/* Wait up to ms for a change under round's node/ prefix after 'rev'. */
+static int wait_joiner(struct etcd_rdzv *r, int64_t round, int64_t rev,
+                       int ms)
+{
+    char k[KEY_MAX];
+    struct el_etcd_watch *w = NULL;
+    key(r, k, "r%" PRId64 "/node/", round);
+    int rc = el_etcd_watch_open(r->c, k, 1, rev + 1, &w);
+    if (rc == 0) {
+        struct el_etcd_event *evs = NULL;
+        size_t n = 0;
+        rc = el_etcd_watch_next(w, &evs, &n, ms);
+        el_etcd_events_free(evs, n);
+    }
+    el_etcd_watch_close(w);
+    if (rc == -ETIMEDOUT || rc == 0 || rc == -ESTALE)
+        return 0;
+    return efail(r, r->c, rc, "waiting for more nodes");
+}
+
+static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
+                      struct el_rdzv_info *info)
+{
+    char k[KEY_MAX];
+    int rc;
+    int64_t stale = -1, stale_round = -1, expect_n = 0;
+    for (;;) {
+        if (el_now_ms() > deadline)
+            return FAIL(r, -ETIMEDOUT,
+                        "no round with at least %d nodes formed within %d s; "
+                        "start more nodes or raise --rdzv-conf=join_timeout",
+                        r->min_nodes, r->join_timeout_ms / 1000);
+        if (atomic_load(&r->lost))
+            return FAIL(r, EL_EPEERLOST, "this node's etcd lease is gone "
+                        "(%s)", r->lost_why);
+        if ((rc = check_closed(r)) != 0)
+            return rc < 0 ? rc : EL_ECLOSED;
+        int64_t round, round_mod;
+        if ((rc = read_round(r, &round, &round_mod)))
+            return rc;
+        /* After a round this node took part in, the next one is newer; its
+         * live members are expected in it. */
+        if (r->rank >= 0 && round <= r->round) {
+            if ((rc = raise_round(r, r->round + 1, r->members, r->nmembers,
+                                  NULL, &round)))
+                return rc;
+            continue;
+        }
+
+        /* Is the round sealed already? */
+        void *val = NULL;
+        key(r, k, "r%" PRId64 "/members", round);
+        rc = el_etcd_get(r->c, k, &val, NULL, NULL);
+        if (rc && rc != EL_ENOTFOUND)
+            return efail(r, r->c, rc, "reading the members");
+        if (rc == 0) {
+            struct el__rdzv_member *m = NULL;
+            int n = 0, me = -1;
+            rc = el__rdzv_parse_members(val, &m, &n);
+            free(val);
+            if (rc)
+                return FAIL(r, rc, "round %" PRId64 ": unreadable member "
+                            "list in etcd at %s", round, k);
+            for (int i = 0; i < n && me < 0; i++)
+                if (strcmp(m[i].id, r->id) == 0)
+                    me = i;
+            if (me >= 0) {
+                take_round(r, round, m, n, me, info);
+                return 0;
+            }
+            if (n < r->max_nodes) {
+                /* Room for us: open the next round (scale-up), expecting
+                 * its members and us. */
+                int64_t now;
+                rc = raise_round(r, round + 1, m, n, r->id, &now);
+                free(m);
+                if (rc)
+                    return rc;
+                continue;
+            }
+            free(m);
+            if (!r->spare_logged) {
+                note(r, "round %" PRId64 " is full (%d nodes); this node "
+                     "(%s) waits as a hot spare", round, n, r->name);
+                r->spare_logged = 1;
+            }
+            long long left = deadline - el_now_ms();
+            int present;
+            struct el_etcd_kv kv = {0};
+            key(r, k, "c/round");
+            rc = el_etcd_wait_change(r->c, k, round_mod, &present, &kv,
+                                     left > 0 ? (int)left : 0);
+            el_etcd_kv_clear(&kv);
+            if (rc && rc != -ETIMEDOUT && rc != -ESTALE)
+                return efail(r, r->c, rc, "waiting as a spare");
+            continue;
+        }
+
+        /* Round 'round' is open: join it once. */
+        int64_t joiners, rev, expected_in = 0;
+        if (r->joined_round != round) {
+            if ((rc = join(r, round, lws, &expect_n)))
+                return rc;
+            key(r, k, "r%" PRId64 "/node/", round);
+            if ((rc = count(r, k, &r->arrival, NULL)))
+                return rc;
+        }
+        key(r, k, "r%" PRId64 "/node/", round);
+        if ((rc = count(r, k, &joiners, &rev)))
+            return rc;
+        if (round != stale_round)
+            stale = -1;
+        if (expect_n > 0) {
+            key(r, k, "r%" PRId64 "/exp/", round);
+            if ((rc = count(r, k, &expected_in, NULL)))
+                return rc;
+        }
+        /* Complete at MAX, or once every expected node is in. */
+        int all_in = expect_n > 0 && expected_in >= expect_n &&
+                     joiners >= r->min_nodes;
+        if ((joiners >= r->max_nodes || all_in) && joiners > stale) {
+            if ((rc = seal(r, round)) < 0)
+                return rc;
+            if (rc == 1) {
+                stale = joiners;
+                stale_round = round;
+            }
+            continue;
+        }
+        /* The round's deadline: set by whoever sees MIN joiners first. */
+        int64_t dl;
+        char dk[KEY_MAX];
+        key(r, dk, "r%" PRId64 "/deadline", round);
+        if ((rc = get_int(r, dk, -1, &dl, NULL)))
+            return rc;
+        if (dl < 0 && joiners >= r->min_nodes && joiners > stale) {
+            /* Expected nodes still missing get the lease's TTL: a live one
+             * arrives well within it, a dead one is gone by then. */
+            long long wait = r->last_call_ms;
+            if (expect_n > 0 && wait < r->window_ms)
+                wait = r->window_ms;
+            char d[32];
+            snprintf(d, sizeof d, "%lld", wall_ms() + wait);
+            if ((rc = create(r, dk, d, 0, NULL, "setting the deadline")))
+                return rc;
+            continue;
+        }
+        long long left = deadline - el_now_ms();
+        if (left <= 0)
+            continue;
+        int step = r->keepalive_ms < left ? r->keepalive_ms : (int)left;
+        if (dl < 0 && stale >= 0) {
+            /* Too few live joiners: wait for another one. */
+            rc = wait_joiner(r, round, rev, step);
+        } else if (dl < 0) {
+            /* Fewer than MIN so far: the node that completes the round
+             * seals it; look again every keep-alive interval. */
+            rc = wait_members(r, round, step);
+        } else {
+            /* Wait for the seal until the deadline (plus a stagger by
+             * arrival, so one node seals and the others just read). */
+            long long until = dl - wall_ms() +
+                              (r->arrival < 50 ? r->arrival : 50) * 4;
+            if (until > left)
+                until = left;
+            rc = until > 0 ? wait_members(r, round, (int)until) : -ETIMEDOUT;
+            if (rc == -ETIMEDOUT) {
+                if ((rc = seal(r, round)) < 0)
+                    return rc;
+                if (rc == 1) {
+                    /* Joiners died: below MIN again; reopen the deadline
+                     * and wait for more. */
+                    stale = joiners;
+                    stale_round = round;
+                    el_etcd_delete(r->c, dk, NULL);
+                }
+                continue;
+            }
+        }
+        if (rc && rc != -ETIMEDOUT)
+            return rc;
+    }
+}
+
+static int etcd_next(struct el_rdzv *base, int lws, int cancel_fd,
+                     struct el_rdzv_info *info)
+{
+    struct etcd_rdzv *r = (struct etcd_rdzv *)base;
+    if (r->closed)
+        return FAIL(r, EL_ECLOSED, "the rendezvous is closed");
+    el_etcd_set_cancel_fd(r->c, cancel_fd);
+    int rc = next_round(r, lws, el_now_ms() + r->join_timeout_ms, info);
+    el_etcd_set_cancel_fd(r->c, -1);
+    return rc;
+}
+
+static int etcd_num_nodes_waiting(struct el_rdzv *base, int *n)
+{
+    struct etcd_rdzv *r = (struct etcd_rdzv *)base;
+    char k[KEY_MAX];
+    int64_t cur, waiting;
+    int rc;
+    *n = 0;
+    if (atomic_load(&r->lost))
+        return FAIL(r, EL_EPEERLOST, "this node's etcd lease is gone (%s); "
+                    "the other nodes re-form without it", r->lost_why);
+    if ((rc = check_closed(r)) != 0) {
+        if (rc < 0)
+            return rc;
+        *n = 1; /* the agent's next() reports the closure */
+        return 0;
+    }
+    key(r, k, "c/round");
+    if ((rc = get_int(r, k, 0, &cur, NULL)))
+        return rc;
+    if (cur > r->round) {
+        key(r, k, "r%" PRId64 "/node/", cur);
+        if ((rc = count(r, k, &waiting, NULL)))
+            return rc;
+        *n = waiting > 0 ? (int)waiting : 1;
+        return 0;
+    }
+    const char *dead = NULL;
+    for (int i = 0; i < r->nmembers && !dead; i++)
+        if (is_dead(r, r->members[i].id))
+            dead = r->members[i].name;
+    if (dead)
+        note(r, "round %" PRId64 " (rank %d of %d nodes): node %s is gone; "
+             "re-forming", r->round, r->rank, r->nmembers, dead);
+    *n = dead ? 1 : 0;
+    return 0;
+}
+
+static int etcd_report_failure(struct el_rdzv *base, const char *why)
+{
+    struct etcd_rdzv *r = (struct etcd_rdzv *)base;
+    char k[KEY_MAX];
+    int64_t cur, used, now;
+    int rc, first = 0;
+    /* A round that ended for a change of membership charges nothing. */
+    key(r, k, "c/round");
+    if ((rc = get_int(r, k, 0, &cur, NULL)))
+        return rc;
+    int lost = 0;
+    for (int i = 0; i < r->nmembers && !lost; i++)
+        lost = is_dead(r, r->members[i].id);
+    if (cur > r->round || lost)
+        return 0;
+    key(r, k, "r%" PRId64 "/failed", r->round);
+    if ((rc = create(r, k, r->id, 0, &first, "reporting a failure")))
+        return rc;
+    if (first) {
+        key(r, k, "c/restarts");
+        if ((rc = el_etcd_add(r->c, k, 1, &used)))
+            return efail(r, r->c, rc, "charging the restart budget");
+        if (used > r->max_restarts) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "failed: restart budget of %d used up "
+                     "(last: %s)", r->max_restarts, why ? why : "failure");
+            key(r, k, "c/closed");
+            create(r, k, msg, 0, NULL, "closing the job");
+            return FAIL(r, EL_ELIMIT, "%s", msg);
+        }
+        note(r, "round %" PRId64 " (rank %d of %d nodes) failed (%s); "
+             "restart %" PRId64 " of %d", r->round, r->rank, r->nmembers,
+             why ? why : "failure", used, r->max_restarts);
+    }
+    if ((rc = check_closed(r)) != 0)
+        return rc < 0 ? rc : EL_ELIMIT;
+    return raise_round(r, r->round + 1, r->members, r->nmembers, NULL, &now);
+}
+
+static int etcd_notify_fd(struct el_rdzv *base)
+{
+    return ((struct etcd_rdzv *)base)->evfd;
+}
+
+static void etcd_ack_notify(struct el_rdzv *base)
+{
+    uint64_t v;
+    if (read(((struct etcd_rdzv *)base)->evfd, &v, sizeof v) < 0) {
+        /* nothing pending */
+    }
+}
+
+static int etcd_exit_barrier(struct el_rdzv *base, int succeeded,
+                             int timeout_ms, int cancel_fd)
+{
+    struct etcd_rdzv *r = (struct etcd_rdzv *)base;
+    char k[KEY_MAX], kd[KEY_MAX];
+    int rc;
+    key(r, kd, "r%" PRId64 "/exit/done", r->round);
+    if (!succeeded) {
+        rc = el_etcd_put(r->c, kd, "failed", 6, 0, NULL);
+        return rc ? efail(r, r->c, rc, "reporting the failure") : 0;
+    }
+    int64_t n;
+    key(r, k, "r%" PRId64 "/exit/in/%s", r->round, r->id);
+    if ((rc = el_etcd_put(r->c, k, "1", 1, r->lease, NULL)))
+        return efail(r, r->c, rc, "entering the exit barrier");
+    key(r, k, "r%" PRId64 "/exit/in/", r->round);
+    if ((rc = count(r, k, &n, NULL)))
+        return rc;
+    if (n >= r->nmembers && (rc = el_etcd_put(r->c, kd, "ok", 2, 0, NULL)))
+        return efail(r, r->c, rc, "completing the exit barrier");
+    struct el_etcd_kv kv = {0};
+    el_etcd_set_cancel_fd(r->c, cancel_fd);
+    rc = el_etcd_wait_key(r->c, kd, &kv, timeout_ms);
+    el_etcd_set_cancel_fd(r->c, -1);
+    el_etcd_kv_clear(&kv);
+    if (rc == -ETIMEDOUT)
+        return FAIL(r, rc, "exit barrier: not every node finished within "
+                    "%d s", timeout_ms / 1000);
+    return rc ? efail(r, r->c, rc, "waiting in the exit barrier") : 0;
+}
+
+static int etcd_set_closed(struct el_rdzv *base)
+{
+    struct etcd_rdzv *r = (struct etcd_rdzv *)base;
+    char k[KEY_MAX];
+    r->closed = 1;
+    key(r, k, "c/closed");
+    return create(r, k, "ok", 0, NULL, "closing the job");
+}
+
+static void stop_watchers(struct etcd_rdzv *r)
+{
+    char c = 1;
+    if (r->stop_pipe[1] >= 0 && write(r->stop_pipe[1], &c, 1) < 0) {
+        /* the pipe is ours and empty */
+    }
+    for (int i = 0; i < 2; i++)
+        if (r->th_running[i]) {
+            pthread_join(r->th[i], NULL);
+            r->th_running[i] = 0;
+        }
+}
+
+static void etcd_close(struct el_rdzv *base)
+{
+    struct etcd_rdzv *r = (struct etcd_rdzv *)base;
+    stop_watchers(r);
+    el_etcd_keeper_stop(r->keeper);
+    if (r->c && r->lease && !atomic_load(&r->lost)) {
+        /* This node's keys go now rather than after the TTL; the last node
+         * out removes the job. */
+        char k[KEY_MAX];
+        int64_t left = 1;
+        el_etcd_lease_revoke(r->c, r->lease);
+        key(r, k, "alive/");
+        if (el_etcd_count_prefix(r->c, k, &left, NULL) == 0 && left == 0)
+            el_etcd_delete_prefix(r->c, r->prefix, NULL);
+    }
+    el_etcd_close(r->c);
+    el_store_server_close(r->srv);
+    for (int i = 0; i < r->ndead; i++)
+        free(r->dead[i]);
+    free(r->dead);
+    pthread_mutex_destroy(&r->mu);
+    if (r->stop_pipe[0] >= 0) {
+        close(r->stop_pipe[0]);
+        close(r->stop_pipe[1]);
+    }
+    if (r->evfd >= 0)
+        close(r->evfd);
+    for (size_t i = 0; i < sizeof r->strs / sizeof r->strs[0]; i++)
+        free(r->strs[i]);
+    free(r->members);
+    free(r);
+}
+
+static const struct el_rdzv_ops etcd_ops = {
+    .name = "etcd",
+    .next = etcd_next,
+    .num_nodes_waiting = etcd_num_nodes_waiting,
+    .notify_fd = etcd_notify_fd,
+    .ack_notify = etcd_ack_notify,
+    .exit_barrier = etcd_exit_barrier,
+    .set_closed = etcd_set_closed,
+    .report_failure = etcd_report_failure,
+    .close = etcd_close,
+};
+
+/* Copy the caller's etcd options (they need not outlive open). */
+static int copy_opts(struct etcd_rdzv *r, const struct el_rdzv_config *cfg,
+                     const char *endpoints)
+{
+    const char *src[7] = {endpoints,      cfg->etcd.protocol,
+                          cfg->etcd.cacert, cfg->etcd.cert,
+                          cfg->etcd.key,  cfg->etcd.user,
+                          cfg->etcd.password};
+    for (int i = 0; i < 7; i++)
+        if (src[i] && !(r->strs[i] = strdup(src[i])))
+            return -ENOMEM;
+    r->eo.endpoints = r->strs[0];
+    r->eo.protocol = r->strs[1];
+    r->eo.cacert = r->strs[2];
+    r->eo.cert = r->strs[3];
+    r->eo.key = r->strs[4];
+    r->eo.user = r->strs[5];
+    r->eo.password = r->strs[6];
+    return 0;
+}
+
+/* Everything open does after the struct is filled: the workers' store, the
+ * lease and this node's alive/ key, the keeper and the watchers. */
+static int start(struct etcd_rdzv *r, char *err, size_t errlen)
+{
+    char eb[512], k[KEY_MAX];
+    int rc = el_etcd_open(&r->c, &r->eo, eb, sizeof eb);
+    if (rc) {
+        snprintf(err, errlen, "etcd rendezvous: %s", eb);
+        return rc;
+    }
+    struct el_store_server_opts so = {.host = "0.0.0.0", .port = 0};
+    if ((rc = el_store_server_start(&r->srv, &so))) {
+        snprintf(err, errlen, "cannot start the workers' store: %s",
+                 el_strerror(rc));
+        return rc;
+    }
+    r->srv_port = el_store_server_port(r->srv);
+    if ((rc = el_etcd_lease_grant(r->c, r->ttl_s, 0, &r->lease))) {
+        efail(r, r->c, rc, "granting this node's lease");
+        snprintf(err, errlen, "%s", r->base.errmsg);
+        return rc;
+    }
+    key(r, k, "alive/%s", r->id);
+    if ((rc = el_etcd_put(r->c, k, r->name, strlen(r->name), r->lease,
+                          &r->watch_from))) {
+        efail(r, r->c, rc, "announcing this node");
+        snprintf(err, errlen, "%s", r->base.errmsg);
+        return rc;
+    }
+    r->watch_from++;
+    if ((rc = el_etcd_keeper_start(&r->keeper, r->c, r->lease, r->ttl_s,
+                                   on_lease_lost, r))) {
+        snprintf(err, errlen, "%s", el_etcd_errmsg(r->c));
+        return rc;
+    }
+    void *(*mains[2])(void *) = {deaths_main, ctl_main};
+    for (int i = 0; i < 2; i++) {
+        if ((rc = pthread_create(&r->th[i], NULL, mains[i], r))) {
+            snprintf(err, errlen, "cannot start an etcd watcher: %s",
+                     strerror(rc));
+            return -rc;
+        }
+        r->th_running[i] = 1;
+    }
+    note(r, "etcd rendezvous at %s, keys under %s, lease %" PRId64 " (TTL "
+         "%" PRId64 " s); workers' store on port %d", r->eo.endpoints,
+         r->prefix, r->lease, r->ttl_s, r->srv_port);
+    return 0;
+}
+
+int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
+                       char *err, size_t errlen)
+{
+    char ep[EL_HOST_MAX + 16];
+    const char *endpoints = cfg->endpoints;
+    if (cfg->min_nodes < 1 || cfg->max_nodes < cfg->min_nodes) {
+        snprintf(err, errlen, "--nnodes must be MIN:MAX with 1 <= MIN <= MAX "
+                 "(got %d:%d)", cfg->min_nodes, cfg->max_nodes);
+        return EL_EUSAGE;
+    }
+    if (!endpoints || !*endpoints) {
+        if (!cfg->host || !*cfg->host || cfg->port <= 0) {
+            snprintf(err, errlen, "the etcd rendezvous needs --rdzv-endpoint="
+                     "HOST:PORT[,HOST:PORT...] (etcd's client URLs)");
+            return EL_EUSAGE;
+        }
+        snprintf(ep, sizeof ep, strchr(cfg->host, ':') ? "[%s]:%d" : "%s:%d",
+                 cfg->host, cfg->port);
+        endpoints = ep;
+    }
+    const char *pfx = cfg->etcd.prefix && *cfg->etcd.prefix ? cfg->etcd.prefix
+                                                            : "/elrun";
+    const char *run_id = cfg->run_id ? cfg->run_id : "none";
+    if (strlen(pfx) + strlen(run_id) > 300 || strchr(run_id, '/')) {
+        snprintf(err, errlen, "etcd_prefix and --rdzv-id must be at most 300 "
+                 "bytes together, and the id must not contain '/'");
+        return EL_EUSAGE;
+    }
+    struct etcd_rdzv *r = calloc(1, sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    r->base.ops = &etcd_ops;
+    r->stop_pipe[0] = r->stop_pipe[1] = -1;
+    r->evfd = -1;
+    pthread_mutex_init(&r->mu, NULL);
+    snprintf(r->prefix, sizeof r->prefix, "%s%s%s/", pfx,
+             pfx[strlen(pfx) - 1] == '/' ? "" : "/", run_id);
+    r->min_nodes = cfg->min_nodes;
+    r->max_nodes = cfg->max_nodes;
+    r->max_restarts = cfg->max_restarts;
+    r->join_timeout_ms = cfg->join_timeout_ms > 0 ? cfg->join_timeout_ms
+                                                  : 600000;
+    r->last_call_ms = cfg->last_call_timeout_ms > 0
+                          ? cfg->last_call_timeout_ms : 0;
+    r->keepalive_ms = cfg->keep_alive_interval_ms > 0
+                          ? cfg->keep_alive_interval_ms : 5000;
+    r->window_ms = r->keepalive_ms * (cfg->keep_alive_max_attempt > 0
+                                          ? cfg->keep_alive_max_attempt : 3);
+    r->ttl_s = (r->window_ms + 999) / 1000;
+    r->on_event = cfg->on_event;
+    r->event_arg = cfg->event_arg;
+    r->round = -1;
+    r->rank = -1;
+    r->joined_round = -1;
+    if (cfg->local_addr && *cfg->local_addr)
+        snprintf(r->name, sizeof r->name, "%s", cfg->local_addr);
+    else if (gethostname(r->name, sizeof r->name) != 0)
+        snprintf(r->name, sizeof r->name, "node");
+    for (char *p = r->name; *p; p++)
+        if (*p == ' ' || *p == '\n' || *p == '/')
+            *p = '_';
+    unsigned rnd = (unsigned)(el_now_ns() ^ ((long long)getpid() << 16));
+    snprintf(r->id, sizeof r->id, "%.150s#%d#%08x", r->name, (int)getpid(),
+             rnd);
+    int rc = copy_opts(r, cfg, endpoints);
+    if (rc == 0) {
+        r->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (r->evfd < 0 || pipe2(r->stop_pipe, O_CLOEXEC) < 0) {
+            rc = -errno;
+            snprintf(err, errlen, "eventfd/pipe: %s", strerror(errno));
+        }
+    }
+    if (rc == 0)
+        rc = start(r, err, errlen);
+    if (rc) {
+        etcd_close(&r->base);
+        return rc;
+    }
+    *out = &r->base;
+    return 0;
+}

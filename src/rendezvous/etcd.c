@@ -230,8 +230,56 @@ static int is_dead(struct etcd_rdzv *r, const char *id)
     return dead;
 }
 
-/* The live agents of the job (their alive/ keys), for expect lists. */
+static void mark_dead(struct etcd_rdzv *r, const char *id)
+{
+    char *copy = strdup(id);
+    pthread_mutex_lock(&r->mu);
+    if (copy && r->ndead == r->capdead) {
+        int cap = r->capdead ? r->capdead * 2 : 16;
+        char **d = realloc(r->dead, (size_t)cap * sizeof *d);
+        if (d) {
+            r->dead = d;
+            r->capdead = cap;
+        }
+    }
+    if (copy && r->ndead < r->capdead)
+        r->dead[r->ndead++] = copy;
+    else
+        free(copy);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Which members of this node's round are gone for sure.  Every agent
+ * serves a store, so a refused connection to it proves that its agent
+ * exited, long before its lease expires; a host that is down (no answer)
+ * is left to the lease.  Marks them dead; returns how many. */
+static int probe_members(struct etcd_rdzv *r)
+{
+    int gone = 0;
+    for (int i = 0; i < r->nmembers; i++) {
+        const struct el__rdzv_member *m = &r->members[i];
+        if (strcmp(m->id, r->id) == 0 || m->port <= 0 || is_dead(r, m->id))
+            continue;
+        int fd = el_tcp_connect(m->name, m->port, 50);
+        if (fd >= 0) {
+            close(fd);
+            continue;
+        }
+        if (fd != -ECONNREFUSED)
+            continue;
+        mark_dead(r, m->id);
+        gone++;
+        note(r, "round %" PRId64 " (rank %d of %d nodes): node %s is gone "
+             "(its agent refuses connections); re-forming", r->round,
+             r->rank, r->nmembers, m->name);
+    }
+    return gone;
+}
+
+/* The live agents of the job (their alive/ keys, less those known dead),
+ * for expect lists. */
 struct live_set {
+    struct etcd_rdzv *r;
     struct el_etcd_kv *kvs;
     size_t n, skip;               /* skip: the prefix length of the keys   */
 };
@@ -239,6 +287,8 @@ struct live_set {
 static int live_has(void *arg, const char *id)
 {
     struct live_set *s = arg;
+    if (is_dead(s->r, id))
+        return 0;
     for (size_t i = 0; i < s->n; i++)
         if (s->kvs[i].key_len > s->skip &&
             strcmp(s->kvs[i].key + s->skip, id) == 0)
@@ -271,7 +321,7 @@ static int raise_round(struct etcd_rdzv *r, int64_t target,
         rc = el_etcd_get(r->c, ek, &old, NULL, NULL);
         free(old);
         if (rc == EL_ENOTFOUND) {
-            struct live_set live = {0};
+            struct live_set live = {.r = r};
             char ak[KEY_MAX];
             key(r, ak, "alive/");
             live.skip = strlen(ak);
@@ -414,21 +464,7 @@ static void watch_loop(struct etcd_rdzv *r, int deaths)
                 if (evs[i].type != EL_ETCD_DELETE ||
                     evs[i].kv.key_len <= skip)
                     continue;
-                char *id = strdup(evs[i].kv.key + skip);
-                pthread_mutex_lock(&r->mu);
-                if (id && r->ndead == r->capdead) {
-                    int cap = r->capdead ? r->capdead * 2 : 16;
-                    char **d = realloc(r->dead, (size_t)cap * sizeof *d);
-                    if (d) {
-                        r->dead = d;
-                        r->capdead = cap;
-                    }
-                }
-                if (id && r->ndead < r->capdead)
-                    r->dead[r->ndead++] = id;
-                else
-                    free(id);
-                pthread_mutex_unlock(&r->mu);
+                mark_dead(r, evs[i].kv.key + skip);
             }
             el_etcd_events_free(evs, n);
             if (n)
@@ -800,10 +836,12 @@ static int etcd_report_failure(struct el_rdzv *base, const char *why)
     key(r, k, "c/round");
     if ((rc = get_int(r, k, 0, &cur, NULL)))
         return rc;
+    /* Workers often fail because a peer node died (their collectives or
+     * their store lose it): that round ended for a change of membership. */
     int lost = 0;
     for (int i = 0; i < r->nmembers && !lost; i++)
         lost = is_dead(r, r->members[i].id);
-    if (cur > r->round || lost)
+    if (cur > r->round || lost || probe_members(r) > 0)
         return 0;
     key(r, k, "r%" PRId64 "/failed", r->round);
     if ((rc = create(r, k, r->id, 0, &first, "reporting a failure")))

@@ -430,6 +430,45 @@ static int cmd_basic(void)
     CHECK(rc == 0 && strcmp(v, "c") == 0, "compaction keeps the value");
     free(v);
     printf("last revision %" PRId64 "\n", rev2);
+
+    /* count-only ranges; watches that skip puts or deletes */
+    int64_t cnt = -1;
+    OK(el_etcd_count_prefix(c, k("cnt/"), &cnt, NULL));
+    CHECK(cnt == 0, "count of an empty prefix: %" PRId64, cnt);
+    struct el_etcd_watch *dels, *puts;
+    OK(el_etcd_watch_open_filtered(c, k("cnt/"), 1, 0, EL_ETCD_WATCH_NO_PUT,
+                                   &dels));
+    OK(el_etcd_watch_open_filtered(c, k("cnt/"), 1, 0,
+                                   EL_ETCD_WATCH_NO_DELETE, &puts));
+    for (int i = 0; i < 3; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "cnt/%d", i);
+        OK(el_etcd_put(c, k(key), "x", 1, 0, NULL));
+    }
+    OK(el_etcd_put(c, k("cntx"), "not under cnt/", 14, 0, NULL));
+    OK(el_etcd_count_prefix(c, k("cnt/"), &cnt, NULL));
+    CHECK(cnt == 3, "count after 3 puts: %" PRId64, cnt);
+    OK(el_etcd_delete(c, k("cnt/1"), NULL));
+    OK(el_etcd_count_prefix(c, k("cnt/"), &cnt, NULL));
+    CHECK(cnt == 2, "count after a delete: %" PRId64, cnt);
+    OK(el_etcd_watch_next(dels, &evs, &ne, 5000));
+    CHECK(ne == 1 && evs[0].type == EL_ETCD_DELETE &&
+              strcmp(evs[0].kv.key, k("cnt/1")) == 0,
+          "a deletes-only watch sees the delete alone (%zu events)", ne);
+    el_etcd_events_free(evs, ne);
+    size_t seen = 0;
+    while (seen < 3) {
+        OK(el_etcd_watch_next(puts, &evs, &ne, 5000));
+        for (size_t i = 0; i < ne; i++)
+            CHECK(evs[i].type == EL_ETCD_PUT, "a puts-only watch: a delete");
+        seen += ne;
+        el_etcd_events_free(evs, ne);
+    }
+    CHECK(seen == 3, "a puts-only watch sees the 3 puts (%zu)", seen);
+    rc = el_etcd_watch_next(puts, &evs, &ne, 200);
+    CHECK(rc == -ETIMEDOUT && ne == 0, "and not the delete: %d, %zu", rc, ne);
+    el_etcd_watch_close(dels);
+    el_etcd_watch_close(puts);
     OK(el_etcd_delete_prefix(c, prefix, &n));
     el_etcd_close(c);
     printf("basic: all operations ok\n");

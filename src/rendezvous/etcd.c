@@ -72,6 +72,7 @@ struct etcd_rdzv {
     int join_timeout_ms, last_call_ms, keepalive_ms, window_ms;
     struct el_store_server *srv;  /* this agent's workers' store           */
     int srv_port;
+    int64_t served;               /* last round its workers used it, or -1 */
     int64_t round;                /* last round this node was a member of  */
     int rank;                     /* its rank in that round, -1 if none    */
     struct el__rdzv_member *members; /* that round's members, rank order   */
@@ -516,6 +517,26 @@ static void log_round(struct etcd_rdzv *r, int64_t round,
          "(%s) is rank %d", round, n, joined, left, r->name, me);
 }
 
+/* This agent's store serves the workers of 'round': delete what the
+ * workers of the last round it served left there (best effort). */
+static void forget_served(struct etcd_rdzv *r, int64_t round)
+{
+    int64_t old = r->served;
+    r->served = round;
+    if (old < 0)
+        return;
+    struct el_store *cl = NULL;
+    if (el_store_connect(&cl, "127.0.0.1", r->srv_port, 1000, 2000) != 0)
+        return;
+    char wk[64];
+    int64_t n;
+    snprintf(wk, sizeof wk, "/worker/attempt_%" PRId64 "/", old);
+    el_store_delete_prefix(cl, wk, &n);
+    snprintf(wk, sizeof wk, "//worker/attempt_%" PRId64 "/", old);
+    el_store_delete_prefix(cl, wk, &n);
+    el_store_close(cl);
+}
+
 /* Round 'round' is sealed with m (n members), this node at 'me'. */
 static void take_round(struct etcd_rdzv *r, int64_t round,
                        struct el__rdzv_member *m, int n, int me,
@@ -541,6 +562,8 @@ static void take_round(struct etcd_rdzv *r, int64_t round,
     info->num_nodes = n;
     info->base_rank = base_rank;
     info->world_size = world;
+    if (me == 0)
+        forget_served(r, round);
     /* The workers' store is rank 0's. */
     snprintf(info->store_host, sizeof info->store_host, "%s", m[0].name);
     info->store_port = m[0].port;
@@ -1103,6 +1126,7 @@ int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
     r->round = -1;
     r->rank = -1;
     r->joined_round = -1;
+    r->served = -1;
     if (cfg->local_addr && *cfg->local_addr)
         snprintf(r->name, sizeof r->name, "%s", cfg->local_addr);
     else if (gethostname(r->name, sizeof r->name) != 0)

@@ -229,8 +229,10 @@ static int establish(struct el_etcd_watch *w, size_t first)
         for (size_t k = 0; k < c->nm; k++) {
             size_t i = (first + k) % c->nm;
             int64_t now = el_etcd_now_ms();
-            if (now >= deadline)
+            if (now >= deadline) {
+                tls_all = 0; /* out of time, not a TLS verdict */
                 goto unreachable;
+            }
             int64_t until = now + c->opts.request_timeout_ms;
             if (until > deadline)
                 until = deadline;

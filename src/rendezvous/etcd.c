@@ -499,8 +499,8 @@ static void *ctl_main(void *arg)
 static void on_lease_lost(void *arg, int64_t lease, int err, const char *why)
 {
     struct etcd_rdzv *r = arg;
-    snprintf(r->lost_why, sizeof r->lost_why, "lease %" PRId64 ": %s", lease,
-             why);
+    (void)lease; /* 'why' names it */
+    snprintf(r->lost_why, sizeof r->lost_why, "%s", why);
     atomic_store(&r->lost, 1);
     signal_agent(r);
 }
@@ -706,8 +706,11 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
             int present;
             struct el_etcd_kv kv = {0};
             key(r, k, "c/round");
+            /* in keep-alive steps, to notice a lost lease */
             rc = el_etcd_wait_change(r->c, k, round_mod, &present, &kv,
-                                     left > 0 ? (int)left : 0);
+                                     left <= 0 ? 0
+                                     : left < r->keepalive_ms ? (int)left
+                                                              : r->keepalive_ms);
             el_etcd_kv_clear(&kv);
             if (rc && rc != -ETIMEDOUT && rc != -ESTALE)
                 return efail(r, r->c, rc, "waiting as a spare");

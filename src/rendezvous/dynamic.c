@@ -72,6 +72,7 @@ struct dyn_rdzv {
     int nmembers;
     int64_t joined_round;         /* round joined but not yet sealed       */
     int64_t seq;
+    int64_t expect_n;             /* nodes joined_round expects (0: none)  */
     int spare_logged;
     size_t events_seen;           /* bytes of the events log processed     */
     int closed;
@@ -521,7 +522,7 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
     char k[400], v[ID_MAX + EL_HOST_MAX + 64];
     int rc;
 
-    int64_t stale = -1, stale_round = -1, expect_n = 0;
+    int64_t stale = -1, stale_round = -1;
     if (r->closed)
         return FAIL(r, EL_ECLOSED, "the rendezvous is closed");
     for (;;) {
@@ -647,13 +648,13 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
             /* Count this node in if the round expects it. */
             void *ev = NULL;
             size_t el;
-            expect_n = 0;
+            r->expect_n = 0;
             key(r, k, sizeof k, "r%" PRId64 "/expect", round);
             rc = el_store_try_get(r->link.cl, k, &ev, &el);
             if (rc && rc != EL_ENOTFOUND)
                 return store_fail(r, rc, "reading the expected nodes");
             if (rc == 0) {
-                expect_n = strtoll(ev, NULL, 10);
+                r->expect_n = strtoll(ev, NULL, 10);
                 int mine = el__rdzv_expected(ev, r->id);
                 free(ev);
                 key(r, k, sizeof k, "r%" PRId64 "/expected_in", round);
@@ -671,6 +672,7 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
             stale = -1;
         /* Complete at MAX, or once every expected node is in. */
         int64_t expected_in = 0;
+        int64_t expect_n = r->expect_n;
         if (expect_n > 0) {
             key(r, k, sizeof k, "r%" PRId64 "/expected_in", round);
             if ((rc = get_int(r, k, 0, &expected_in)))

@@ -79,6 +79,7 @@ struct etcd_rdzv {
     int nmembers;
     int64_t joined_round;         /* round joined but not yet sealed       */
     int64_t arrival;              /* joiners counted right after joining   */
+    int64_t expect_n;             /* nodes that round expects (0: no list)  */
     int spare_logged;
     int closed;
     /* The watcher threads (deaths: alive/ deletes; ctl: c/ changes). */
@@ -641,7 +642,7 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
 {
     char k[KEY_MAX];
     int rc;
-    int64_t stale = -1, stale_round = -1, expect_n = 0;
+    int64_t stale = -1, stale_round = -1;
     for (;;) {
         if (el_now_ms() > deadline)
             return FAIL(r, -ETIMEDOUT,
@@ -720,7 +721,7 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
         /* Round 'round' is open: join it once. */
         int64_t joiners, rev, expected_in = 0;
         if (r->joined_round != round) {
-            if ((rc = join(r, round, lws, &expect_n)))
+            if ((rc = join(r, round, lws, &r->expect_n)))
                 return rc;
             key(r, k, "r%" PRId64 "/node/", round);
             if ((rc = count(r, k, &r->arrival, NULL)))
@@ -731,6 +732,7 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
             return rc;
         if (round != stale_round)
             stale = -1;
+        int64_t expect_n = r->expect_n;
         if (expect_n > 0) {
             key(r, k, "r%" PRId64 "/exp/", round);
             if ((rc = count(r, k, &expected_in, NULL)))

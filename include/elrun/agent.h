@@ -102,7 +102,7 @@ struct el_agent_result {
      * is the root cause (smallest timestamp, first on ties). */
     struct el_agent_failure *failures;
     int nfailures, root;
-    char errmsg[512];           /* RDZV_ERROR / EXEC_ERROR                 */
+    char errmsg[1400];          /* RDZV_ERROR / EXEC_ERROR                 */
 };
 
 struct el_agent;

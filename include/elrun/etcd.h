@@ -269,9 +269,11 @@ int el_etcd_lease_ttl(struct el_etcd *c, int64_t id, int64_t *ttl_s,
 
 /* A thread that keeps one lease alive: it refreshes it every TTL/3 (on a
  * client of its own, made from the same options, with the same failover),
- * and declares the lease lost when etcd says it is gone, or when no member
- * confirmed a refresh for a whole TTL (then etcd has let it expire, or will
- * before anyone could tell).  Loss is reported once, through the eventfd of
+ * and declares the lease lost when etcd says it is gone, or gives it up
+ * when no member confirmed a refresh for a TTL plus a grace period (a TTL,
+ * at least 3 s): a cut-off client's lease has expired by then, while a
+ * leader election longer than the TTL does not lose it (the new leader
+ * extends every lease) and etcd answers again within it.  Loss is reported once, through the eventfd of
  * el_etcd_keeper_fd() (becomes readable) and the callback if one is given
  * (called on the keeper's thread, with the reason; it must not call
  * el_etcd_keeper_stop()).  The thread then ends. */

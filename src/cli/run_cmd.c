@@ -198,7 +198,7 @@ static void on_rdzv_event(void *arg, const char *msg)
 int cli_run_main(int argc, char **argv)
 {
     struct el_opts o;
-    char err[1024];
+    char err[1400];
     el_log_init("elrun", EL_LOG_WARN);
     if (el_opts_parse(&o, argc, argv, NULL, err, sizeof err) != 0)
         return usage_error(err);
@@ -219,7 +219,7 @@ int cli_run_main(int argc, char **argv)
     const char *binary = use_python ? python : o.script;
     if (find_program(binary, err, sizeof err) != 0) {
         if (use_python) {
-            char why[1100];
+            char why[1500];
             snprintf(why, sizeof why, "%s (set PYTHON_EXEC or use "
                      "--no-python)", err);
             return usage_error(why);

@@ -165,14 +165,20 @@ static void *keeper_main(void *arg)
         }
         if (rc == -ECANCELED) /* stop_fd is the client's cancel fd */
             return NULL;
-        if (rc == EL_ENOTFOUND || now - last_ok >= k->ttl_ms) {
+        /* No answer for a TTL does not prove the lease gone: a new etcd
+         * leader extends every lease, so an election longer than the TTL
+         * keeps it.  Give the cluster a grace period (a TTL, at least 3 s)
+         * to answer; etcd then says whether the lease lives. */
+        int64_t grace = k->ttl_ms > 3000 ? k->ttl_ms : 3000;
+        if (rc == EL_ENOTFOUND || now - last_ok >= k->ttl_ms + grace) {
             if (rc == EL_ENOTFOUND)
                 snprintf(k->why, sizeof k->why, "%s", el_etcd_errmsg(k->c));
             else
                 snprintf(k->why, sizeof k->why,
-                         "etcd lease %" PRId64 " lost: no refresh confirmed "
-                         "for %" PRId64 " ms (TTL %" PRId64 " ms); last "
-                         "error: %s", k->id, now - last_ok, k->ttl_ms,
+                         "etcd lease %" PRId64 " given up: no refresh "
+                         "confirmed for %" PRId64 " ms (TTL %" PRId64 " ms "
+                         "+ %" PRId64 " ms grace); last error: %s", k->id,
+                         now - last_ok, k->ttl_ms, grace,
                          el_etcd_errmsg(k->c));
             atomic_store(&k->status, rc);
             uint64_t one = 1;

@@ -141,7 +141,7 @@ static int efail(struct etcd_rdzv *r, struct el_etcd *c, int rc,
     const char *m = el_etcd_errmsg(c);
     return FAIL(r, rc == -EHOSTUNREACH || rc == -EPROTO || rc == -EACCES
                        ? EL_EPEERLOST : rc,
-                "etcd rendezvous: %s: %s", what, *m ? m : el_strerror(rc));
+                "%s: %s", what, *m ? m : el_strerror(rc));
 }
 
 static long long wall_ms(void)
@@ -1034,7 +1034,7 @@ static int start(struct etcd_rdzv *r, char *err, size_t errlen)
     char eb[512], k[KEY_MAX];
     int rc = el_etcd_open(&r->c, &r->eo, eb, sizeof eb);
     if (rc) {
-        snprintf(err, errlen, "etcd rendezvous: %s", eb);
+        snprintf(err, errlen, "etcd: %s", eb);
         return rc;
     }
     struct el_store_server_opts so = {.host = "0.0.0.0", .port = 0};
@@ -1143,6 +1143,11 @@ int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
     snprintf(r->id, sizeof r->id, "%.150s#%d#%08x", r->name, (int)getpid(),
              rnd);
     int rc = copy_opts(r, cfg, endpoints);
+    /* One etcd call, retries across members included, gives up after
+     * read_timeout [15 s], and never outlasts the join timeout. */
+    r->eo.op_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 15000;
+    if (r->eo.op_timeout_ms > r->join_timeout_ms)
+        r->eo.op_timeout_ms = r->join_timeout_ms;
     if (rc == 0) {
         r->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (r->evfd < 0 || pipe2(r->stop_pipe, O_CLOEXEC) < 0) {

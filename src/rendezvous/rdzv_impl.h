@@ -28,7 +28,7 @@ struct el_rdzv_ops {
 
 struct el_rdzv {
     const struct el_rdzv_ops *ops;
-    char errmsg[256];
+    char errmsg[1280];
 };
 
 /* A backend's constructor: the same contract as el_rdzv_open. */

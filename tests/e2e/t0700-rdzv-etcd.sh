@@ -17,14 +17,13 @@
 #     workers of a round meet there (PyTorch's TCPStore client); kill that
 #     agent and the next round has another rank 0, store and MASTER_ADDR;
 #  5. nothing listening / a silent host: the agent exits non-zero with one
-#     line naming the members tried (within the join timeout: known not yet);
+#     line naming the members tried (within the join timeout);
 #  3. the etcd leader (which the agents talk to) is killed mid-run: same
 #     round, same worker processes, the job finishes (--rdzv-backend=etcd-v2);
 #  4. TLS with a client certificate, without --local-addr (host names); a
 #     wrong CA and a missing client certificate are one line naming TLS.
 # Keep-alive is 1 s x 2 (lease TTL 2 s) throughout.  Timings are printed as
-# "# ..." lines and only bounded generously.  What the backend is known not
-# to do yet is a "# TODO" case (shown, not counted as a failure).
+# "# ..." lines and only bounded generously.
 #   T0700_CASES="3 4"   run only these cases, in this order (default 1 2 5 3 4)
 #   T0700_KEEP=DIR      keep the agents' logs and the workers' files in DIR
 . "$(dirname "$0")/lib.sh"
@@ -199,22 +198,6 @@ wait_exit() {
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
 KA="keep_alive_interval=1,keep_alive_max_attempt=2"   # lease TTL 2 s
-
-# test_known_breakage WHY NAME SCRIPT: like test_expect_success for what the
-# backend is known not to do yet (TAP "# TODO WHY"): a failure is shown but
-# does not fail the script; a pass says so, to make it a test_expect_success.
-test_known_breakage() {
-    local why=$1 name=$2 script=$3 st
-    _n=$((_n + 1))
-    ( set -eo pipefail; eval "$script" ) >"$T/case.$_n.log" 2>&1; st=$?
-    if ((st == 0)); then
-        echo "ok $_n - $name # TODO $why: passes now, make it test_expect_success"
-        _pass=$((_pass + 1))
-    else
-        echo "not ok $_n - $name # TODO $why"
-        sed 's/^/    /' "$T/case.$_n.log" | tail -5
-    fi
-}
 
 # kill_agent I: SIGKILL agent I and reap it (quietly: no job-control notice).
 kill_agent() { kill -KILL "${AGENT_PID[$1]}"; wait "${AGENT_PID[$1]}" 2>/dev/null || true; }
@@ -395,13 +378,11 @@ case5() {
         [[ $(grep -c " ERROR " "$L2") -eq 1 ]]
         grep " ERROR " "$L2" | grep "etcd unreachable" | grep -q "10.77.0.6:$D1"
     '
-    test_known_breakage "the message is cut at 255 bytes (errmsg[256] in rdzv_impl.h)" \
-        'etcd unreachable: the line names every member tried (3)' '
+    test_expect_success 'etcd unreachable: the line names every member tried (3)' '
         grep " ERROR " "$L1"
         for d in $D1 $D2 $D3; do grep " ERROR " "$L1" | grep -q "10.77.0.254:$d "; done
     '
-    test_known_breakage "the first etcd calls get the client's 15 s op timeout, not join_timeout" \
-        'etcd unreachable: the agents give up within the join timeout (5 s)' '
+    test_expect_success 'etcd unreachable: the agents give up within the join timeout (5 s)' '
         echo "refused: $t_d1 ms, silent: $t_d2 ms"
         (( t_d1 < 5000 + 5000 && t_d2 < 5000 + 5000 ))   # plus slack for a noisy machine
     '

@@ -92,3 +92,27 @@ start_store() {
     STORE_PORT=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$T/store.out" | head -1)
     [[ -n $STORE_PORT ]]
 }
+
+# netns_hosts N: bring up N simulated hosts elh1..elhN (tests/infra/netns-up.sh)
+# for this script alone.  They are one set for the whole machine and
+# netns-down.sh ends every process inside them, so rather than tear them down
+# under another user: hold /run/lock/elrun-netns.lock (fd 9) until the script
+# exits, and wait (up to 10 min) until no process is left inside them (someone's
+# experiment that does not take the lock).  The caller's EXIT trap should run
+# netns-down.sh.
+netns_hosts() {
+    local ns until=$((SECONDS + 600))
+    exec 9>/run/lock/elrun-netns.lock
+    flock -w 600 9 || { echo "Bail out! /run/lock/elrun-netns.lock held for 10 min"; exit 1; }
+    while :; do
+        local busy=0
+        for ns in $(cat /run/elastic-netns/created 2>/dev/null); do
+            [[ -n $(ip netns pids "$ns" 2>/dev/null) ]] && busy=1
+        done
+        ((busy)) || break
+        ((SECONDS < until)) || { echo "Bail out! processes still run inside the simulated hosts"; exit 1; }
+        sleep 0.5
+    done
+    bash "$ROOT/tests/infra/netns-down.sh" >/dev/null 2>&1
+    bash "$ROOT/tests/infra/netns-up.sh" "$1" >/dev/null 2>"$T/netns.log" || { cat "$T/netns.log"; exit 1; }
+}

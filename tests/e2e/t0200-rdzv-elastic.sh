@@ -12,8 +12,7 @@ if [[ $(id -u) != 0 ]] || ! command -v ip >/dev/null; then
     test_skip "elastic rendezvous on simulated hosts" "needs root and iproute2"
     test_done; exit
 fi
-bash "$INFRA/netns-down.sh" >/dev/null 2>&1
-bash "$INFRA/netns-up.sh" 4 >/dev/null 2>"$T/netns.log" || { cat "$T/netns.log"; exit 1; }
+netns_hosts 4
 _old_cleanup=$(trap -p EXIT)
 trap '_cleanup; bash "$INFRA/netns-fault.sh" clear >/dev/null 2>&1; bash "$INFRA/netns-down.sh" >/dev/null 2>&1' EXIT
 

@@ -41,27 +41,7 @@ for c in etcd etcdctl openssl; do
         test_done; exit
     }
 done
-# The simulated hosts are one set for the whole machine, and netns-down.sh
-# ends every process inside them.  So rather than tear them down under
-# another user: hold /run/lock/elrun-netns.lock while this script runs, and
-# wait (up to 10 min) until no process is left inside them (another script
-# that does not take the lock, such as t0200, or someone's experiment).
-exec 9>/run/lock/elrun-netns.lock
-flock -w 600 9 || { echo "Bail out! /run/lock/elrun-netns.lock held for 10 min"; exit 1; }
-netns_busy() {
-    local ns
-    for ns in $(cat /run/elastic-netns/created 2>/dev/null); do
-        [[ -n $(ip netns pids "$ns" 2>/dev/null) ]] && return 0
-    done
-    return 1
-}
-_busy_until=$((SECONDS + 600))
-while netns_busy; do
-    ((SECONDS < _busy_until)) || { echo "Bail out! processes still run inside the simulated hosts"; exit 1; }
-    sleep 0.5
-done
-bash "$INFRA/netns-down.sh" >/dev/null 2>&1
-bash "$INFRA/netns-up.sh" 7 >/dev/null 2>"$T/netns.log" || { cat "$T/netns.log"; exit 1; }
+netns_hosts 7
 # Told at the end if someone removed or re-made them meanwhile.
 HUB_ID=$(stat -Lc %i /run/netns/elhub)
 hosts_intact() { [[ $(stat -Lc %i /run/netns/elhub 2>/dev/null) == "$HUB_ID" && -e /run/netns/elh7 ]]; }

@@ -51,7 +51,7 @@
 #include "elrun/err.h"
 #include "elrun/net.h"
 #include "elrun/store.h"
-#include "rendezvous/members.h"
+#include "rendezvous/elastic.h"
 #include "rendezvous/rdzv_impl.h"
 
 #define ID_MAX EL__RDZV_ID_MAX
@@ -60,20 +60,13 @@ struct dyn_rdzv {
     struct el_rdzv base;
     char run_id[256];
     struct el__rdzv_link link;    /* the store endpoint, prefix, client    */
-    char id[ID_MAX];              /* this node: name#pid#random            */
-    char name[EL_HOST_MAX];       /* --local-addr, else the hostname       */
+    struct el__rdzv_node self;    /* id, name, round, rank, members        */
     int min_nodes, max_nodes, max_restarts;
     int join_timeout_ms, last_call_ms;
     int keepalive_ms, keepalive_attempts;
     struct el_store_server *srv;  /* when this agent hosts the store       */
-    int64_t round;                /* last round this node was a member of  */
-    int rank;                     /* its rank in that round, -1 if none    */
-    struct el__rdzv_member *members;       /* that round's members, in rank order   */
-    int nmembers;
-    int64_t joined_round;         /* round joined but not yet sealed       */
     int64_t seq;
     int64_t expect_n;             /* nodes joined_round expects (0: none)  */
-    int spare_logged;
     size_t events_seen;           /* bytes of the events log processed     */
     int closed;
     /* The liveness thread. */
@@ -82,38 +75,16 @@ struct dyn_rdzv {
     int stop_pipe[2];
     int evfd;
     volatile int lost;
-    void (*on_event)(void *, const char *);
-    void *event_arg;
 };
 
 #define FAIL(r, rc, ...) el__rdzv_fail(&(r)->base, (rc), __VA_ARGS__)
-
-static void note(struct dyn_rdzv *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void note(struct dyn_rdzv *r, const char *fmt, ...)
-{
-    if (!r->on_event)
-        return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    r->on_event(r->event_arg, msg);
-}
+#define note(r, ...) el__rdzv_note(&(r)->self, __VA_ARGS__)
 
 #define key(r, ...) el__rdzv_key(&(r)->link, __VA_ARGS__)
 #define ensure_client(r, cancel_fd, deadline)                               \
     el__rdzv_ensure(&(r)->base, &(r)->link, (cancel_fd), (deadline))
 #define store_fail(r, rc, what) el__rdzv_store_fail(&(r)->base, &(r)->link, \
                                                     (rc), (what))
-
-static long long wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- store access ---- */
 
@@ -424,7 +395,7 @@ static void *live_main(void *arg)
     if (rc == 0) {
         el_store_set_cancel_fd(w, r->stop_pipe[0]);
         key(r, k, sizeof k, "events");
-        snprintf(line, sizeof line, "dead %s\n", r->id);
+        snprintf(line, sizeof line, "dead %s\n", r->self.id);
         rc = el_store_on_close_append(w, k, line, strlen(line));
         if (rc == 0)
             rc = el_store_set_idle_timeout(w, window);
@@ -480,18 +451,6 @@ static void stop_live(struct dyn_rdzv *r)
 
 /* ---- operations ---- */
 
-/* The one line per round change: "round 3: 4 nodes (joined: h5; left: h2)",
- * plus this node's rank. */
-static void log_round(struct dyn_rdzv *r, int64_t round,
-                      const struct el__rdzv_member *m, int n, int me)
-{
-    char joined[512], left[512];
-    el__rdzv_round_change(r->members, r->nmembers, m, n, joined,
-                          sizeof joined, left, sizeof left);
-    note(r, "round %" PRId64 ": %d nodes (joined: %s; left: %s); this node "
-         "(%s) is rank %d", round, n, joined, left, r->name, me);
-}
-
 static int alive_in_log(void *events, const char *id)
 {
     return !is_dead(events, id);
@@ -541,11 +500,12 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
             return rc;
         /* After a round this node took part in, the next one is newer; its
          * live members are expected in it. */
-        if (r->rank >= 0 && round <= r->round) {
-            char *list = expect_list(r, r->members, r->nmembers, NULL);
+        if (r->self.rank >= 0 && round <= r->self.round) {
+            char *list = expect_list(r, r->self.members, r->self.nmembers,
+                                     NULL);
             if (!list)
                 return r->base.errmsg[0] ? EL_EPEERLOST : -ENOMEM;
-            rc = raise_round(r, r->round + 1, list, &round);
+            rc = raise_round(r, r->self.round + 1, list, &round);
             free(list);
             if (rc)
                 return rc;
@@ -567,29 +527,10 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
                 return FAIL(r, rc, "round %" PRId64 ": unreadable member "
                             "list in the store", round);
             for (int i = 0; i < n && me < 0; i++)
-                if (strcmp(m[i].id, r->id) == 0)
+                if (strcmp(m[i].id, r->self.id) == 0)
                     me = i;
             if (me >= 0) {
-                int base_rank = 0, world = 0;
-                for (int i = 0; i < n; i++) {
-                    if (i < me)
-                        base_rank += m[i].lws;
-                    world += m[i].lws;
-                }
-                log_round(r, round, m, n, me);
-                free(r->members);
-                r->members = m;
-                r->nmembers = n;
-                r->round = round;
-                r->rank = me;
-                r->joined_round = -1;
-                r->spare_logged = 0;
-                memset(info, 0, sizeof *info);
-                info->round = round;
-                info->node_rank = me;
-                info->num_nodes = n;
-                info->base_rank = base_rank;
-                info->world_size = world;
+                el__rdzv_take_round(&r->self, round, m, n, me, info);
                 snprintf(info->store_host, sizeof info->store_host, "%s",
                          r->link.host);
                 info->store_port = r->link.port;
@@ -600,7 +541,7 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
                 /* Room for us: open the next round (scale-up; it charges
                  * no restart), expecting its members and us. */
                 int64_t now;
-                char *list = expect_list(r, m, n, r->id);
+                char *list = expect_list(r, m, n, r->self.id);
                 free(m);
                 if (!list)
                     return r->base.errmsg[0] ? EL_EPEERLOST : -ENOMEM;
@@ -612,10 +553,10 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
             }
             free(m);
             /* Full: wait as a hot spare until the round changes. */
-            if (!r->spare_logged) {
+            if (!r->self.spare_logged) {
                 note(r, "round %" PRId64 " is full (%d nodes); this node "
-                     "(%s) waits as a hot spare", round, n, r->name);
-                r->spare_logged = 1;
+                     "(%s) waits as a hot spare", round, n, r->self.name);
+                r->self.spare_logged = 1;
             }
             char cur[32];
             int present;
@@ -634,17 +575,17 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
         }
 
         /* Round 'round' is open: join it once. */
-        if (r->joined_round != round) {
+        if (r->self.joined_round != round) {
             key(r, k, sizeof k, "r%" PRId64 "/joined", round);
             if ((rc = el_store_add(r->link.cl, k, 1, &r->seq)))
                 return store_fail(r, rc, "joining");
             key(r, k, sizeof k, "r%" PRId64 "/node/%" PRId64, round, r->seq);
-            int prev = r->rank;
-            snprintf(v, sizeof v, "v1 %s %d %d %s", r->id, lws, prev,
-                     r->name);
+            int prev = r->self.rank;
+            snprintf(v, sizeof v, "v1 %s %d %d %s", r->self.id, lws, prev,
+                     r->self.name);
             if ((rc = el_store_set(r->link.cl, k, v, strlen(v))))
                 return store_fail(r, rc, "publishing this node");
-            r->joined_round = round;
+            r->self.joined_round = round;
             /* Count this node in if the round expects it. */
             void *ev = NULL;
             size_t el;
@@ -655,7 +596,7 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
                 return store_fail(r, rc, "reading the expected nodes");
             if (rc == 0) {
                 r->expect_n = strtoll(ev, NULL, 10);
-                int mine = el__rdzv_expected(ev, r->id);
+                int mine = el__rdzv_expected(ev, r->self.id);
                 free(ev);
                 key(r, k, sizeof k, "r%" PRId64 "/expected_in", round);
                 if (mine && (rc = el_store_add(r->link.cl, k, 1, NULL)))
@@ -704,7 +645,7 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
             if (expect_n > 0 && wait < window)
                 wait = window;
             char d[32];
-            snprintf(d, sizeof d, "%lld", wall_ms() + wait);
+            snprintf(d, sizeof d, "%lld", el__rdzv_wall_ms() + wait);
             rc = el_store_compare_set(r->link.cl, dk, "", 0, d, strlen(d), NULL,
                                       NULL);
             if (rc && rc != EL_EMISMATCH)
@@ -732,7 +673,8 @@ static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
         } else {
             /* Wait for the seal until the deadline (plus a stagger by
              * arrival, so one node seals and the others just read). */
-            long long until = dl - wall_ms() + (r->seq < 50 ? r->seq : 50) * 4;
+            long long until = dl - el__rdzv_wall_ms() +
+                              (r->seq < 50 ? r->seq : 50) * 4;
             if (until > left)
                 until = left;
             key(r, k, sizeof k, "r%" PRId64 "/members", round);
@@ -782,7 +724,7 @@ static int dyn_num_nodes_waiting(struct el_rdzv *base, int *n)
     key(r, k, sizeof k, "round");
     if ((rc = get_int(r, k, 0, &cur)))
         return rc;
-    if (cur > r->round) {
+    if (cur > r->self.round) {
         key(r, k, sizeof k, "r%" PRId64 "/joined", cur);
         if ((rc = get_int(r, k, 1, &waiting)))
             return rc;
@@ -795,12 +737,12 @@ static int dyn_num_nodes_waiting(struct el_rdzv *base, int *n)
     if ((rc = read_events(r, &events)))
         return rc;
     const char *dead = NULL;
-    for (int i = 0; i < r->nmembers && !dead; i++)
-        if (is_dead(events, r->members[i].id))
-            dead = r->members[i].name;
+    for (int i = 0; i < r->self.nmembers && !dead; i++)
+        if (is_dead(events, r->self.members[i].id))
+            dead = r->self.members[i].name;
     if (dead)
         note(r, "round %" PRId64 " (rank %d of %d nodes): node %s is gone; "
-             "re-forming", r->round, r->rank, r->nmembers, dead);
+             "re-forming", r->self.round, r->self.rank, r->self.nmembers, dead);
     free(events);
     /* A lost node is a change of membership, like a new one: next() opens
      * the next round without charging the restart budget. */
@@ -828,12 +770,12 @@ static int dyn_report_failure(struct el_rdzv *base, const char *why)
     if ((rc = read_events(r, &events)))
         return rc;
     int lost = 0;
-    for (int i = 0; i < r->nmembers && !lost; i++)
-        lost = is_dead(events, r->members[i].id);
+    for (int i = 0; i < r->self.nmembers && !lost; i++)
+        lost = is_dead(events, r->self.members[i].id);
     free(events);
-    if (cur > r->round || lost)
+    if (cur > r->self.round || lost)
         return 0;
-    key(r, k, sizeof k, "r%" PRId64 "/failed", r->round);
+    key(r, k, sizeof k, "r%" PRId64 "/failed", r->self.round);
     if ((rc = el_store_add(r->link.cl, k, 1, &first)))
         return store_fail(r, rc, "reporting a failure");
     if (first == 1) {
@@ -851,15 +793,16 @@ static int dyn_report_failure(struct el_rdzv *base, const char *why)
             return FAIL(r, EL_ELIMIT, "%s", msg);
         }
         note(r, "round %" PRId64 " (rank %d of %d nodes) failed (%s); "
-             "restart %" PRId64 " of %d", r->round, r->rank, r->nmembers,
+             "restart %" PRId64 " of %d", r->self.round, r->self.rank,
+             r->self.nmembers,
              why ? why : "failure", used, r->max_restarts);
     }
     if ((rc = check_closed(r)) != 0)
         return rc < 0 ? rc : EL_ELIMIT;
-    char *list = expect_list(r, r->members, r->nmembers, NULL);
+    char *list = expect_list(r, r->self.members, r->self.nmembers, NULL);
     if (!list)
         return r->base.errmsg[0] ? EL_EPEERLOST : -ENOMEM;
-    rc = raise_round(r, r->round + 1, list, &now);
+    rc = raise_round(r, r->self.round + 1, list, &now);
     free(list);
     return rc;
 }
@@ -886,16 +829,16 @@ static int dyn_exit_barrier(struct el_rdzv *base, int succeeded,
     int rc;
     if ((rc = ensure_client(r, cancel_fd, el_now_ms() + 2000)))
         return rc;
-    key(r, k, sizeof k, "r%" PRId64 "/exit/done", r->round);
+    key(r, k, sizeof k, "r%" PRId64 "/exit/done", r->self.round);
     if (!succeeded) {
         rc = el_store_set(r->link.cl, k, "failed", 6);
         return rc ? store_fail(r, rc, "reporting the failure") : 0;
     }
     int64_t n;
-    key(r, kc, sizeof kc, "r%" PRId64 "/exit/count", r->round);
+    key(r, kc, sizeof kc, "r%" PRId64 "/exit/count", r->self.round);
     if ((rc = el_store_add(r->link.cl, kc, 1, &n)))
         return store_fail(r, rc, "entering the exit barrier");
-    if (n >= r->nmembers && (rc = el_store_set(r->link.cl, k, "ok", 2)))
+    if (n >= r->self.nmembers && (rc = el_store_set(r->link.cl, k, "ok", 2)))
         return store_fail(r, rc, "completing the exit barrier");
     el_store_set_cancel_fd(r->link.cl, cancel_fd);
     rc = el_store_get(r->link.cl, k, NULL, NULL, timeout_ms);
@@ -930,7 +873,7 @@ static void dyn_close(struct el_rdzv *base)
     close(r->stop_pipe[0]);
     close(r->stop_pipe[1]);
     close(r->evfd);
-    free(r->members);
+    el__rdzv_node_free(&r->self);
     free(r);
 }
 
@@ -1002,11 +945,7 @@ int el__rdzv_dynamic_open(struct el_rdzv **out,
                           ? cfg->keep_alive_interval_ms : 5000;
     r->keepalive_attempts = cfg->keep_alive_max_attempt > 0
                                 ? cfg->keep_alive_max_attempt : 3;
-    r->on_event = cfg->on_event;
-    r->event_arg = cfg->event_arg;
-    r->round = -1;
-    r->rank = -1;
-    r->joined_round = -1;
+    el__rdzv_node_init(&r->self, cfg);
     r->stop_pipe[0] = r->stop_pipe[1] = -1;
     snprintf(r->run_id, sizeof r->run_id, "%s",
              cfg->run_id ? cfg->run_id : "none");
@@ -1015,16 +954,6 @@ int el__rdzv_dynamic_open(struct el_rdzv **out,
     r->link.port = cfg->port;
     r->link.hint = "check --rdzv-endpoint and that the host agent (or "
                    "'elrun store') runs there";
-    if (cfg->local_addr && *cfg->local_addr)
-        snprintf(r->name, sizeof r->name, "%s", cfg->local_addr);
-    else if (gethostname(r->name, sizeof r->name) != 0)
-        snprintf(r->name, sizeof r->name, "node");
-    for (char *p = r->name; *p; p++)
-        if (*p == ' ' || *p == '\n')
-            *p = '_';
-    unsigned rnd = (unsigned)(el_now_ns() ^ ((long long)getpid() << 16));
-    snprintf(r->id, sizeof r->id, "%.150s#%d#%08x", r->name, (int)getpid(),
-             rnd);
     r->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (r->evfd < 0 || pipe2(r->stop_pipe, O_CLOEXEC) < 0) {
         int e = -errno;

@@ -51,7 +51,7 @@
 #include "elrun/etcd.h"
 #include "elrun/net.h"
 #include "elrun/store.h"
-#include "rendezvous/members.h"
+#include "rendezvous/elastic.h"
 #include "rendezvous/rdzv_impl.h"
 
 #define ID_MAX EL__RDZV_ID_MAX
@@ -66,21 +66,14 @@ struct etcd_rdzv {
     int64_t lease;
     int64_t ttl_s;
     struct el_etcd_keeper *keeper;
-    char id[ID_MAX];              /* this agent: name#pid#random           */
-    char name[EL_HOST_MAX];       /* --local-addr, else the hostname       */
+    struct el__rdzv_node self;    /* id, name, round, rank, members        */
     int min_nodes, max_nodes, max_restarts;
     int join_timeout_ms, last_call_ms, keepalive_ms, window_ms;
     struct el_store_server *srv;  /* this agent's workers' store           */
     int srv_port;
     int64_t served;               /* last round its workers used it, or -1 */
-    int64_t round;                /* last round this node was a member of  */
-    int rank;                     /* its rank in that round, -1 if none    */
-    struct el__rdzv_member *members; /* that round's members, rank order   */
-    int nmembers;
-    int64_t joined_round;         /* round joined but not yet sealed       */
     int64_t arrival;              /* joiners counted right after joining   */
     int64_t expect_n;             /* nodes that round expects (0: no list)  */
-    int spare_logged;
     int closed;
     /* The watcher threads (deaths: alive/ deletes; ctl: c/ changes). */
     pthread_t th[2];
@@ -93,25 +86,10 @@ struct etcd_rdzv {
     int ndead, capdead;
     atomic_int lost;              /* the lease is gone: lost_why says why  */
     char lost_why[300];
-    void (*on_event)(void *, const char *);
-    void *event_arg;
 };
 
 #define FAIL(r, rc, ...) el__rdzv_fail(&(r)->base, (rc), __VA_ARGS__)
-
-static void note(struct etcd_rdzv *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void note(struct etcd_rdzv *r, const char *fmt, ...)
-{
-    if (!r->on_event)
-        return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    r->on_event(r->event_arg, msg);
-}
+#define note(r, ...) el__rdzv_note(&(r)->self, __VA_ARGS__)
 
 static void key(const struct etcd_rdzv *r, char *buf, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -142,13 +120,6 @@ static int efail(struct etcd_rdzv *r, struct el_etcd *c, int rc,
     return FAIL(r, rc == -EHOSTUNREACH || rc == -EPROTO || rc == -EACCES
                        ? EL_EPEERLOST : rc,
                 "%s: %s", what, *m ? m : el_strerror(rc));
-}
-
-static long long wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void signal_agent(struct etcd_rdzv *r)
@@ -258,9 +229,9 @@ static void mark_dead(struct etcd_rdzv *r, const char *id)
 static int probe_members(struct etcd_rdzv *r)
 {
     int gone = 0;
-    for (int i = 0; i < r->nmembers; i++) {
-        const struct el__rdzv_member *m = &r->members[i];
-        if (strcmp(m->id, r->id) == 0 || m->port <= 0 || is_dead(r, m->id))
+    for (int i = 0; i < r->self.nmembers; i++) {
+        const struct el__rdzv_member *m = &r->self.members[i];
+        if (strcmp(m->id, r->self.id) == 0 || m->port <= 0 || is_dead(r, m->id))
             continue;
         int fd = el_tcp_connect(m->name, m->port, 50);
         if (fd >= 0) {
@@ -272,8 +243,8 @@ static int probe_members(struct etcd_rdzv *r)
         mark_dead(r, m->id);
         gone++;
         note(r, "round %" PRId64 " (rank %d of %d nodes): node %s is gone "
-             "(its agent refuses connections); re-forming", r->round,
-             r->rank, r->nmembers, m->name);
+             "(its agent refuses connections); re-forming", r->self.round,
+             r->self.rank, r->self.nmembers, m->name);
     }
     return gone;
 }
@@ -508,16 +479,6 @@ static void on_lease_lost(void *arg, int64_t lease, int err, const char *why)
 
 /* ---- operations ---- */
 
-static void log_round(struct etcd_rdzv *r, int64_t round,
-                      const struct el__rdzv_member *m, int n, int me)
-{
-    char joined[512], left[512];
-    el__rdzv_round_change(r->members, r->nmembers, m, n, joined,
-                          sizeof joined, left, sizeof left);
-    note(r, "round %" PRId64 ": %d nodes (joined: %s; left: %s); this node "
-         "(%s) is rank %d", round, n, joined, left, r->name, me);
-}
-
 /* This agent's store serves the workers of 'round': delete what the
  * workers of the last round it served left there (best effort). */
 static void forget_served(struct etcd_rdzv *r, int64_t round)
@@ -543,26 +504,7 @@ static void take_round(struct etcd_rdzv *r, int64_t round,
                        struct el__rdzv_member *m, int n, int me,
                        struct el_rdzv_info *info)
 {
-    int base_rank = 0, world = 0;
-    for (int i = 0; i < n; i++) {
-        if (i < me)
-            base_rank += m[i].lws;
-        world += m[i].lws;
-    }
-    log_round(r, round, m, n, me);
-    free(r->members);
-    r->members = m;
-    r->nmembers = n;
-    r->round = round;
-    r->rank = me;
-    r->joined_round = -1;
-    r->spare_logged = 0;
-    memset(info, 0, sizeof *info);
-    info->round = round;
-    info->node_rank = me;
-    info->num_nodes = n;
-    info->base_rank = base_rank;
-    info->world_size = world;
+    el__rdzv_take_round(&r->self, round, m, n, me, info);
     if (me == 0)
         forget_served(r, round);
     /* The workers' store is rank 0's. */
@@ -579,12 +521,12 @@ static int join(struct etcd_rdzv *r, int64_t round, int lws,
 {
     char k[KEY_MAX], v[ID_MAX + EL_HOST_MAX + 64];
     int rc;
-    key(r, k, "r%" PRId64 "/node/%s", round, r->id);
-    snprintf(v, sizeof v, "v1 %s %d %d %s %d", r->id, lws, r->rank, r->name,
-             r->srv_port);
+    key(r, k, "r%" PRId64 "/node/%s", round, r->self.id);
+    snprintf(v, sizeof v, "v1 %s %d %d %s %d", r->self.id, lws, r->self.rank,
+             r->self.name, r->srv_port);
     if ((rc = el_etcd_put(r->c, k, v, strlen(v), r->lease, NULL)))
         return efail(r, r->c, rc, "joining the round");
-    r->joined_round = round;
+    r->self.joined_round = round;
     *expect_n = 0;
     void *ev = NULL;
     key(r, k, "r%" PRId64 "/expect", round);
@@ -594,11 +536,11 @@ static int join(struct etcd_rdzv *r, int64_t round, int lws,
     if (rc)
         return efail(r, r->c, rc, "reading the expected nodes");
     *expect_n = strtoll(ev, NULL, 10);
-    int mine = el__rdzv_expected(ev, r->id);
+    int mine = el__rdzv_expected(ev, r->self.id);
     free(ev);
     if (!mine)
         return 0;
-    key(r, k, "r%" PRId64 "/exp/%s", round, r->id);
+    key(r, k, "r%" PRId64 "/exp/%s", round, r->self.id);
     rc = el_etcd_put(r->c, k, "1", 1, r->lease, NULL);
     return rc ? efail(r, r->c, rc, "joining as expected") : 0;
 }
@@ -659,9 +601,9 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
             return rc;
         /* After a round this node took part in, the next one is newer; its
          * live members are expected in it. */
-        if (r->rank >= 0 && round <= r->round) {
-            if ((rc = raise_round(r, r->round + 1, r->members, r->nmembers,
-                                  NULL, &round)))
+        if (r->self.rank >= 0 && round <= r->self.round) {
+            if ((rc = raise_round(r, r->self.round + 1, r->self.members,
+                                  r->self.nmembers, NULL, &round)))
                 return rc;
             continue;
         }
@@ -681,7 +623,7 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
                 return FAIL(r, rc, "round %" PRId64 ": unreadable member "
                             "list in etcd at %s", round, k);
             for (int i = 0; i < n && me < 0; i++)
-                if (strcmp(m[i].id, r->id) == 0)
+                if (strcmp(m[i].id, r->self.id) == 0)
                     me = i;
             if (me >= 0) {
                 take_round(r, round, m, n, me, info);
@@ -691,17 +633,17 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
                 /* Room for us: open the next round (scale-up), expecting
                  * its members and us. */
                 int64_t now;
-                rc = raise_round(r, round + 1, m, n, r->id, &now);
+                rc = raise_round(r, round + 1, m, n, r->self.id, &now);
                 free(m);
                 if (rc)
                     return rc;
                 continue;
             }
             free(m);
-            if (!r->spare_logged) {
+            if (!r->self.spare_logged) {
                 note(r, "round %" PRId64 " is full (%d nodes); this node "
-                     "(%s) waits as a hot spare", round, n, r->name);
-                r->spare_logged = 1;
+                     "(%s) waits as a hot spare", round, n, r->self.name);
+                r->self.spare_logged = 1;
             }
             long long left = deadline - el_now_ms();
             int present;
@@ -709,9 +651,9 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
             key(r, k, "c/round");
             /* in keep-alive steps, to notice a lost lease */
             rc = el_etcd_wait_change(r->c, k, round_mod, &present, &kv,
-                                     left <= 0 ? 0
+                                     left <= 0                ? 0
                                      : left < r->keepalive_ms ? (int)left
-                                                              : r->keepalive_ms);
+                                                  : r->keepalive_ms);
             el_etcd_kv_clear(&kv);
             if (rc && rc != -ETIMEDOUT && rc != -ESTALE)
                 return efail(r, r->c, rc, "waiting as a spare");
@@ -720,7 +662,7 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
 
         /* Round 'round' is open: join it once. */
         int64_t joiners, rev, expected_in = 0;
-        if (r->joined_round != round) {
+        if (r->self.joined_round != round) {
             if ((rc = join(r, round, lws, &r->expect_n)))
                 return rc;
             key(r, k, "r%" PRId64 "/node/", round);
@@ -763,7 +705,7 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
             if (expect_n > 0 && wait < r->window_ms)
                 wait = r->window_ms;
             char d[32];
-            snprintf(d, sizeof d, "%lld", wall_ms() + wait);
+            snprintf(d, sizeof d, "%lld", el__rdzv_wall_ms() + wait);
             if ((rc = create(r, dk, d, 0, NULL, "setting the deadline")))
                 return rc;
             continue;
@@ -782,7 +724,7 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
         } else {
             /* Wait for the seal until the deadline (plus a stagger by
              * arrival, so one node seals and the others just read). */
-            long long until = dl - wall_ms() +
+            long long until = dl - el__rdzv_wall_ms() +
                               (r->arrival < 50 ? r->arrival : 50) * 4;
             if (until > left)
                 until = left;
@@ -836,7 +778,7 @@ static int etcd_num_nodes_waiting(struct el_rdzv *base, int *n)
     key(r, k, "c/round");
     if ((rc = get_int(r, k, 0, &cur, NULL)))
         return rc;
-    if (cur > r->round) {
+    if (cur > r->self.round) {
         key(r, k, "r%" PRId64 "/node/", cur);
         if ((rc = count(r, k, &waiting, NULL)))
             return rc;
@@ -844,12 +786,12 @@ static int etcd_num_nodes_waiting(struct el_rdzv *base, int *n)
         return 0;
     }
     const char *dead = NULL;
-    for (int i = 0; i < r->nmembers && !dead; i++)
-        if (is_dead(r, r->members[i].id))
-            dead = r->members[i].name;
+    for (int i = 0; i < r->self.nmembers && !dead; i++)
+        if (is_dead(r, r->self.members[i].id))
+            dead = r->self.members[i].name;
     if (dead)
         note(r, "round %" PRId64 " (rank %d of %d nodes): node %s is gone; "
-             "re-forming", r->round, r->rank, r->nmembers, dead);
+             "re-forming", r->self.round, r->self.rank, r->self.nmembers, dead);
     *n = dead ? 1 : 0;
     return 0;
 }
@@ -867,12 +809,12 @@ static int etcd_report_failure(struct el_rdzv *base, const char *why)
     /* Workers often fail because a peer node died (their collectives or
      * their store lose it): that round ended for a change of membership. */
     int lost = 0;
-    for (int i = 0; i < r->nmembers && !lost; i++)
-        lost = is_dead(r, r->members[i].id);
-    if (cur > r->round || lost || probe_members(r) > 0)
+    for (int i = 0; i < r->self.nmembers && !lost; i++)
+        lost = is_dead(r, r->self.members[i].id);
+    if (cur > r->self.round || lost || probe_members(r) > 0)
         return 0;
-    key(r, k, "r%" PRId64 "/failed", r->round);
-    if ((rc = create(r, k, r->id, 0, &first, "reporting a failure")))
+    key(r, k, "r%" PRId64 "/failed", r->self.round);
+    if ((rc = create(r, k, r->self.id, 0, &first, "reporting a failure")))
         return rc;
     if (first) {
         key(r, k, "c/restarts");
@@ -887,12 +829,14 @@ static int etcd_report_failure(struct el_rdzv *base, const char *why)
             return FAIL(r, EL_ELIMIT, "%s", msg);
         }
         note(r, "round %" PRId64 " (rank %d of %d nodes) failed (%s); "
-             "restart %" PRId64 " of %d", r->round, r->rank, r->nmembers,
+             "restart %" PRId64 " of %d", r->self.round, r->self.rank,
+             r->self.nmembers,
              why ? why : "failure", used, r->max_restarts);
     }
     if ((rc = check_closed(r)) != 0)
         return rc < 0 ? rc : EL_ELIMIT;
-    return raise_round(r, r->round + 1, r->members, r->nmembers, NULL, &now);
+    return raise_round(r, r->self.round + 1, r->self.members,
+                       r->self.nmembers, NULL, &now);
 }
 
 static int etcd_notify_fd(struct el_rdzv *base)
@@ -914,19 +858,19 @@ static int etcd_exit_barrier(struct el_rdzv *base, int succeeded,
     struct etcd_rdzv *r = (struct etcd_rdzv *)base;
     char k[KEY_MAX], kd[KEY_MAX];
     int rc;
-    key(r, kd, "r%" PRId64 "/exit/done", r->round);
+    key(r, kd, "r%" PRId64 "/exit/done", r->self.round);
     if (!succeeded) {
         rc = el_etcd_put(r->c, kd, "failed", 6, 0, NULL);
         return rc ? efail(r, r->c, rc, "reporting the failure") : 0;
     }
     int64_t n;
-    key(r, k, "r%" PRId64 "/exit/in/%s", r->round, r->id);
+    key(r, k, "r%" PRId64 "/exit/in/%s", r->self.round, r->self.id);
     if ((rc = el_etcd_put(r->c, k, "1", 1, r->lease, NULL)))
         return efail(r, r->c, rc, "entering the exit barrier");
-    key(r, k, "r%" PRId64 "/exit/in/", r->round);
+    key(r, k, "r%" PRId64 "/exit/in/", r->self.round);
     if ((rc = count(r, k, &n, NULL)))
         return rc;
-    if (n >= r->nmembers && (rc = el_etcd_put(r->c, kd, "ok", 2, 0, NULL)))
+    if (n >= r->self.nmembers && (rc = el_etcd_put(r->c, kd, "ok", 2, 0, NULL)))
         return efail(r, r->c, rc, "completing the exit barrier");
     struct el_etcd_kv kv = {0};
     el_etcd_set_cancel_fd(r->c, cancel_fd);
@@ -990,7 +934,7 @@ static void etcd_close(struct el_rdzv *base)
         close(r->evfd);
     for (size_t i = 0; i < sizeof r->strs / sizeof r->strs[0]; i++)
         free(r->strs[i]);
-    free(r->members);
+    el__rdzv_node_free(&r->self);
     free(r);
 }
 
@@ -1049,8 +993,8 @@ static int start(struct etcd_rdzv *r, char *err, size_t errlen)
         snprintf(err, errlen, "%s", r->base.errmsg);
         return rc;
     }
-    key(r, k, "alive/%s", r->id);
-    if ((rc = el_etcd_put(r->c, k, r->name, strlen(r->name), r->lease,
+    key(r, k, "alive/%s", r->self.id);
+    if ((rc = el_etcd_put(r->c, k, r->self.name, strlen(r->self.name), r->lease,
                           &r->watch_from))) {
         efail(r, r->c, rc, "announcing this node");
         snprintf(err, errlen, "%s", r->base.errmsg);
@@ -1126,22 +1070,8 @@ int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
     r->window_ms = r->keepalive_ms * (cfg->keep_alive_max_attempt > 0
                                           ? cfg->keep_alive_max_attempt : 3);
     r->ttl_s = (r->window_ms + 999) / 1000;
-    r->on_event = cfg->on_event;
-    r->event_arg = cfg->event_arg;
-    r->round = -1;
-    r->rank = -1;
-    r->joined_round = -1;
     r->served = -1;
-    if (cfg->local_addr && *cfg->local_addr)
-        snprintf(r->name, sizeof r->name, "%s", cfg->local_addr);
-    else if (gethostname(r->name, sizeof r->name) != 0)
-        snprintf(r->name, sizeof r->name, "node");
-    for (char *p = r->name; *p; p++)
-        if (*p == ' ' || *p == '\n' || *p == '/')
-            *p = '_';
-    unsigned rnd = (unsigned)(el_now_ns() ^ ((long long)getpid() << 16));
-    snprintf(r->id, sizeof r->id, "%.150s#%d#%08x", r->name, (int)getpid(),
-             rnd);
+    el__rdzv_node_init(&r->self, cfg);
     int rc = copy_opts(r, cfg, endpoints);
     /* One etcd call, retries across members included, gives up after
      * read_timeout [15 s], and never outlasts the join timeout. */

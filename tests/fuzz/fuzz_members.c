@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "elrun/err.h"
-#include "rendezvous/members.h"
+#include "rendezvous/elastic.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

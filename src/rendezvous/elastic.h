@@ -1,15 +1,17 @@
-/* members.h -- the member list of an elastic round, shared by the elastic
- * backends (dynamic.c on the elrun store, etcd.c on etcd; private to
- * src/rendezvous): its text form, the rank order, the expect list of a new
- * round, and the "joined/left" summary logged on each change.
+/* elastic.h -- what the elastic backends share (dynamic.c on the elrun
+ * store, etcd.c on etcd; private to src/rendezvous): this node's place in
+ * the job (id, name, its last round and rank), the member list of a round
+ * (text form, rank order), the expect list of a new round, and the one log
+ * line per change of membership.
  */
-#ifndef ELRUN_RDZV_MEMBERS_H
-#define ELRUN_RDZV_MEMBERS_H
+#ifndef ELRUN_RDZV_ELASTIC_H
+#define ELRUN_RDZV_ELASTIC_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "elrun/net.h"
+#include "elrun/rdzv.h"
 
 #define EL__RDZV_ID_MAX 192
 
@@ -21,6 +23,41 @@ struct el__rdzv_member {
     int64_t seq;               /* arrival order (lower = earlier)           */
     int port;                  /* etcd: the port of its workers' store      */
 };
+
+/* This node as the elastic protocol sees it. */
+struct el__rdzv_node {
+    char id[EL__RDZV_ID_MAX];  /* "<name>#<pid>#<random>"                   */
+    char name[EL_HOST_MAX];    /* --local-addr, else the hostname           */
+    int64_t round;             /* last round this node was a member of      */
+    int rank;                  /* its rank in that round, -1 if none        */
+    struct el__rdzv_member *members; /* that round's members, rank order    */
+    int nmembers;
+    int64_t joined_round;      /* round joined but not yet sealed, or -1    */
+    int spare_logged;          /* "waits as a hot spare" said this round    */
+    void (*on_event)(void *arg, const char *msg);
+    void *event_arg;
+};
+
+/* Fill in the id and name (from cfg->local_addr or the hostname), no round
+ * yet, and the event callback. */
+void el__rdzv_node_init(struct el__rdzv_node *self,
+                        const struct el_rdzv_config *cfg);
+void el__rdzv_node_free(struct el__rdzv_node *self);
+
+/* A one-line note to the caller's on_event (if any). */
+void el__rdzv_note(const struct el__rdzv_node *self, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Round 'round' is sealed with m (n members, malloc'd; self takes it) and
+ * this node at index 'me': log "round R: N nodes (joined: ...; left: ...)",
+ * make it this node's round, and fill info's round and ranks (the caller
+ * fills in the workers' store). */
+void el__rdzv_take_round(struct el__rdzv_node *self, int64_t round,
+                         struct el__rdzv_member *m, int n, int me,
+                         struct el_rdzv_info *info);
+
+/* Wall-clock ms (round deadlines are shared between hosts). */
+long long el__rdzv_wall_ms(void);
 
 /* Parse a sealed list, "v1 <round>\n" then "<id> <lws> <name>[ <port>]\n"
  * per member in rank order.  *out is malloc'd.  EL_EFORMAT if malformed. */

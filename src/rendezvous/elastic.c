@@ -1,15 +1,18 @@
-/* members.c -- the member list of an elastic round: text form, rank order,
- * expect lists and change summaries (see members.h).  Pure functions: no
- * I/O, no store.
+/* elastic.c -- what the elastic backends share (see elastic.h): this
+ * node's identity and round, member lists, expect lists, change summaries.
+ * No I/O, no store.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "elrun/err.h"
-#include "rendezvous/members.h"
+#include "rendezvous/elastic.h"
 
 int el__rdzv_parse_members(const char *text, struct el__rdzv_member **out,
                            int *n)
@@ -174,4 +177,82 @@ int el__rdzv_expected(const char *list, const char *id)
         if (strncmp(p + 1, id, n) == 0 && p[1 + n] == '\n')
             return 1;
     return 0;
+}
+
+void el__rdzv_node_init(struct el__rdzv_node *self,
+                        const struct el_rdzv_config *cfg)
+{
+    memset(self, 0, sizeof *self);
+    if (cfg->local_addr && *cfg->local_addr)
+        snprintf(self->name, sizeof self->name, "%s", cfg->local_addr);
+    else if (gethostname(self->name, sizeof self->name) != 0)
+        snprintf(self->name, sizeof self->name, "node");
+    for (char *p = self->name; *p; p++)
+        if (*p == ' ' || *p == '\n' || *p == '/')
+            *p = '_';
+    unsigned rnd = (unsigned)(el_now_ns() ^ ((long long)getpid() << 16));
+    snprintf(self->id, sizeof self->id, "%.150s#%d#%08x", self->name,
+             (int)getpid(), rnd);
+    self->round = -1;
+    self->rank = -1;
+    self->joined_round = -1;
+    self->on_event = cfg->on_event;
+    self->event_arg = cfg->event_arg;
+}
+
+void el__rdzv_node_free(struct el__rdzv_node *self)
+{
+    free(self->members);
+    self->members = NULL;
+    self->nmembers = 0;
+}
+
+void el__rdzv_note(const struct el__rdzv_node *self, const char *fmt, ...)
+{
+    if (!self->on_event)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    self->on_event(self->event_arg, msg);
+}
+
+void el__rdzv_take_round(struct el__rdzv_node *self, int64_t round,
+                         struct el__rdzv_member *m, int n, int me,
+                         struct el_rdzv_info *info)
+{
+    char joined[512], left[512];
+    el__rdzv_round_change(self->members, self->nmembers, m, n, joined,
+                          sizeof joined, left, sizeof left);
+    el__rdzv_note(self, "round %" PRId64 ": %d nodes (joined: %s; left: %s); "
+                  "this node (%s) is rank %d", round, n, joined, left,
+                  self->name, me);
+    int base_rank = 0, world = 0;
+    for (int i = 0; i < n; i++) {
+        if (i < me)
+            base_rank += m[i].lws;
+        world += m[i].lws;
+    }
+    free(self->members);
+    self->members = m;
+    self->nmembers = n;
+    self->round = round;
+    self->rank = me;
+    self->joined_round = -1;
+    self->spare_logged = 0;
+    memset(info, 0, sizeof *info);
+    info->round = round;
+    info->node_rank = me;
+    info->num_nodes = n;
+    info->base_rank = base_rank;
+    info->world_size = world;
+}
+
+long long el__rdzv_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

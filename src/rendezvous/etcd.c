@@ -407,6 +407,37 @@ static int seal(struct etcd_rdzv *r, int64_t round)
     return 0;
 }
 
+/* Seal round R unless another node is at it: one sealer per round (the
+ * holder of r<R>/sealer, on its lease), since sealing reads every joiner's
+ * record and a thousand nodes doing it at once swamp etcd.  Returns as
+ * seal(); *busy = 1 when another node holds the key (then wait for the
+ * member list; if that node dies its key goes with its lease). */
+static int seal_once(struct etcd_rdzv *r, int64_t round, int *busy)
+{
+    char k[KEY_MAX];
+    struct el_etcd_cas cas = {.cond = EL_ETCD_IF_ABSENT,
+                              .desired = r->self.id,
+                              .desired_len = strlen(r->self.id),
+                              .lease = r->lease};
+    struct el_etcd_kv cur = {0};
+    int won = 0, rc;
+    *busy = 0;
+    key(r, k, "r%" PRId64 "/sealer", round);
+    if ((rc = el_etcd_cas(r->c, k, &cas, &won, &cur)))
+        return efail(r, r->c, rc, "electing the round's sealer");
+    if (!won && cur.key && strcmp(cur.value, r->self.id) == 0)
+        won = 1; /* ours from an attempt that failed midway */
+    el_etcd_kv_clear(&cur);
+    if (!won) {
+        *busy = 1;
+        return 0;
+    }
+    rc = seal(r, round);
+    if (rc == 1)
+        el_etcd_delete(r->c, k, NULL); /* too few: a later attempt may */
+    return rc;
+}
+
 /* ---- the watcher threads ---- */
 
 /* Follow one watch until stopped: 'deaths' records the ids whose alive/
@@ -683,13 +714,20 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
         /* Complete at MAX, or once every expected node is in. */
         int all_in = expect_n > 0 && expected_in >= expect_n &&
                      joiners >= r->min_nodes;
+        int busy = 0;
+        long long left = deadline - el_now_ms();
+        int step = left <= 0 ? 0
+                   : r->keepalive_ms < left ? r->keepalive_ms : (int)left;
         if ((joiners >= r->max_nodes || all_in) && joiners > stale) {
-            if ((rc = seal(r, round)) < 0)
+            if ((rc = seal_once(r, round, &busy)) < 0)
                 return rc;
             if (rc == 1) {
                 stale = joiners;
                 stale_round = round;
             }
+            if (busy && (rc = wait_members(r, round, step)) &&
+                rc != -ETIMEDOUT)
+                return rc;
             continue;
         }
         /* The round's deadline: set by whoever sees MIN joiners first. */
@@ -710,10 +748,8 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
                 return rc;
             continue;
         }
-        long long left = deadline - el_now_ms();
         if (left <= 0)
             continue;
-        int step = r->keepalive_ms < left ? r->keepalive_ms : (int)left;
         if (dl < 0 && stale >= 0) {
             /* Too few live joiners: wait for another one. */
             rc = wait_joiner(r, round, rev, step);
@@ -730,9 +766,12 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
                 until = left;
             rc = until > 0 ? wait_members(r, round, (int)until) : -ETIMEDOUT;
             if (rc == -ETIMEDOUT) {
-                if ((rc = seal(r, round)) < 0)
+                if ((rc = seal_once(r, round, &busy)) < 0)
                     return rc;
-                if (rc == 1) {
+                if (busy && (rc = wait_members(r, round, step)) &&
+                    rc != -ETIMEDOUT)
+                    return rc;
+                if (!busy && rc == 1) {
                     /* Joiners died: below MIN again; reopen the deadline
                      * and wait for more. */
                     stale = joiners;

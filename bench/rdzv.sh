@@ -18,7 +18,8 @@
 # --election-timeout=500 so that a 1 s lease TTL is allowed); without etcd
 # installed the etcd rows are skipped with a note.
 # Prints medians over REPS runs.  Traffic stays on 127.0.0.1; every process
-# started is killed on exit.  About 5-10 minutes with the defaults.
+# started is killed on exit.  About 4 minutes with the defaults and
+# TORCHRUN_N=0 (6 with REPS=5), plus about 1 minute per torchrun run.
 #   bench/rdzv.sh                 # N = 16 256 1024, recovery at 4 and 64
 #   SIZES="16 256" REPS=3 bench/rdzv.sh
 #   TORCHRUN_N=16 bench/rdzv.sh   # also torchrun 1.13 (c10d) with 16 agents
@@ -35,6 +36,7 @@ REPS=${REPS:-3}
 LAUNCHER_ROWS=${LAUNCHER_ROWS:-1}
 BACKENDS=${BACKENDS:-c10d etcd}
 ETCD_TTL_MS=${ETCD_TTL_MS:-1000}   # section 5: lease TTL of the etcd agents
+                                   # (etcd rounds it up to whole seconds)
 W=$(mktemp -d /tmp/elrun-rdzv-bench.XXXXXX)
 pids=()
 cleanup() {
@@ -150,7 +152,7 @@ start_bare() {
 
 # etcd_start: one member on 127.0.0.1 with free ports and a data dir under
 # $W; sets ETCD_EP (host:port) and ETCD_PID, or ETCD_NOTE and returns 1.
-ETCD_EP= ETCD_PID= ETCD_NOTE=
+ETCD_EP='' ETCD_PID='' ETCD_NOTE=''
 etcd_start() {
     if ! command -v etcd >/dev/null; then
         ETCD_NOTE="etcd rows skipped: etcd is not installed (apt-get install etcd-server)"
@@ -171,6 +173,7 @@ etcd_start() {
         --logger zap --log-outputs stderr >"$W/etcd/log" 2>&1 &
     ETCD_PID=$!
     pids+=($!)
+    disown "$ETCD_PID"   # no "Killed" line when cleanup() ends it
     for ((i = 0; i < 200; i++)); do
         if curl -fsS -m 1 "http://127.0.0.1:$cp/health" 2>/dev/null | grep -q '"health":"true"'; then
             ETCD_EP=127.0.0.1:$cp
@@ -238,7 +241,7 @@ if ((LAUNCHER_ROWS)); then
         for ((r = 0; r < REPS; r++)); do
             d="$W/k$n.$r"; mkdir -p "$d"
             port=$(free_port)
-            start_agents "$d" "$n" "2:$n" "last_call_timeout=0,join_timeout=300" stay "$port" >/dev/null
+            : "$(start_agents "$d" "$n" "2:$n" "last_call_timeout=0,join_timeout=300" stay "$port")"
             out=$(wait_starts "$d" -1 "$n" 300) || { echo "  N=$n: $out"; stop_all "$d"; continue; }
             victim=$(sed -n "$n p" "$d/pids")   # the last one: not the store host
             t0=$(date +%s%N)
@@ -257,7 +260,7 @@ if ((LAUNCHER_ROWS)); then
     for ((r = 0; r < REPS; r++)); do
         d="$W/u.$r"; mkdir -p "$d"
         port=$(free_port)
-        start_agents "$d" 3 "2:8" "last_call_timeout=1,join_timeout=300" stay "$port" >/dev/null
+        : "$(start_agents "$d" 3 "2:8" "last_call_timeout=1,join_timeout=300" stay "$port")"
         out=$(wait_starts "$d" -1 3 60) || { stop_all "$d"; continue; }
         t0=$(start_agents "$d" 1 "2:8" "last_call_timeout=1,join_timeout=300" stay "$port")
         out=$(wait_starts "$d" "${out%% *}" 4 60) || { stop_all "$d"; continue; }
@@ -275,6 +278,27 @@ if [[ " $BACKENDS " == *" etcd "* ]] && etcd_start; then
     have_etcd=1
     ETCD_LIMIT=$(awk '/Max open files/ {print $4}' /proc/"$ETCD_PID"/limits)
 fi
+# wait_bare DIR COUNT TIMEOUT_S: as wait_starts for round 0, but gives up
+# as soon as every agent either returned or logged a failure of next()
+# (the others then wait in the exit barrier); prints "round latest-ns", or
+# "timeout" / "K agents failed" and returns 1.
+wait_bare() {
+    local dir=$1 count=$2 deadline=$((SECONDS + $3)) got failed next=0
+    while :; do
+        got=$(awk 'END {print NR}' "$dir/starts" 2>/dev/null)
+        ((${got:-0} >= count)) && break
+        if ((SECONDS >= next)); then
+            failed=$(grep -l -E '\] (open|next): ' "$dir"/agent.*.log 2>/dev/null | wc -l)
+            ((${got:-0} + failed >= count && failed > 0)) && { echo "$failed agents failed"; return 1; }
+            next=$((SECONDS + 1))
+        fi
+        ((SECONDS < deadline)) || { echo "timeout"; return 1; }
+        sleep 0.01
+    done
+    echo "0 $(awk '{print $3}' "$dir/starts" | sort -n | tail -1)"
+}
+# failed_note: "; F of REPS runs failed" when fails > 0.
+failed_note() { ((fails == 0)) || printf '; %d of %d runs failed' "$fails" "$REPS"; }
 # why DIR: the most common error lines of DIR's agents.
 why() {
     grep -h -E '(open|next|num_nodes_waiting|exit barrier): ' "$1"/agent.*.log 2>/dev/null |
@@ -297,7 +321,7 @@ for n in $SIZES; do
     c10d_med=
     for be in $BACKENDS; do
         [[ $be == etcd ]] && ((!have_etcd)) && continue
-        res=(); peak=0
+        res=(); peak=0; fails=0
         for ((r = 0; r < REPS; r++)); do
             d="$W/b$n.$be.$r"; mkdir -p "$d"
             if [[ $be == etcd ]]; then
@@ -308,11 +332,12 @@ for n in $SIZES; do
             fi
             t_last=$(start_bare "$d" "$n" "$be" "$ep" "$n" "$n" go \
                 run_id="b$n.$r" last_call=0 join=300000)
-            if out=$(wait_starts "$d" -1 "$n" 300); then
+            if out=$(wait_bare "$d" "$n" 300); then
                 t_all=${out#* }
                 res+=($(( (t_all - t_last) / 1000000 )))
             else
-                echo "  N=$n $be: $out ($(awk 'END {print NR}' "$d/starts" 2>/dev/null) of $n returned)"; why "$d"
+                echo "  N=$n $be run $((r + 1)): $out, $(awk 'END {print NR}' "$d/starts" 2>/dev/null) of $n returned"; why "$d"
+                fails=$((fails + 1))
             fi
             if [[ $be == etcd ]]; then
                 kill "$sampler" 2>/dev/null
@@ -322,9 +347,9 @@ for n in $SIZES; do
             stop_all "$d"; rm -rf "$d"
         done
         if [[ $be == etcd ]]; then
-            row "$n $be" "$(ratio)etcd held up to $peak fds"
+            row "$n $be" "$(ratio)etcd fds up to $peak (sampled every 0.2 s)$(failed_note)"
         else
-            row "$n $be"; c10d_med=$ROW_MEDIAN
+            row "$n $be" "$(failed_note | cut -c3-)"; c10d_med=$ROW_MEDIAN
         fi
     done
 done
@@ -334,13 +359,14 @@ echo "5. death -> re-formed (bench/rdzv_agent, MIN=2, MAX=N): SIGKILL of one age
 [[ -n $ETCD_NOTE ]] && echo "   $ETCD_NOTE"
 row "N backend" "median ms" "min ms" "max ms" ""
 ka_ms=$(( (ETCD_TTL_MS + 1) / 2 ))
+ttl_s=$(( (ka_ms * 2 + 999) / 1000 ))   # what the backend asks etcd for
 for n in $KILL_SIZES; do
     c10d_med=
     for be in $BACKENDS; do
         [[ $be == etcd ]] && ((!have_etcd)) && continue
-        res=()
+        res=(); fails=0
         if [[ $be == etcd ]]; then
-            conf=(keep_alive=$ka_ms keep_alive_n=2)   # the lease TTL
+            conf=("keep_alive=$ka_ms" keep_alive_n=2)   # the lease TTL
         else
             conf=()   # default keep-alive: a death is seen by the closed connection
         fi
@@ -350,7 +376,8 @@ for n in $KILL_SIZES; do
             : "$(start_bare "$d" "$n" "$be" "$ep" 2 "$n" stay run_id="k$n.$r" \
                 last_call=0 join=300000 "${conf[@]}")"
             if ! out=$(wait_starts "$d" -1 "$n" 300); then
-                echo "  N=$n $be: forming: $out"; why "$d"; stop_all "$d"; continue
+                echo "  N=$n $be run $((r + 1)): forming: $out"; why "$d"
+                fails=$((fails + 1)); stop_all "$d"; continue
             fi
             round=${out%% *}
             # The highest rank of that round, neither rank 0 (etcd: it
@@ -365,14 +392,15 @@ for n in $KILL_SIZES; do
                 t_all=${out#* }
                 res+=($(( (t_all - t0) / 1000000 )))
             else
-                echo "  N=$n $be: re-forming: $out"; why "$d"
+                echo "  N=$n $be run $((r + 1)): re-forming: $out"; why "$d"
+                fails=$((fails + 1))
             fi
             stop_all "$d"; rm -rf "$d"
         done
         if [[ $be == etcd ]]; then
-            row "$n $be" "$(ratio)lease TTL $ETCD_TTL_MS ms (keep_alive ${ka_ms} ms x 2)"
+            row "$n $be" "$(ratio)lease TTL $ttl_s s (keep_alive ${ka_ms} ms x 2)$(failed_note)"
         else
-            row "$n $be" "connection close seen by the store"; c10d_med=$ROW_MEDIAN
+            row "$n $be" "connection close seen by the store$(failed_note)"; c10d_med=$ROW_MEDIAN
         fi
     done
 done

@@ -10,9 +10,9 @@
  *       every node has its answer), then exit.
  * stay: as the agent between rounds: wait on the notify fd and join the
  *       next round when num_nodes_waiting > 0, until SIGTERM / SIGINT.
- * Keys (milliseconds): run_id, last_call, keep_alive, keep_alive_n, join,
- * io, is_host (1, 0, -1), local_addr, endpoints and etcd_prefix (etcd).  Notes of the
- * backend go to stderr with a ms timestamp.  Exit: 0 after SIGTERM or a
+ * Keys (times in ms): run_id, last_call, keep_alive, keep_alive_n, join,
+ * io, is_host (1, 0, -1), local_addr, and for etcd endpoints and
+ * etcd_prefix.  The backend's notes go to stderr with a ms timestamp.  Exit: 0 after SIGTERM or a
  * completed go run, 1 on a rendezvous error (logged).
  */
 #include <errno.h>
@@ -158,7 +158,7 @@ int main(int argc, char **argv)
         if (!stay) {
             rc = el_rdzv_exit_barrier(r, 1, c.join_timeout_ms, sfd);
             if (rc && rc != -ECANCELED)
-                say("exit barrier: %s", el_rdzv_errmsg(r));
+                say("%s", el_rdzv_errmsg(r));
             break;
         }
         /* Between rounds: as the agent supervising its workers. */

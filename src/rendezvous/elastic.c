@@ -45,8 +45,8 @@ int el__rdzv_parse_members(const char *text, struct el__rdzv_member **out,
         line[len] = '\0';
         memset(x, 0, sizeof *x);
         x->prev_rank = -1;
-        if (sscanf(line, "%191s %d %255s %d", x->id, &x->lws, x->name,
-                   &x->port) < 3) {
+        if (sscanf(line, "%191s %d %255s %d %" SCNd64, x->id, &x->lws,
+                   x->name, &x->port, &x->lease) < 3) {
             free(m);
             return EL_EFORMAT;
         }
@@ -59,17 +59,18 @@ int el__rdzv_parse_members(const char *text, struct el__rdzv_member **out,
 }
 
 char *el__rdzv_format_members(int64_t round, const struct el__rdzv_member *m,
-                              int n, int with_port, size_t *len)
+                              int n, int with_store, size_t *len)
 {
-    size_t cap = 64 + (size_t)n * (EL__RDZV_ID_MAX + EL_HOST_MAX + 32);
+    size_t cap = 64 + (size_t)n * (EL__RDZV_ID_MAX + EL_HOST_MAX + 64);
     char *list = malloc(cap);
     if (!list)
         return NULL;
     size_t l = (size_t)snprintf(list, cap, "v1 %" PRId64 "\n", round);
     for (int i = 0; i < n; i++) {
-        if (with_port)
-            l += (size_t)snprintf(list + l, cap - l, "%s %d %s %d\n", m[i].id,
-                                  m[i].lws, m[i].name, m[i].port);
+        if (with_store)
+            l += (size_t)snprintf(list + l, cap - l,
+                                  "%s %d %s %d %" PRId64 "\n", m[i].id,
+                                  m[i].lws, m[i].name, m[i].port, m[i].lease);
         else
             l += (size_t)snprintf(list + l, cap - l, "%s %d %s\n", m[i].id,
                                   m[i].lws, m[i].name);

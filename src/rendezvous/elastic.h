@@ -22,6 +22,7 @@ struct el__rdzv_member {
     int prev_rank;             /* its rank in the round before, -1 if none  */
     int64_t seq;               /* arrival order (lower = earlier)           */
     int port;                  /* etcd: the port of its workers' store      */
+    int64_t lease;             /* etcd: its lease                           */
 };
 
 /* This node as the elastic protocol sees it. */
@@ -59,15 +60,15 @@ void el__rdzv_take_round(struct el__rdzv_node *self, int64_t round,
 /* Wall-clock ms (round deadlines are shared between hosts). */
 long long el__rdzv_wall_ms(void);
 
-/* Parse a sealed list, "v1 <round>\n" then "<id> <lws> <name>[ <port>]\n"
- * per member in rank order.  *out is malloc'd.  EL_EFORMAT if malformed. */
+/* Parse a sealed list, "v1 <round>\n" then
+ * "<id> <lws> <name>[ <port> <lease>]\n" per member in rank order.  *out is malloc'd.  EL_EFORMAT if malformed. */
 int el__rdzv_parse_members(const char *text, struct el__rdzv_member **out,
                            int *n);
 
-/* The text parse_members reads, for round 'round'; with_port adds each
- * member's port.  malloc'd; *len gets its length.  NULL if out of memory. */
+/* The text parse_members reads, for round 'round'; with_store adds each
+ * member's store port and lease.  malloc'd; *len gets its length.  NULL if out of memory. */
 char *el__rdzv_format_members(int64_t round, const struct el__rdzv_member *m,
-                              int n, int with_port, size_t *len);
+                              int n, int with_store, size_t *len);
 
 /* qsort order of a new round: the previous round's members first in their
  * old order (stable ranks), then newcomers by arrival. */

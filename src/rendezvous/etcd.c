@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -84,6 +85,11 @@ struct etcd_rdzv {
     pthread_mutex_t mu;           /* guards dead[]                         */
     char **dead;                  /* ids whose alive/ key was deleted      */
     int ndead, capdead;
+    /* The ring thread watches one connection to the successor's store. */
+    pthread_t ring_th;
+    int ring_running;
+    int ring_evfd;                /* readable: a new successor to watch    */
+    struct el__rdzv_member succ;  /* guarded by mu; port 0: none           */
     atomic_int lost;              /* the lease is gone: lost_why says why  */
     char lost_why[300];
 };
@@ -122,12 +128,17 @@ static int efail(struct etcd_rdzv *r, struct el_etcd *c, int rc,
                 "%s: %s", what, *m ? m : el_strerror(rc));
 }
 
-static void signal_agent(struct etcd_rdzv *r)
+static void signal_fd(int fd)
 {
     uint64_t one = 1;
-    if (write(r->evfd, &one, sizeof one) < 0) {
+    if (write(fd, &one, sizeof one) < 0) {
         /* an eventfd counter does not overflow here */
     }
+}
+
+static void signal_agent(struct etcd_rdzv *r)
+{
+    signal_fd(r->evfd);
 }
 
 /* ---- keys ---- */
@@ -205,6 +216,8 @@ static int is_dead(struct etcd_rdzv *r, const char *id)
 
 static void mark_dead(struct etcd_rdzv *r, const char *id)
 {
+    if (is_dead(r, id))
+        return; /* the ring saw it, then the watch (or the other way) */
     char *copy = strdup(id);
     pthread_mutex_lock(&r->mu);
     if (copy && r->ndead == r->capdead) {
@@ -373,8 +386,9 @@ static int seal(struct etcd_rdzv *r, int64_t round)
     int n = 0;
     for (size_t i = 0; i < nk; i++) {
         struct el__rdzv_member *x = &m[n];
-        if (sscanf(kvs[i].value, "v1 %191s %d %d %255s %d", x->id, &x->lws,
-                   &x->prev_rank, x->name, &x->port) == 5 &&
+        if (sscanf(kvs[i].value, "v1 %191s %d %d %255s %d %" SCNd64, x->id,
+                   &x->lws, &x->prev_rank, x->name, &x->port,
+                   &x->lease) == 6 &&
             !is_dead(r, x->id)) {
             x->seq = kvs[i].create_revision;
             n++;
@@ -499,6 +513,92 @@ static void *ctl_main(void *arg)
     return NULL;
 }
 
+/* The ring: each member keeps one connection open to the store its
+ * successor in the round serves.  The store never writes unasked, so the
+ * connection becomes readable only when it closes; then a refused
+ * reconnection proves the successor's agent gone, and this node revokes its
+ * lease: every agent's deletes-only watch hears of the death within
+ * milliseconds instead of a TTL.  A host that went silent is left to the
+ * lease (no refusal comes), so a cut link revokes nothing. */
+static void *ring_main(void *arg)
+{
+    struct etcd_rdzv *r = arg;
+    struct el_etcd *c = NULL;
+    struct el__rdzv_member peer = {0};
+    char eb[256];
+    int sock = -1;
+    if (el_etcd_open(&c, &r->eo, eb, sizeof eb))
+        return NULL;
+    el_etcd_set_cancel_fd(c, r->stop_pipe[0]);
+    for (;;) {
+        struct pollfd p[3] = {{.fd = r->stop_pipe[0], .events = POLLIN},
+                              {.fd = r->ring_evfd, .events = POLLIN},
+                              {.fd = sock, .events = POLLIN}};
+        /* Connect now if there is a peer but no connection (again each
+         * second while its host does not answer). */
+        int timeout = peer.port > 0 && sock < 0 ? 1000 : -1;
+        if (peer.port > 0 && sock < 0) {
+            int fd = el_tcp_connect(peer.name, peer.port, 50);
+            if (fd >= 0) {
+                sock = fd;
+                p[2].fd = sock;
+                timeout = -1;
+            } else if (fd == -ECONNREFUSED) {
+                if (!is_dead(r, peer.id)) {
+                    mark_dead(r, peer.id);
+                    note(r, "node %s is gone (its agent refuses "
+                         "connections); revoking its lease", peer.name);
+                    el_etcd_lease_revoke(c, peer.lease);
+                    signal_agent(r);
+                }
+                peer.port = 0;
+                continue;
+            }
+        }
+        if (poll(p, sock >= 0 ? 3 : 2, timeout) < 0 && errno != EINTR)
+            break;
+        if (p[0].revents)
+            break;
+        if (p[1].revents & POLLIN) {
+            uint64_t v;
+            if (read(r->ring_evfd, &v, sizeof v) < 0) {
+                /* raced with another read: nothing pending */
+            }
+            pthread_mutex_lock(&r->mu);
+            peer = r->succ;
+            pthread_mutex_unlock(&r->mu);
+            if (sock >= 0)
+                close(sock);
+            sock = -1;
+            continue;
+        }
+        if (sock >= 0 && p[2].revents) {
+            char b[256];
+            ssize_t got = recv(sock, b, sizeof b, MSG_DONTWAIT);
+            if (got > 0 || (got < 0 && (errno == EAGAIN || errno == EINTR)))
+                continue;
+            close(sock); /* closed: reconnect, or learn it is gone */
+            sock = -1;
+        }
+    }
+    if (sock >= 0)
+        close(sock);
+    el_etcd_close(c);
+    return NULL;
+}
+
+/* Watch the successor of this node in the round it just took. */
+static void ring_follow(struct etcd_rdzv *r)
+{
+    int n = r->self.nmembers, me = r->self.rank;
+    pthread_mutex_lock(&r->mu);
+    memset(&r->succ, 0, sizeof r->succ);
+    if (n > 1 && me >= 0)
+        r->succ = r->self.members[(me + 1) % n];
+    pthread_mutex_unlock(&r->mu);
+    signal_fd(r->ring_evfd);
+}
+
 static void on_lease_lost(void *arg, int64_t lease, int err, const char *why)
 {
     struct etcd_rdzv *r = arg;
@@ -536,6 +636,7 @@ static void take_round(struct etcd_rdzv *r, int64_t round,
                        struct el_rdzv_info *info)
 {
     el__rdzv_take_round(&r->self, round, m, n, me, info);
+    ring_follow(r);
     if (me == 0)
         forget_served(r, round);
     /* The workers' store is rank 0's. */
@@ -553,8 +654,8 @@ static int join(struct etcd_rdzv *r, int64_t round, int lws,
     char k[KEY_MAX], v[ID_MAX + EL_HOST_MAX + 64];
     int rc;
     key(r, k, "r%" PRId64 "/node/%s", round, r->self.id);
-    snprintf(v, sizeof v, "v1 %s %d %d %s %d", r->self.id, lws, r->self.rank,
-             r->self.name, r->srv_port);
+    snprintf(v, sizeof v, "v1 %s %d %d %s %d %" PRId64, r->self.id, lws,
+             r->self.rank, r->self.name, r->srv_port, r->lease);
     if ((rc = el_etcd_put(r->c, k, v, strlen(v), r->lease, NULL)))
         return efail(r, r->c, rc, "joining the round");
     r->self.joined_round = round;
@@ -891,6 +992,29 @@ static void etcd_ack_notify(struct el_rdzv *base)
     }
 }
 
+/* How many members of this node's round are through the exit barrier:
+ * arrived (r<R>/exit/in/<id>), or dead without arriving. */
+static int exit_count(struct etcd_rdzv *r, int64_t *n)
+{
+    char k[KEY_MAX];
+    int rc;
+    key(r, k, "r%" PRId64 "/exit/in/", r->self.round);
+    if ((rc = count(r, k, n, NULL)))
+        return rc;
+    for (int i = 0; i < r->self.nmembers; i++) {
+        if (!is_dead(r, r->self.members[i].id))
+            continue;
+        key(r, k, "r%" PRId64 "/exit/in/%s", r->self.round,
+            r->self.members[i].id);
+        rc = el_etcd_get(r->c, k, NULL, NULL, NULL);
+        if (rc == EL_ENOTFOUND)
+            (*n)++;
+        else if (rc)
+            return efail(r, r->c, rc, "counting the nodes done");
+    }
+    return 0;
+}
+
 static int etcd_exit_barrier(struct el_rdzv *base, int succeeded,
                              int timeout_ms, int cancel_fd)
 {
@@ -902,24 +1026,35 @@ static int etcd_exit_barrier(struct el_rdzv *base, int succeeded,
         rc = el_etcd_put(r->c, kd, "failed", 6, 0, NULL);
         return rc ? efail(r, r->c, rc, "reporting the failure") : 0;
     }
-    int64_t n;
+    /* Not on the lease: an arrival stands after its agent exits. */
     key(r, k, "r%" PRId64 "/exit/in/%s", r->self.round, r->self.id);
-    if ((rc = el_etcd_put(r->c, k, "1", 1, r->lease, NULL)))
+    if ((rc = el_etcd_put(r->c, k, "1", 1, 0, NULL)))
         return efail(r, r->c, rc, "entering the exit barrier");
-    key(r, k, "r%" PRId64 "/exit/in/", r->self.round);
-    if ((rc = count(r, k, &n, NULL)))
-        return rc;
-    if (n >= r->self.nmembers && (rc = el_etcd_put(r->c, kd, "ok", 2, 0, NULL)))
-        return efail(r, r->c, rc, "completing the exit barrier");
-    struct el_etcd_kv kv = {0};
-    el_etcd_set_cancel_fd(r->c, cancel_fd);
-    rc = el_etcd_wait_key(r->c, kd, &kv, timeout_ms);
-    el_etcd_set_cancel_fd(r->c, -1);
-    el_etcd_kv_clear(&kv);
-    if (rc == -ETIMEDOUT)
-        return FAIL(r, rc, "exit barrier: not every node finished within "
-                    "%d s", timeout_ms / 1000);
-    return rc ? efail(r, r->c, rc, "waiting in the exit barrier") : 0;
+    long long until = el_now_ms() + timeout_ms;
+    for (;;) {
+        /* A member that died will never arrive: count it as through, and
+         * look again each keep-alive interval (a death wakes nobody here). */
+        int64_t n;
+        if ((rc = exit_count(r, &n)))
+            return rc;
+        if (n >= r->self.nmembers &&
+            (rc = el_etcd_put(r->c, kd, "ok", 2, 0, NULL)))
+            return efail(r, r->c, rc, "completing the exit barrier");
+        long long left = until - el_now_ms();
+        if (left <= 0)
+            return FAIL(r, -ETIMEDOUT, "exit barrier: not every node "
+                        "finished within %d s", timeout_ms / 1000);
+        struct el_etcd_kv kv = {0};
+        el_etcd_set_cancel_fd(r->c, cancel_fd);
+        rc = el_etcd_wait_key(r->c, kd, &kv,
+                              left < r->keepalive_ms ? (int)left
+                                                     : r->keepalive_ms);
+        el_etcd_set_cancel_fd(r->c, -1);
+        el_etcd_kv_clear(&kv);
+        if (rc != -ETIMEDOUT)
+            return rc ? efail(r, r->c, rc, "waiting in the exit barrier")
+                      : 0;
+    }
 }
 
 static int etcd_set_closed(struct el_rdzv *base)
@@ -942,6 +1077,10 @@ static void stop_watchers(struct etcd_rdzv *r)
             pthread_join(r->th[i], NULL);
             r->th_running[i] = 0;
         }
+    if (r->ring_running) {
+        pthread_join(r->ring_th, NULL);
+        r->ring_running = 0;
+    }
 }
 
 static void etcd_close(struct el_rdzv *base)
@@ -971,6 +1110,8 @@ static void etcd_close(struct el_rdzv *base)
     }
     if (r->evfd >= 0)
         close(r->evfd);
+    if (r->ring_evfd >= 0)
+        close(r->ring_evfd);
     for (size_t i = 0; i < sizeof r->strs / sizeof r->strs[0]; i++)
         free(r->strs[i]);
     el__rdzv_node_free(&r->self);
@@ -1054,6 +1195,12 @@ static int start(struct etcd_rdzv *r, char *err, size_t errlen)
         }
         r->th_running[i] = 1;
     }
+    if ((rc = pthread_create(&r->ring_th, NULL, ring_main, r))) {
+        snprintf(err, errlen, "cannot start the ring watcher: %s",
+                 strerror(rc));
+        return -rc;
+    }
+    r->ring_running = 1;
     note(r, "etcd rendezvous at %s, keys under %s, lease %" PRId64 " (TTL "
          "%" PRId64 " s); workers' store on port %d", r->eo.endpoints,
          r->prefix, r->lease, r->ttl_s, r->srv_port);
@@ -1094,6 +1241,7 @@ int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
     r->base.ops = &etcd_ops;
     r->stop_pipe[0] = r->stop_pipe[1] = -1;
     r->evfd = -1;
+    r->ring_evfd = -1;
     pthread_mutex_init(&r->mu, NULL);
     snprintf(r->prefix, sizeof r->prefix, "%s%s%s/", pfx,
              pfx[strlen(pfx) - 1] == '/' ? "" : "/", run_id);
@@ -1115,11 +1263,18 @@ int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
     /* One etcd call, retries across members included, gives up after
      * read_timeout [15 s], and never outlasts the join timeout. */
     r->eo.op_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 15000;
+    /* A range of a thousand joiners on a busy member takes seconds: give a
+     * request 5 s before trying another member (a dead one refuses at
+     * once; the client's 2 s default gave up on slow answers, resent them
+     * and added to the load). */
+    r->eo.request_timeout_ms = 5000;
     if (r->eo.op_timeout_ms > r->join_timeout_ms)
         r->eo.op_timeout_ms = r->join_timeout_ms;
     if (rc == 0) {
         r->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (r->evfd < 0 || pipe2(r->stop_pipe, O_CLOEXEC) < 0) {
+        r->ring_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (r->evfd < 0 || r->ring_evfd < 0 ||
+            pipe2(r->stop_pipe, O_CLOEXEC) < 0) {
             rc = -errno;
             snprintf(err, errlen, "eventfd/pipe: %s", strerror(errno));
         }

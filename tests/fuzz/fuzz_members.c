@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int i = 0; i < n; i++)
             if (strcmp(m[i].id, again[i].id) ||
                 strcmp(m[i].name, again[i].name) || m[i].lws != again[i].lws ||
-                m[i].port != again[i].port)
+                m[i].port != again[i].port || m[i].lease != again[i].lease)
                 abort();
         char *list = el__rdzv_expect_list(m, n, "extra", NULL, NULL);
         if (!list || (n > 0 && !el__rdzv_expected(list, m[0].id)) ||

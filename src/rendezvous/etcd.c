@@ -408,7 +408,7 @@ static int seal(struct etcd_rdzv *r, int64_t round)
     if (!list)
         return FAIL(r, -ENOMEM, "out of memory");
     int created = 0;
-    key(r, k, "r%" PRId64 "/members", round);
+    key(r, k, "r%" PRId64 "/s/members", round);
     rc = create(r, k, list, 0, &created, "sealing the round");
     free(list);
     if (rc)
@@ -436,7 +436,7 @@ static int seal_once(struct etcd_rdzv *r, int64_t round, int *busy)
     struct el_etcd_kv cur = {0};
     int won = 0, rc;
     *busy = 0;
-    key(r, k, "r%" PRId64 "/sealer", round);
+    key(r, k, "r%" PRId64 "/s/sealer", round);
     if ((rc = el_etcd_cas(r->c, k, &cas, &won, &cur)))
         return efail(r, r->c, rc, "electing the round's sealer");
     if (!won && cur.key && strcmp(cur.value, r->self.id) == 0)
@@ -677,17 +677,65 @@ static int join(struct etcd_rdzv *r, int64_t round, int lws,
     return rc ? efail(r, r->c, rc, "joining as expected") : 0;
 }
 
-/* Wait up to ms for round's member list to appear: 0 (it did), -ETIMEDOUT,
- * or an error. */
-static int wait_members(struct etcd_rdzv *r, int64_t round, int ms)
+/* The state of an open round, one range read of r<R>/s/: its deadline
+ * (-1: none), whether someone is sealing it, its member list (NULL: not
+ * sealed; malloc'd), and the revision of the read. */
+struct round_state {
+    int64_t deadline;
+    int sealing;
+    char *members;
+    int64_t rev;
+};
+
+static int read_state(struct etcd_rdzv *r, int64_t round,
+                      struct round_state *st)
 {
     char k[KEY_MAX];
-    struct el_etcd_kv kv = {0};
-    key(r, k, "r%" PRId64 "/members", round);
-    int rc = el_etcd_wait_key(r->c, k, &kv, ms);
-    el_etcd_kv_clear(&kv);
+    struct el_etcd_kv *kvs = NULL;
+    size_t n = 0;
+    memset(st, 0, sizeof *st);
+    st->deadline = -1;
+    key(r, k, "r%" PRId64 "/s/", round);
+    size_t skip = strlen(k);
+    int rc = el_etcd_range_prefix(r->c, k, &kvs, &n, &st->rev);
+    if (rc)
+        return efail(r, r->c, rc, "reading the round");
+    for (size_t i = 0; i < n; i++) {
+        const char *name = kvs[i].key + skip;
+        if (strcmp(name, "deadline") == 0)
+            st->deadline = strtoll(kvs[i].value, NULL, 10);
+        else if (strcmp(name, "sealer") == 0)
+            st->sealing = 1;
+        else if (strcmp(name, "members") == 0) {
+            st->members = kvs[i].value;
+            kvs[i].value = NULL;
+        }
+    }
+    el_etcd_kvs_free(kvs, n);
+    return 0;
+}
+
+/* Wait up to ms for the round's state (r<R>/s/: deadline, sealer, member
+ * list) to change after revision 'rev': a watch of three keys, so a
+ * thousand waiters get three events each, and nobody polls.  0 or
+ * -ETIMEDOUT, or an error. */
+static int wait_state(struct etcd_rdzv *r, int64_t round, int64_t rev, int ms)
+{
+    char k[KEY_MAX];
+    struct el_etcd_watch *w = NULL;
+    key(r, k, "r%" PRId64 "/s/", round);
+    int rc = el_etcd_watch_open(r->c, k, 1, rev + 1, &w);
+    if (rc == 0) {
+        struct el_etcd_event *evs = NULL;
+        size_t n = 0;
+        rc = el_etcd_watch_next(w, &evs, &n, ms);
+        el_etcd_events_free(evs, n);
+    }
+    el_etcd_watch_close(w);
     if (rc == -ETIMEDOUT || rc == 0)
         return rc;
+    if (rc == -ESTALE)
+        return 0; /* history compacted: read the state again */
     return efail(r, r->c, rc, "waiting for the round");
 }
 
@@ -741,19 +789,17 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
         }
 
         /* Is the round sealed already? */
-        void *val = NULL;
-        key(r, k, "r%" PRId64 "/members", round);
-        rc = el_etcd_get(r->c, k, &val, NULL, NULL);
-        if (rc && rc != EL_ENOTFOUND)
-            return efail(r, r->c, rc, "reading the members");
-        if (rc == 0) {
+        struct round_state st;
+        if ((rc = read_state(r, round, &st)))
+            return rc;
+        if (st.members) {
             struct el__rdzv_member *m = NULL;
             int n = 0, me = -1;
-            rc = el__rdzv_parse_members(val, &m, &n);
-            free(val);
+            rc = el__rdzv_parse_members(st.members, &m, &n);
+            free(st.members);
             if (rc)
                 return FAIL(r, rc, "round %" PRId64 ": unreadable member "
-                            "list in etcd at %s", round, k);
+                            "list in etcd under %s", round, r->prefix);
             for (int i = 0; i < n && me < 0; i++)
                 if (strcmp(m[i].id, r->self.id) == 0)
                     me = i;
@@ -781,11 +827,11 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
             int present;
             struct el_etcd_kv kv = {0};
             key(r, k, "c/round");
-            /* in keep-alive steps, to notice a lost lease */
+            /* in steps of a TTL, to notice a lost lease */
             rc = el_etcd_wait_change(r->c, k, round_mod, &present, &kv,
-                                     left <= 0                ? 0
-                                     : left < r->keepalive_ms ? (int)left
-                                                  : r->keepalive_ms);
+                                     left <= 0              ? 0
+                                     : left < r->window_ms ? (int)left
+                                                           : r->window_ms);
             el_etcd_kv_clear(&kv);
             if (rc && rc != -ETIMEDOUT && rc != -ESTALE)
                 return efail(r, r->c, rc, "waiting as a spare");
@@ -812,75 +858,59 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
             if ((rc = count(r, k, &expected_in, NULL)))
                 return rc;
         }
-        /* Complete at MAX, or once every expected node is in. */
+        /* Waits are watches of the round's state; they end at least every
+         * TTL, to notice a lost lease or the join timeout. */
+        long long left = deadline - el_now_ms();
+        if (left <= 0)
+            continue;
+        int step = r->window_ms < left ? r->window_ms : (int)left;
+        /* Complete at MAX, or once every expected node is in; or at the
+         * deadline (plus a stagger by arrival, so that the first in line
+         * seals while the others wait). */
         int all_in = expect_n > 0 && expected_in >= expect_n &&
                      joiners >= r->min_nodes;
-        int busy = 0;
-        long long left = deadline - el_now_ms();
-        int step = left <= 0 ? 0
-                   : r->keepalive_ms < left ? r->keepalive_ms : (int)left;
-        if ((joiners >= r->max_nodes || all_in) && joiners > stale) {
+        long long until = st.deadline < 0 ? -1
+                          : st.deadline - el__rdzv_wall_ms() +
+                                (r->arrival < 50 ? r->arrival : 50) * 4;
+        int due = (joiners >= r->max_nodes || all_in) ||
+                  (st.deadline >= 0 && until <= 0);
+        if (due && joiners > stale && !st.sealing) {
+            int busy = 0;
             if ((rc = seal_once(r, round, &busy)) < 0)
                 return rc;
-            if (rc == 1) {
+            if (!busy && rc == 1) {
+                /* Joiners died: fewer than MIN live ones; reopen the
+                 * deadline and wait for another. */
                 stale = joiners;
                 stale_round = round;
+                key(r, k, "r%" PRId64 "/s/deadline", round);
+                el_etcd_delete(r->c, k, NULL);
             }
-            if (busy && (rc = wait_members(r, round, step)) &&
-                rc != -ETIMEDOUT)
-                return rc;
             continue;
         }
-        /* The round's deadline: set by whoever sees MIN joiners first. */
-        int64_t dl;
-        char dk[KEY_MAX];
-        key(r, dk, "r%" PRId64 "/deadline", round);
-        if ((rc = get_int(r, dk, -1, &dl, NULL)))
-            return rc;
-        if (dl < 0 && joiners >= r->min_nodes && joiners > stale) {
-            /* Expected nodes still missing get the lease's TTL: a live one
+        if (st.deadline < 0 && joiners >= r->min_nodes && joiners > stale) {
+            /* The round's deadline, set by whoever sees MIN joiners first.
+             * Expected nodes still missing get the lease's TTL: a live one
              * arrives well within it, a dead one is gone by then. */
             long long wait = r->last_call_ms;
             if (expect_n > 0 && wait < r->window_ms)
                 wait = r->window_ms;
             char d[32];
+            key(r, k, "r%" PRId64 "/s/deadline", round);
             snprintf(d, sizeof d, "%lld", el__rdzv_wall_ms() + wait);
-            if ((rc = create(r, dk, d, 0, NULL, "setting the deadline")))
+            if ((rc = create(r, k, d, 0, NULL, "setting the deadline")))
                 return rc;
             continue;
         }
-        if (left <= 0)
-            continue;
-        if (dl < 0 && stale >= 0) {
+        if (stale >= 0 && joiners <= stale) {
             /* Too few live joiners: wait for another one. */
             rc = wait_joiner(r, round, rev, step);
-        } else if (dl < 0) {
-            /* Fewer than MIN so far: the node that completes the round
-             * seals it; look again every keep-alive interval. */
-            rc = wait_members(r, round, step);
         } else {
-            /* Wait for the seal until the deadline (plus a stagger by
-             * arrival, so one node seals and the others just read). */
-            long long until = dl - el__rdzv_wall_ms() +
-                              (r->arrival < 50 ? r->arrival : 50) * 4;
-            if (until > left)
-                until = left;
-            rc = until > 0 ? wait_members(r, round, (int)until) : -ETIMEDOUT;
-            if (rc == -ETIMEDOUT) {
-                if ((rc = seal_once(r, round, &busy)) < 0)
-                    return rc;
-                if (busy && (rc = wait_members(r, round, step)) &&
-                    rc != -ETIMEDOUT)
-                    return rc;
-                if (!busy && rc == 1) {
-                    /* Joiners died: below MIN again; reopen the deadline
-                     * and wait for more. */
-                    stale = joiners;
-                    stale_round = round;
-                    el_etcd_delete(r->c, dk, NULL);
-                }
-                continue;
-            }
+            /* Wait for the deadline to be set, a sealer to start or die,
+             * or the member list; or for the deadline itself. */
+            if (until > 0 && until < step && !st.sealing)
+                step = (int)until;
+            rc = wait_state(r, round, st.rev, step);
         }
         if (rc && rc != -ETIMEDOUT)
             return rc;

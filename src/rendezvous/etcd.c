@@ -9,12 +9,14 @@
  *   c/closed         present once the job ended ("ok" or "failed: ...")
  *   c/restarts       rounds charged to the restart budget so far
  *   alive/<id>       one per agent, on the agent's lease
- *   r<R>/node/<id>   "v1 <id> <lws> <prev_rank> <name> <port>", on the
- *                    lease; etcd's create_revision is the arrival order
+ *   r<R>/node/<id>   "v1 <id> <lws> <prev_rank> <name> <port> <lease>",
+ *                    on the lease; etcd's create_revision is the arrival
+ *                    order
  *   r<R>/exp/<id>    an expected node arrived (on the lease)
  *   r<R>/expect      the nodes expected in round R ("<n>\n<id>\n...")
- *   r<R>/deadline    wall-clock ms when round R completes
- *   r<R>/members     the sealed member list (created once)
+ *   r<R>/s/deadline  wall-clock ms when round R completes
+ *   r<R>/s/sealer    the node sealing round R (on its lease)
+ *   r<R>/s/members   the sealed member list (created once)
  *   r<R>/failed      created by the first failure report of round R
  *   r<R>/exit/...    the exit barrier
  *
@@ -23,7 +25,11 @@
  * and counting is a count-only range.  Liveness is the lease: an agent that
  * dies or is cut off for a TTL (keep_alive_interval x keep_alive_max_attempt)
  * loses its keys, and every agent's watch of alive/ (deletes only) hears of
- * it at once.  A second watch on c/ hears of new rounds and of the end.
+ * it at once.  A killed agent is seen sooner, by the ring: each member
+ * holds a connection to its successor's store and revokes the successor's
+ * lease when that connection closes and a new one is refused.  A second
+ * watch on c/ hears of new rounds and of the end; a joiner waits on its
+ * round's r<R>/s/ (three changes a round).
  *
  * The workers' store: every agent serves one (an elrun store on a free port
  * of its address), and the workers of a round use the one of the round's

@@ -372,6 +372,39 @@ static int read_round(struct etcd_rdzv *r, int64_t *round, int64_t *mod)
     return get_int(r, k, 0, round, mod);
 }
 
+/* The job's state in one read of c/: the round in force (created as 0 if
+ * there is none) and its mod_revision; 1 if the job is closed (the reason
+ * in errmsg), else 0; < 0 on error. */
+static int read_job(struct etcd_rdzv *r, int64_t *round, int64_t *mod)
+{
+    char k[KEY_MAX];
+    struct el_etcd_kv *kvs = NULL;
+    size_t n = 0;
+    key(r, k, "c/");
+    size_t skip = strlen(k);
+    int rc = el_etcd_range_prefix(r->c, k, &kvs, &n, NULL);
+    if (rc)
+        return efail(r, r->c, rc, "reading the job state");
+    int closed = 0;
+    *round = -1;
+    *mod = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = kvs[i].key + skip;
+        if (strcmp(name, "closed") == 0) {
+            FAIL(r, EL_ECLOSED, "the job is closed (%s)",
+                 (char *)kvs[i].value);
+            closed = 1;
+        } else if (strcmp(name, "round") == 0) {
+            *round = strtoll(kvs[i].value, NULL, 10);
+            *mod = kvs[i].mod_revision;
+        }
+    }
+    el_etcd_kvs_free(kvs, n);
+    if (closed || *round >= 0)
+        return closed;
+    return read_round(r, round, mod);
+}
+
 /* Try to complete round R: 0 when r<R>/members exists afterwards (sealed by
  * us or someone else), 1 if fewer than MIN live nodes joined, < 0 on
  * error. */
@@ -780,11 +813,9 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
         if (atomic_load(&r->lost))
             return FAIL(r, EL_EPEERLOST, "this node's etcd lease is gone "
                         "(%s)", r->lost_why);
-        if ((rc = check_closed(r)) != 0)
-            return rc < 0 ? rc : EL_ECLOSED;
         int64_t round, round_mod;
-        if ((rc = read_round(r, &round, &round_mod)))
-            return rc;
+        if ((rc = read_job(r, &round, &round_mod)) != 0)
+            return rc < 0 ? rc : EL_ECLOSED;
         /* After a round this node took part in, the next one is newer; its
          * live members are expected in it. */
         if (r->self.rank >= 0 && round <= r->self.round) {
@@ -846,16 +877,14 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
 
         /* Round 'round' is open: join it once. */
         int64_t joiners, rev, expected_in = 0;
-        if (r->self.joined_round != round) {
-            if ((rc = join(r, round, lws, &r->expect_n)))
-                return rc;
-            key(r, k, "r%" PRId64 "/node/", round);
-            if ((rc = count(r, k, &r->arrival, NULL)))
-                return rc;
-        }
+        int just_joined = r->self.joined_round != round;
+        if (just_joined && (rc = join(r, round, lws, &r->expect_n)))
+            return rc;
         key(r, k, "r%" PRId64 "/node/", round);
         if ((rc = count(r, k, &joiners, &rev)))
             return rc;
+        if (just_joined)
+            r->arrival = joiners;
         if (round != stale_round)
             stale = -1;
         int64_t expect_n = r->expect_n;

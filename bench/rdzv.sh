@@ -12,7 +12,9 @@
 #      from el_rdzv_next;
 #   5. death -> re-formed, c10d and etcd: SIGKILL one of N bare agents and
 #      time until every survivor returned from el_rdzv_next with the new
-#      round (etcd: the dead agent's lease expires; TTL ETCD_TTL_MS).
+#      round (c10d: the store sees the connection close; etcd: the dead
+#      agent's ring neighbour finds its store refusing and revokes its lease,
+#      TTL ETCD_TTL_MS otherwise).
 # For 4 and 5 the script starts one etcd member on 127.0.0.1 (free ports,
 # data dir under the temporary directory, --heartbeat-interval=50
 # --election-timeout=500 so that a 1 s lease TTL is allowed); without etcd
@@ -398,7 +400,7 @@ for n in $KILL_SIZES; do
             stop_all "$d"; rm -rf "$d"
         done
         if [[ $be == etcd ]]; then
-            row "$n $be" "$(ratio)lease TTL $ttl_s s (keep_alive ${ka_ms} ms x 2)$(failed_note)"
+            row "$n $be" "$(ratio)the ring revokes its lease (TTL $ttl_s s otherwise)$(failed_note)"
         else
             row "$n $be" "connection close seen by the store$(failed_note)"; c10d_med=$ROW_MEDIAN
         fi

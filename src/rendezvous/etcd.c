@@ -974,15 +974,13 @@ static int etcd_num_nodes_waiting(struct el_rdzv *base, int *n)
     if (atomic_load(&r->lost))
         return FAIL(r, EL_EPEERLOST, "this node's etcd lease is gone (%s); "
                     "the other nodes re-form without it", r->lost_why);
-    if ((rc = check_closed(r)) != 0) {
+    int64_t mod;
+    if ((rc = read_job(r, &cur, &mod)) != 0) {
         if (rc < 0)
             return rc;
         *n = 1; /* the agent's next() reports the closure */
         return 0;
     }
-    key(r, k, "c/round");
-    if ((rc = get_int(r, k, 0, &cur, NULL)))
-        return rc;
     if (cur > r->self.round) {
         key(r, k, "r%" PRId64 "/node/", cur);
         if ((rc = count(r, k, &waiting, NULL)))

@@ -367,6 +367,13 @@ int el_etcd_wait_key(struct el_etcd *c, const char *key,
 int el_etcd_wait_change(struct el_etcd *c, const char *key, int64_t after,
                         int *present, struct el_etcd_kv *kv, int timeout_ms);
 
+/* Wait until some key starting with prefix is written or deleted at a
+ * revision after 'after' (a range's revision); returns at once if that
+ * already happened.  0, -ETIMEDOUT, -ESTALE (history compacted: read again),
+ * -ECANCELED, or a watch's errors. */
+int el_etcd_wait_prefix(struct el_etcd *c, const char *prefix, int64_t after,
+                        int timeout_ms);
+
 #ifdef __cplusplus
 }
 #endif

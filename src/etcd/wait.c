@@ -1,5 +1,6 @@
-/* wait.c -- blocking waits on one key, built on a read and a watch: "until
- * the key exists" and "until the key changes after revision R".  These are
+/* wait.c -- blocking waits built on a read and a watch: "until the key
+ * exists", "until the key changes after revision R" and "until anything
+ * under a prefix changes after revision R".  These are
  * the store's wait-for-key and watch-until-changed, on etcd (see the table
  * at the end of docs/ETCD.md).  The watch starts at the revision after the
  * read, so a write between the read and the watch is never missed.
@@ -91,4 +92,24 @@ int el_etcd_wait_change(struct el_etcd *c, const char *key, int64_t after,
     if (after < 0)
         return el_etcd_fail(c, EL_EUSAGE, "etcd wait_change: bad revision");
     return follow(c, key, after + 1, 0, present, kv, deadline, timeout_ms);
+}
+
+int el_etcd_wait_prefix(struct el_etcd *c, const char *prefix, int64_t after,
+                        int timeout_ms)
+{
+    if (after < 0)
+        return el_etcd_fail(c, EL_EUSAGE, "etcd wait_prefix: bad revision");
+    struct el_etcd_watch *w;
+    int rc = el_etcd_watch_open(c, prefix, 1, after + 1, &w);
+    if (rc)
+        return rc;
+    struct el_etcd_event *evs = NULL;
+    size_t n = 0;
+    rc = el_etcd_watch_next(w, &evs, &n, timeout_ms);
+    el_etcd_events_free(evs, n);
+    el_etcd_watch_close(w);
+    if (rc == -ETIMEDOUT)
+        return el_etcd_fail(c, -ETIMEDOUT, "etcd wait %s: nothing within "
+                            "%d ms", prefix, timeout_ms);
+    return rc;
 }

@@ -324,18 +324,13 @@ static int seal(struct dyn_rdzv *r, int64_t round)
     }
     free(vals);
     free(events);
-    if (n < r->min_nodes) {
-        free(m);
-        return 1;
-    }
-    qsort(m, (size_t)n, sizeof *m, el__rdzv_member_order);
-    if (n > r->max_nodes)
-        n = r->max_nodes;
+    char *list;
     size_t len;
-    char *list = el__rdzv_format_members(round, m, n, 0, &len);
+    rc = el__rdzv_seal_list(round, m, n, r->min_nodes, r->max_nodes, 0,
+                            &list, &len);
     free(m);
-    if (!list)
-        return FAIL(r, -ENOMEM, "out of memory");
+    if (rc)
+        return rc == 1 ? 1 : FAIL(r, rc, "out of memory");
     key(r, k, sizeof k, "r%" PRId64 "/members", round);
     rc = el_store_compare_set(r->link.cl, k, "", 0, list, len, NULL, NULL);
     free(list);

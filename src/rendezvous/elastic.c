@@ -79,6 +79,20 @@ char *el__rdzv_format_members(int64_t round, const struct el__rdzv_member *m,
     return list;
 }
 
+int el__rdzv_seal_list(int64_t round, struct el__rdzv_member *m, int n,
+                       int min_nodes, int max_nodes, int with_store,
+                       char **list, size_t *len)
+{
+    *list = NULL;
+    if (n < min_nodes)
+        return 1;
+    qsort(m, (size_t)n, sizeof *m, el__rdzv_member_order);
+    if (n > max_nodes)
+        n = max_nodes;
+    *list = el__rdzv_format_members(round, m, n, with_store, len);
+    return *list ? 0 : -ENOMEM;
+}
+
 int el__rdzv_member_order(const void *a, const void *b)
 {
     const struct el__rdzv_member *x = a, *y = b;

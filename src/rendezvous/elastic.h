@@ -70,6 +70,14 @@ int el__rdzv_parse_members(const char *text, struct el__rdzv_member **out,
 char *el__rdzv_format_members(int64_t round, const struct el__rdzv_member *m,
                               int n, int with_store, size_t *len);
 
+/* The member list that seals a round from its n live joiners (any order):
+ * ordered by el__rdzv_member_order, the first max_nodes kept, formatted as
+ * above into *list (malloc'd) and *len.  Returns 0, 1 if fewer than
+ * min_nodes joined (nothing written), or -ENOMEM.  Sorts m in place. */
+int el__rdzv_seal_list(int64_t round, struct el__rdzv_member *m, int n,
+                       int min_nodes, int max_nodes, int with_store,
+                       char **list, size_t *len);
+
 /* qsort order of a new round: the previous round's members first in their
  * old order (stable ranks), then newcomers by arrival. */
 int el__rdzv_member_order(const void *a, const void *b);

@@ -434,18 +434,13 @@ static int seal(struct etcd_rdzv *r, int64_t round)
         }
     }
     el_etcd_kvs_free(kvs, nk);
-    if (n < r->min_nodes) {
-        free(m);
-        return 1;
-    }
-    qsort(m, (size_t)n, sizeof *m, el__rdzv_member_order);
-    if (n > r->max_nodes)
-        n = r->max_nodes;
+    char *list;
     size_t len;
-    char *list = el__rdzv_format_members(round, m, n, 1, &len);
+    rc = el__rdzv_seal_list(round, m, n, r->min_nodes, r->max_nodes, 1,
+                            &list, &len);
     free(m);
-    if (!list)
-        return FAIL(r, -ENOMEM, "out of memory");
+    if (rc)
+        return rc == 1 ? 1 : FAIL(r, rc, "out of memory");
     int created = 0;
     key(r, k, "r%" PRId64 "/s/members", round);
     rc = create(r, k, list, 0, &created, "sealing the round");
@@ -754,48 +749,19 @@ static int read_state(struct etcd_rdzv *r, int64_t round,
     return 0;
 }
 
-/* Wait up to ms for the round's state (r<R>/s/: deadline, sealer, member
- * list) to change after revision 'rev': a watch of three keys, so a
- * thousand waiters get three events each, and nobody polls.  0 or
- * -ETIMEDOUT, or an error. */
-static int wait_state(struct etcd_rdzv *r, int64_t round, int64_t rev, int ms)
+/* Wait up to ms for a change under the round's 'sub' prefix ("s/": the
+ * deadline, sealer and member list, three changes a round, so a thousand
+ * waiters get three events each; "node/": the joiners) after revision
+ * 'rev'.  0 (or -ETIMEDOUT: look again), or an error. */
+static int wait_round(struct etcd_rdzv *r, int64_t round, const char *sub,
+                      int64_t rev, int ms)
 {
     char k[KEY_MAX];
-    struct el_etcd_watch *w = NULL;
-    key(r, k, "r%" PRId64 "/s/", round);
-    int rc = el_etcd_watch_open(r->c, k, 1, rev + 1, &w);
-    if (rc == 0) {
-        struct el_etcd_event *evs = NULL;
-        size_t n = 0;
-        rc = el_etcd_watch_next(w, &evs, &n, ms);
-        el_etcd_events_free(evs, n);
-    }
-    el_etcd_watch_close(w);
-    if (rc == -ETIMEDOUT || rc == 0)
-        return rc;
-    if (rc == -ESTALE)
-        return 0; /* history compacted: read the state again */
+    key(r, k, "r%" PRId64 "/%s", round, sub);
+    int rc = el_etcd_wait_prefix(r->c, k, rev, ms);
+    if (rc == 0 || rc == -ETIMEDOUT || rc == -ESTALE)
+        return 0; /* ESTALE: history compacted; read the round again */
     return efail(r, r->c, rc, "waiting for the round");
-}
-
-/* Wait up to ms for a change under round's node/ prefix after 'rev'. */
-static int wait_joiner(struct etcd_rdzv *r, int64_t round, int64_t rev,
-                       int ms)
-{
-    char k[KEY_MAX];
-    struct el_etcd_watch *w = NULL;
-    key(r, k, "r%" PRId64 "/node/", round);
-    int rc = el_etcd_watch_open(r->c, k, 1, rev + 1, &w);
-    if (rc == 0) {
-        struct el_etcd_event *evs = NULL;
-        size_t n = 0;
-        rc = el_etcd_watch_next(w, &evs, &n, ms);
-        el_etcd_events_free(evs, n);
-    }
-    el_etcd_watch_close(w);
-    if (rc == -ETIMEDOUT || rc == 0 || rc == -ESTALE)
-        return 0;
-    return efail(r, r->c, rc, "waiting for more nodes");
 }
 
 static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
@@ -939,15 +905,15 @@ static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
         }
         if (stale >= 0 && joiners <= stale) {
             /* Too few live joiners: wait for another one. */
-            rc = wait_joiner(r, round, rev, step);
+            rc = wait_round(r, round, "node/", rev, step);
         } else {
             /* Wait for the deadline to be set, a sealer to start or die,
              * or the member list; or for the deadline itself. */
             if (until > 0 && until < step && !st.sealing)
                 step = (int)until;
-            rc = wait_state(r, round, st.rev, step);
+            rc = wait_round(r, round, "s/", st.rev, step);
         }
-        if (rc && rc != -ETIMEDOUT)
+        if (rc)
             return rc;
     }
 }

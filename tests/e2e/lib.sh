@@ -116,3 +116,31 @@ netns_hosts() {
     bash "$ROOT/tests/infra/netns-down.sh" >/dev/null 2>&1
     bash "$ROOT/tests/infra/netns-up.sh" "$1" >/dev/null 2>"$T/netns.log" || { cat "$T/netns.log"; exit 1; }
 }
+
+# test_pki DIR IP DNS: a throw-away PKI for TLS tests, made with openssl in
+# DIR: ca.pem/ca.key; server.pem/.key for IP and DNS, allowed for server and
+# client auth (etcd 3.4's gateway dials its own gRPC server with the server
+# certificate, so under --client-cert-auth it must allow client auth too);
+# serveronly.pem (the same key, server auth only); client.pem/.key (CN
+# elrun); other.pem, a CA that signed nothing.  openssl's chatter goes to
+# DIR/log, shown if it fails.
+test_pki() (
+    mkdir -p "$1" && cd "$1" || exit 1
+    {
+        openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=elrun test CA" \
+            -keyout ca.key -out ca.pem &&
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=$2" -keyout server.key -out server.csr &&
+        printf "subjectAltName=IP:%s,DNS:%s\nextendedKeyUsage=serverAuth,clientAuth\n" "$2" "$3" >server.ext &&
+        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
+            -extfile server.ext -out server.pem &&
+        printf "subjectAltName=IP:%s,DNS:%s\nextendedKeyUsage=serverAuth\n" "$2" "$3" >serveronly.ext &&
+        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
+            -extfile serveronly.ext -out serveronly.pem &&
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=elrun" -keyout client.key -out client.csr &&
+        printf "extendedKeyUsage=clientAuth\n" >client.ext &&
+        openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
+            -extfile client.ext -out client.pem &&
+        openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=other CA" \
+            -keyout other.key -out other.pem
+    } >log 2>&1 || { cat log; exit 1; }
+)

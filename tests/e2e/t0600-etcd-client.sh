@@ -196,29 +196,7 @@ ETCD_CLUSTER_BASE_PORT=$CPORT bash "$INFRA/etcd-cluster-stop.sh" >/dev/null 2>&1
 CPORT=""
 
 # ---- TLS ----
-mkdir -p "$T/pki"
-gen_pki() (
-    cd "$T/pki" || exit 1
-    openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=elrun test CA" \
-        -keyout ca.key -out ca.pem
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout server.key -out server.csr
-    # etcd's gateway dials its own gRPC server with the server certificate:
-    # under --client-cert-auth it must allow client auth too.
-    printf "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n" >server.ext
-    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
-        -extfile server.ext -out server.pem
-    printf "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n" >serveronly.ext
-    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
-        -extfile serveronly.ext -out serveronly.pem
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=elrun" -keyout client.key -out client.csr
-    printf "extendedKeyUsage=clientAuth\n" >client.ext
-    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
-        -extfile client.ext -out client.pem
-    # a second CA that signed nothing etcd uses
-    openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=other CA" \
-        -keyout other.key -out other.pem
-)
-gen_pki >"$T/pki.log" 2>&1 || { cat "$T/pki.log"; exit 1; }
+test_pki "$T/pki" 127.0.0.1 localhost || exit 1
 PK="$T/pki"
 P2=$(free_port)
 TLS_EP=$(ETCD_SCHEME=https \

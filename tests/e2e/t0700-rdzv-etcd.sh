@@ -27,6 +27,7 @@
 #   T0700_CASES="3 4"   run only these cases, in this order (default 1 2 5 3 4)
 #   T0700_KEEP=DIR      keep the agents' logs and the workers' files in DIR
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/rdzv-common.bash"
 INFRA="$ROOT/tests/infra"
 W="$ROOT/tests/e2e/bin/rdzv_worker.sh"
 WS="$ROOT/tests/e2e/bin/rdzv_store_worker.sh"
@@ -122,27 +123,6 @@ agent() {
     track_pid $!
 }
 
-# latest JOB: the newest round any worker of JOB wrote a file for.
-latest() { ls "$T/$1" | sed -n 's/^w\.\([0-9]*\)\.[0-9]*$/\1/p' | sort -n | tail -1; }
-
-# workers JOB N [AFTER] [TIMEOUT]: wait until the newest round (> AFTER) has N
-# workers started; sets ROUND to it.
-workers() {
-    local job=$1 n=$2 after=${3:--1} deadline=$((SECONDS + ${4:-30})) r
-    ROUND=""
-    while :; do
-        r=$(latest "$job")
-        if [[ -n $r ]] && ((r > after)) &&
-            [[ $(ls "$T/$job" | grep -c "^w\.$r\.[0-9]*$") -eq $n ]]; then
-            ROUND=$r; return 0
-        fi
-        ((SECONDS < deadline)) || { echo "$job: newest round ${r:-none} has $(ls "$T/$job" | grep -c "^w\.${r:-x}\.") workers, not $n"; tail -n 20 "$T/$job"/agent.*.log; return 1; }
-        sleep 0.05
-    done
-}
-
-# ranks JOB ROUND: the sorted ranks of ROUND's workers, one line.
-ranks() { cat "$T/$1/w.$2".* | sed 's/.*rank=\([0-9]*\).*/\1/' | sort -n | tr '\n' ' '; }
 # hosts JOB ROUND: the sorted host names of ROUND's workers, one line.
 hosts() { grep -ho "host=elh[0-9]*" "$T/$1/w.$2".* | sed 's/host=//' | sort -u | tr '\n' ' '; }
 # group_host JOB ROUND G: the index I of the host (elhI) running node rank G.
@@ -156,14 +136,6 @@ name() { echo "(10\\.77\\.0\\.$1|elh$1)"; }
 worker_pids() { pgrep -f "^(/bin/)?sh [^ ]*/rdzv_worker\.sh $T/$1\$" | sort -n | tr '\n' ' '; }
 # alive PID: the process exists and is not a zombie.
 alive() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) && [[ -n $st && $st != Z* ]]; }
-
-# finish JOB I...: tell the workers to end, then each agent I must exit 0.
-finish() {
-    local job=$1 i rc=0; shift
-    touch "$T/$job/finish"
-    for i in "$@"; do wait "${AGENT_PID[$i]}" || { echo "agent $i exited $?"; tail -n 20 "$T/$job/agent.$i.log"; rc=1; }; done
-    return $rc
-}
 
 # wait_exit I [TIMEOUT]: wait for agent I to end; sets RC (124: still running).
 wait_exit() {
@@ -398,8 +370,9 @@ case3() {
     deadline=$((SECONDS + 30))
     until [[ -n $(leader "$SURV") ]] || ((SECONDS > deadline)); do sleep 0.05; done
     t_elect=$(ms_since $t0)
-    # Nothing may happen now.  Watch for three lease TTLs after the election:
-    # any lease the failover broke has expired by then.
+    # Nothing may happen now.  Watch for 6 s after the election, longer than
+    # a TTL plus the keeper's grace (2 + 3 s): a lease the failover broke is
+    # given up by then.
     sleep 6
     pids1=$(worker_pids $J)
     nlines1=$(cat "$T"/$J/agent.*.log | grep -c "round " || true)
@@ -433,27 +406,8 @@ case3() {
 
 # ---------------------------------------------------------------------------
 # 4. TLS: a CA, a server certificate for 10.77.0.254, a client certificate.
-gen_pki() (
-    cd "$T/pki" || exit 1
-    openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=elrun test CA" \
-        -keyout ca.key -out ca.pem
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=10.77.0.254" -keyout server.key -out server.csr
-    # etcd 3.4's gateway dials its own gRPC server with the server
-    # certificate: under --client-cert-auth it must allow client auth too.
-    printf "subjectAltName=IP:10.77.0.254,DNS:elhub\nextendedKeyUsage=serverAuth,clientAuth\n" >server.ext
-    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
-        -extfile server.ext -out server.pem
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=elrun" -keyout client.key -out client.csr
-    printf "extendedKeyUsage=clientAuth\n" >client.ext
-    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 \
-        -extfile client.ext -out client.pem
-    # a second CA that signed nothing etcd uses
-    openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=other CA" \
-        -keyout other.key -out other.pem
-)
 case4() {
-    mkdir -p "$T/pki"
-    gen_pki >"$T/pki.log" 2>&1 || { cat "$T/pki.log"; exit 1; }
+    test_pki "$T/pki" 10.77.0.254 elhub || exit 1
     PK="$T/pki"
     local p2 tls_ep e2 tlsc certs
     p2=$(free_port elhub)

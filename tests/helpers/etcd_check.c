@@ -469,6 +469,13 @@ static int cmd_basic(void)
     CHECK(rc == -ETIMEDOUT && ne == 0, "and not the delete: %d, %zu", rc, ne);
     el_etcd_watch_close(dels);
     el_etcd_watch_close(puts);
+    /* waiting for a prefix to change after a revision */
+    int64_t crev;
+    OK(el_etcd_count_prefix(c, k("cnt/"), &cnt, &crev));
+    rc = el_etcd_wait_prefix(c, k("cnt/"), crev, 200);
+    CHECK(rc == -ETIMEDOUT, "wait_prefix with no change: %d", rc);
+    OK(el_etcd_put(c, k("cnt/9"), "y", 1, 0, NULL));
+    OK(el_etcd_wait_prefix(c, k("cnt/"), crev, 5000)); /* already changed */
     OK(el_etcd_delete_prefix(c, prefix, &n));
     el_etcd_close(c);
     printf("basic: all operations ok\n");

@@ -88,12 +88,18 @@ test_expect_success 'a second SIGTERM ends the grace: workers are killed at once
     ! kill -0 $(cat $T/two/ready.0) 2>/dev/null
 '
 
-# failstub.sh: rank 1 fails at once, rank 0 ignores SIGTERM (a long grace).
+# failstub.sh: rank 0 ignores SIGTERM (a long grace); rank 1 fails as soon
+# as rank 0 ignores it (else, on a busy machine, the agent's SIGTERM could
+# reach rank 0 before its trap and end the stop at once).
 cat >"$T/failstub.sh" <<'EOF'
 #!/bin/bash
 echo "$TORCHELASTIC_RESTART_COUNT $RANK" >> "$1/starts"
-[[ $RANK == 1 ]] && exit 1
+if [[ $RANK == 1 ]]; then
+    until [[ -e $1/ignoring.$TORCHELASTIC_RESTART_COUNT ]]; do sleep 0.01; done
+    exit 1
+fi
 trap "" TERM
+touch "$1/ignoring.$TORCHELASTIC_RESTART_COUNT"
 while :; do sleep 1; done
 EOF
 chmod +x "$T/failstub.sh"

@@ -1,6 +1,6 @@
 /* client.c -- the etcd client object and its request engine: endpoint
  * parsing, one reusable curl handle (keep-alive connection to the current
- * member), TLS options, and el_etcd_call(), which POSTs a JSON body to one
+ * member), TLS options, and el__etcd_call(), which POSTs a JSON body to one
  * member after another until one answers or the call's deadline passes.
  *
  * Failover rules.  A member that cannot be reached (refused, reset, timeout,
@@ -32,14 +32,14 @@ static void curl_init(void)
     curl_init_rc = curl_global_init(CURL_GLOBAL_ALL);
 }
 
-int64_t el_etcd_now_ms(void)
+int64_t el__etcd_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int el_etcd_fd_ready(int fd)
+int el__etcd_fd_ready(int fd)
 {
     if (fd < 0)
         return 0;
@@ -47,7 +47,7 @@ int el_etcd_fd_ready(int fd)
     return poll(&p, 1, 0) > 0;
 }
 
-int el_etcd_fail(struct el_etcd *c, int rc, const char *fmt, ...)
+int el__etcd_fail(struct el_etcd *c, int rc, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -237,7 +237,7 @@ int el_etcd_open(struct el_etcd **out, const struct el_etcd_opts *opts,
     }
     if (rc == 0) {
         c->easy = curl_easy_init();
-        c->hdrs = el_etcd_headers(c);
+        c->hdrs = el__etcd_headers(c);
         if (!c->easy || !c->hdrs)
             rc = -ENOMEM;
     }
@@ -276,7 +276,7 @@ void el_etcd_close(struct el_etcd *c)
 
 /* ---- curl plumbing ---- */
 
-struct curl_slist *el_etcd_headers(const struct el_etcd *c)
+struct curl_slist *el__etcd_headers(const struct el_etcd *c)
 {
     struct curl_slist *h = curl_slist_append(NULL,
                                              "Content-Type: application/json");
@@ -311,7 +311,7 @@ static int set_token(struct el_etcd *c, const char *token)
         return -ENOMEM;
     free(c->token);
     c->token = t;
-    struct curl_slist *h = el_etcd_headers(c);
+    struct curl_slist *h = el__etcd_headers(c);
     if (!h)
         return -ENOMEM;
     curl_slist_free_all(c->hdrs);
@@ -319,21 +319,21 @@ static int set_token(struct el_etcd *c, const char *token)
     return 0;
 }
 
-int el_etcd_auth_renew(struct el_etcd *c)
+int el__etcd_auth_renew(struct el_etcd *c)
 {
     int rc = set_token(c, NULL);
-    return rc ? rc : el_etcd_auth(c);
+    return rc ? rc : el__etcd_auth(c);
 }
 
-int el_etcd_auth(struct el_etcd *c)
+int el__etcd_auth(struct el_etcd *c)
 {
     if (!c->s_user || c->token)
         return 0;
     json_t *b = json_pack("{s:s,s:s}", "name", c->s_user, "password",
                           c->s_password ? c->s_password : ""), *r;
     if (!b)
-        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
-    int rc = el_etcd_call(c, "/v3/auth/authenticate", b, EL_ETCD_RETRY_ALWAYS,
+        return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    int rc = el__etcd_call(c, "/v3/auth/authenticate", b, EL_ETCD_RETRY_ALWAYS,
                           &r, NULL);
     if (rc) {
         if (strstr(c->errmsg, "authentication is not enabled"))
@@ -341,14 +341,14 @@ int el_etcd_auth(struct el_etcd *c)
         if (rc == EL_EUSAGE || rc == -EACCES) {
             char why[sizeof c->errmsg];
             snprintf(why, sizeof why, "%s", c->errmsg);
-            rc = el_etcd_fail(c, -EACCES, "etcd: user %s cannot log in: "
+            rc = el__etcd_fail(c, -EACCES, "etcd: user %s cannot log in: "
                               "%.900s", c->s_user, why);
         }
         return rc;
     }
     const char *tok = json_string_value(json_object_get(r, "token"));
     rc = tok ? set_token(c, tok)
-             : el_etcd_fail(c, EL_EPROTO, "etcd authenticate: no token");
+             : el__etcd_fail(c, EL_EPROTO, "etcd authenticate: no token");
     json_decref(r);
     return rc;
 }
@@ -409,10 +409,10 @@ static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut,
                        curl_off_t un)
 {
     struct el_etcd *c = arg;
-    return el_etcd_fd_ready(c->cancel_fd); /* non-zero aborts */
+    return el__etcd_fd_ready(c->cancel_fd); /* non-zero aborts */
 }
 
-void el_etcd_setup_easy(struct el_etcd *c, CURL *h)
+void el__etcd_setup_easy(struct el_etcd *c, CURL *h)
 {
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
@@ -429,7 +429,7 @@ void el_etcd_setup_easy(struct el_etcd *c, CURL *h)
     }
 }
 
-int el_etcd_describe_curl(CURLcode rc, const char *errbuf, char *buf,
+int el__etcd_describe_curl(CURLcode rc, const char *errbuf, char *buf,
                           size_t len)
 {
     const char *detail = errbuf && errbuf[0] ? errbuf : curl_easy_strerror(rc);
@@ -500,7 +500,7 @@ static enum attempt attempt(struct el_etcd *c, size_t i, const char *path,
     snprintf(url, sizeof url, "%s%s", m->url, path);
     CURL *h = c->easy;
     curl_easy_reset(h);
-    el_etcd_setup_easy(c, h);
+    el__etcd_setup_easy(c, h);
     curl_easy_setopt(h, CURLOPT_URL, url);
     struct upload up = {.p = body, .len = blen};
     curl_easy_setopt(h, CURLOPT_POST, 1L);
@@ -524,7 +524,7 @@ static enum attempt attempt(struct el_etcd *c, size_t i, const char *path,
     if (rc == CURLE_ABORTED_BY_CALLBACK)
         return ATT_CANCELED;
     if (rc != CURLE_OK) {
-        int tls = el_etcd_describe_curl(rc, c->curl_err, m->last_err,
+        int tls = el__etcd_describe_curl(rc, c->curl_err, m->last_err,
                                         sizeof m->last_err);
         /* Nothing of the body left: the member never saw the request. */
         if (!up.handed)
@@ -546,7 +546,7 @@ static enum attempt attempt(struct el_etcd *c, size_t i, const char *path,
     }
     int code;
     const char *msg;
-    if (el_etcd_json_error(root, &code, &msg) && (code == 14 || code == 4)) {
+    if (el__etcd_json_error(root, &code, &msg) && (code == 14 || code == 4)) {
         snprintf(m->last_err, sizeof m->last_err, "unavailable: %.120s%s", msg,
                  strncmp(m->url, "https", 5) == 0 &&
                          (strstr(msg, "broken pipe") ||
@@ -595,11 +595,11 @@ static int call_once(struct el_etcd *c, const char *path, json_t *body,
  * timeout (long enough to cover an election). */
 #define SUSPECT_MS 5000
 
-int el_etcd_call(struct el_etcd *c, const char *path, json_t *body,
+int el__etcd_call(struct el_etcd *c, const char *path, json_t *body,
                  enum el_etcd_retry retry, json_t **reply, int *ambiguous)
 {
     int is_auth = strcmp(path, "/v3/auth/authenticate") == 0, rc;
-    if (!is_auth && c->s_user && !c->token && (rc = el_etcd_auth(c))) {
+    if (!is_auth && c->s_user && !c->token && (rc = el__etcd_auth(c))) {
         json_decref(body);
         *reply = NULL;
         return rc;
@@ -611,7 +611,7 @@ int el_etcd_call(struct el_etcd *c, const char *path, json_t *body,
     json_incref(body);
     rc = call_once(c, path, body, retry, reply, ambiguous);
     if (rc == -EACCES && strstr(c->errmsg, "invalid auth token")) {
-        rc = el_etcd_auth_renew(c);
+        rc = el__etcd_auth_renew(c);
         if (rc == 0) {
             rc = call_once(c, path, body, retry, reply, ambiguous);
             body = NULL;
@@ -630,22 +630,22 @@ static int call_once(struct el_etcd *c, const char *path, json_t *body,
     if (ambiguous)
         *ambiguous = 0;
     if (!text)
-        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
+        return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
     size_t blen = strlen(text);
-    int64_t deadline = el_etcd_now_ms() + c->opts.op_timeout_ms;
+    int64_t deadline = el__etcd_now_ms() + c->opts.op_timeout_ms;
     int *tried = calloc(c->nm, sizeof *tried);
     if (!tried) {
         free(text);
-        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
+        return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
     }
     int rc = 0, backoff = 50, all_tls, pass = 0;
-    int suspect = el_etcd_now_ms() < c->suspect_until;
+    int suspect = el__etcd_now_ms() < c->suspect_until;
     size_t start = c->cur;
     for (;;) {
         all_tls = 1;
         for (size_t k = 0; k < c->nm; k++) {
             size_t i = (start + k) % c->nm;
-            int64_t left = deadline - el_etcd_now_ms();
+            int64_t left = deadline - el__etcd_now_ms();
             if (left <= 0)
                 goto out_of_time;
             int tmo = left < c->opts.request_timeout_ms
@@ -668,9 +668,9 @@ static int call_once(struct el_etcd *c, const char *path, json_t *body,
                 *reply = r;
                 int code;
                 const char *msg;
-                if (el_etcd_json_error(r, &code, &msg)) {
-                    int err = el_etcd_grpc_to_err(code, msg);
-                    rc = el_etcd_fail(
+                if (el__etcd_json_error(r, &code, &msg)) {
+                    int err = el__etcd_grpc_to_err(code, msg);
+                    rc = el__etcd_fail(
                         c, err, "etcd %s: %s (%s)%s", c->m[i].url, msg, path,
                         strstr(msg, "user name is empty")
                             ? ": etcd has auth enabled, give a user and "
@@ -685,13 +685,13 @@ static int call_once(struct el_etcd *c, const char *path, json_t *body,
                 goto done;
             }
             if (a == ATT_CANCELED) {
-                rc = el_etcd_fail(c, -ECANCELED, "etcd: canceled (%s)", path);
+                rc = el__etcd_fail(c, -ECANCELED, "etcd: canceled (%s)", path);
                 goto done;
             }
             if (a != ATT_TLS)
                 all_tls = 0;
             suspect = 1;
-            c->suspect_until = el_etcd_now_ms() + SUSPECT_MS;
+            c->suspect_until = el__etcd_now_ms() + SUSPECT_MS;
             /* The next call starts with the next member, not this one. */
             if (i == c->cur) {
                 c->cur = (i + 1) % c->nm;
@@ -699,7 +699,7 @@ static int call_once(struct el_etcd *c, const char *path, json_t *body,
             }
             if (a == ATT_LOST) {
                 if (retry == EL_ETCD_RETRY_NEVER) {
-                    rc = el_etcd_fail(
+                    rc = el__etcd_fail(
                         c, -ECONNABORTED,
                         "etcd %s failed with %s in flight (%s): it may or "
                         "may not have been applied",
@@ -716,11 +716,11 @@ static int call_once(struct el_etcd *c, const char *path, json_t *body,
             rc = -EPROTO;
             goto done;
         }
-        int64_t left = deadline - el_etcd_now_ms();
+        int64_t left = deadline - el__etcd_now_ms();
         if (left <= 0)
             goto out_of_time;
         if (wait_backoff(c, backoff < left ? backoff : (int)left)) {
-            rc = el_etcd_fail(c, -ECANCELED, "etcd: canceled (%s)", path);
+            rc = el__etcd_fail(c, -ECANCELED, "etcd: canceled (%s)", path);
             goto done;
         }
         backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
@@ -735,20 +735,20 @@ done:
     return rc;
 }
 
-int el_etcd_context(struct el_etcd *c, int rc, const char *op,
+int el__etcd_context(struct el_etcd *c, int rc, const char *op,
                      const char *key)
 {
     char was[sizeof c->errmsg];
     if (rc == 0 || rc == EL_ENOTFOUND)
         return rc;
     snprintf(was, sizeof was, "%s", c->errmsg);
-    return el_etcd_fail(c, rc, "%s %s: %.900s", op, key, was);
+    return el__etcd_fail(c, rc, "%s %s: %.900s", op, key, was);
 }
 
 int el_etcd_status(struct el_etcd *c, uint64_t *member, uint64_t *leader)
 {
     json_t *r;
-    int rc = el_etcd_call(c, "/v3/maintenance/status", json_object(),
+    int rc = el__etcd_call(c, "/v3/maintenance/status", json_object(),
                           EL_ETCD_RETRY_ALWAYS, &r, NULL);
     if (rc)
         return rc;

@@ -13,12 +13,12 @@
 static const char b64_alphabet[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-size_t el_etcd_b64_len(size_t n)
+size_t el__etcd_b64_len(size_t n)
 {
     return (n + 2) / 3 * 4;
 }
 
-size_t el_etcd_b64_encode(const void *in, size_t n, char *out)
+size_t el__etcd_b64_encode(const void *in, size_t n, char *out)
 {
     const unsigned char *p = in;
     size_t o = 0, i = 0;
@@ -57,7 +57,7 @@ static int b64_val(unsigned char ch)
     return -1;
 }
 
-int el_etcd_b64_decode(const char *in, size_t n, void **out, size_t *outlen)
+int el__etcd_b64_decode(const char *in, size_t n, void **out, size_t *outlen)
 {
     while (n > 0 && in[n - 1] == '=')
         n--;
@@ -89,18 +89,18 @@ int el_etcd_b64_decode(const char *in, size_t n, void **out, size_t *outlen)
     return 0;
 }
 
-json_t *el_etcd_json_b64(const void *p, size_t n)
+json_t *el__etcd_json_b64(const void *p, size_t n)
 {
-    char *s = malloc(el_etcd_b64_len(n) + 1);
+    char *s = malloc(el__etcd_b64_len(n) + 1);
     if (!s)
         return NULL;
-    size_t len = el_etcd_b64_encode(p, n, s);
+    size_t len = el__etcd_b64_encode(p, n, s);
     json_t *j = json_stringn(s, len);
     free(s);
     return j;
 }
 
-size_t el_etcd_prefix_end(const char *prefix, char *end)
+size_t el__etcd_prefix_end(const char *prefix, char *end)
 {
     size_t n = strlen(prefix);
     memcpy(end, prefix, n);
@@ -117,7 +117,7 @@ size_t el_etcd_prefix_end(const char *prefix, char *end)
     return 1; /* the single byte "\0": every key >= key */
 }
 
-int64_t el_etcd_json_int(const json_t *obj, const char *name)
+int64_t el__etcd_json_int(const json_t *obj, const char *name)
 {
     json_t *v = json_object_get(obj, name);
     if (json_is_integer(v))
@@ -143,7 +143,7 @@ static int b64_field(const json_t *obj, const char *name, char **out,
     }
     if (!json_is_string(v))
         return EL_EPROTO;
-    rc = el_etcd_b64_decode(json_string_value(v), json_string_length(v), &p,
+    rc = el__etcd_b64_decode(json_string_value(v), json_string_length(v), &p,
                             len);
     if (rc == 0)
         *out = p;
@@ -173,7 +173,7 @@ void el_etcd_events_free(struct el_etcd_event *evs, size_t n)
     free(evs);
 }
 
-int el_etcd_kv_from_json(const json_t *obj, struct el_etcd_kv *kv)
+int el__etcd_kv_from_json(const json_t *obj, struct el_etcd_kv *kv)
 {
     char *v = NULL;
     int rc;
@@ -188,26 +188,26 @@ int el_etcd_kv_from_json(const json_t *obj, struct el_etcd_kv *kv)
         return rc;
     }
     kv->value = v;
-    kv->create_revision = el_etcd_json_int(obj, "create_revision");
-    kv->mod_revision = el_etcd_json_int(obj, "mod_revision");
-    kv->version = el_etcd_json_int(obj, "version");
-    kv->lease = el_etcd_json_int(obj, "lease");
+    kv->create_revision = el__etcd_json_int(obj, "create_revision");
+    kv->mod_revision = el__etcd_json_int(obj, "mod_revision");
+    kv->version = el__etcd_json_int(obj, "version");
+    kv->lease = el__etcd_json_int(obj, "lease");
     return 0;
 }
 
-int el_etcd_json_error(const json_t *obj, int *code, const char **msg)
+int el__etcd_json_error(const json_t *obj, int *code, const char **msg)
 {
     json_t *e = json_object_get(obj, "error");
     if (!e)
         return 0;
     if (json_is_object(e)) { /* streaming form */
         json_t *m = json_object_get(e, "message");
-        *code = (int)el_etcd_json_int(e, "grpc_code");
+        *code = (int)el__etcd_json_int(e, "grpc_code");
         *msg = json_is_string(m) ? json_string_value(m) : "unknown error";
         return 1;
     }
     json_t *m = json_object_get(obj, "message");
-    *code = (int)el_etcd_json_int(obj, "code");
+    *code = (int)el__etcd_json_int(obj, "code");
     if (json_is_string(m))
         *msg = json_string_value(m);
     else if (json_is_string(e))
@@ -217,7 +217,7 @@ int el_etcd_json_error(const json_t *obj, int *code, const char **msg)
     return 1;
 }
 
-int el_etcd_grpc_to_err(int grpc_code, const char *msg)
+int el__etcd_grpc_to_err(int grpc_code, const char *msg)
 {
     switch (grpc_code) {
     case 3:  /* InvalidArgument; auth failures come as this too */
@@ -248,7 +248,7 @@ int el_etcd_grpc_to_err(int grpc_code, const char *msg)
     }
 }
 
-int el_etcd_watch_parse(const char *line, size_t len,
+int el__etcd_watch_parse(const char *line, size_t len,
                         struct el_etcd_event **evs, size_t *n, size_t *cap,
                         int *created, int *canceled, int64_t *compact_rev,
                         int64_t *revision, const char **err, json_t **hold)
@@ -259,7 +259,7 @@ int el_etcd_watch_parse(const char *line, size_t len,
     *err = NULL;
     if (!root)
         return EL_EPROTO;
-    if (el_etcd_json_error(root, &code, err)) {
+    if (el__etcd_json_error(root, &code, err)) {
         *hold = root; /* *err points into it */
         return EL_EPROTO;
     }
@@ -270,13 +270,13 @@ int el_etcd_watch_parse(const char *line, size_t len,
     }
     json_t *hdr = json_object_get(res, "header");
     if (hdr && revision)
-        *revision = el_etcd_json_int(hdr, "revision");
+        *revision = el__etcd_json_int(hdr, "revision");
     if (json_is_true(json_object_get(res, "created")))
         *created = 1;
     if (json_is_true(json_object_get(res, "canceled"))) {
         json_t *why = json_object_get(res, "cancel_reason");
         *canceled = 1;
-        *compact_rev = el_etcd_json_int(res, "compact_revision");
+        *compact_rev = el__etcd_json_int(res, "compact_revision");
         if (json_is_string(why)) { /* "etcdserver: permission denied" */
             *err = json_string_value(why);
             *hold = root;
@@ -303,7 +303,7 @@ int el_etcd_watch_parse(const char *line, size_t len,
                           strcmp(json_string_value(type), "DELETE") == 0
                       ? EL_ETCD_DELETE
                       : EL_ETCD_PUT;
-        rc = el_etcd_kv_from_json(json_object_get(ev, "kv"), &e->kv);
+        rc = el__etcd_kv_from_json(json_object_get(ev, "kv"), &e->kv);
         if (rc)
             break;
         (*n)++;

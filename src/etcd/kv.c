@@ -18,15 +18,15 @@ static json_t *key_obj(const char *key, int prefix)
     json_t *o = json_object();
     if (!o)
         return NULL;
-    json_object_set_new(o, "key", el_etcd_json_b64(key, strlen(key)));
+    json_object_set_new(o, "key", el__etcd_json_b64(key, strlen(key)));
     if (prefix) {
         char *end = malloc(strlen(key) + 2);
         if (!end) {
             json_decref(o);
             return NULL;
         }
-        size_t n = el_etcd_prefix_end(key, end);
-        json_object_set_new(o, "range_end", el_etcd_json_b64(end, n));
+        size_t n = el__etcd_prefix_end(key, end);
+        json_object_set_new(o, "range_end", el__etcd_json_b64(end, n));
         free(end);
     }
     return o;
@@ -41,25 +41,25 @@ static json_t *int_str(int64_t v)
 
 static int64_t header_rev(const json_t *r)
 {
-    return el_etcd_json_int(json_object_get(r, "header"), "revision");
+    return el__etcd_json_int(json_object_get(r, "header"), "revision");
 }
 
 int el_etcd_put(struct el_etcd *c, const char *key, const void *val,
                 size_t len, int64_t lease, int64_t *revision)
 {
     if (!key || !*key || (!val && len))
-        return el_etcd_fail(c, EL_EUSAGE, "etcd put: empty key or no value");
+        return el__etcd_fail(c, EL_EUSAGE, "etcd put: empty key or no value");
     json_t *b = key_obj(key, 0), *r;
     if (!b)
-        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
-    json_object_set_new(b, "value", el_etcd_json_b64(val ? val : "", len));
+        return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    json_object_set_new(b, "value", el__etcd_json_b64(val ? val : "", len));
     if (lease)
         json_object_set_new(b, "lease", int_str(lease));
-    int rc = el_etcd_call(c, "/v3/kv/put", b, EL_ETCD_RETRY_ALWAYS, &r, NULL);
+    int rc = el__etcd_call(c, "/v3/kv/put", b, EL_ETCD_RETRY_ALWAYS, &r, NULL);
     if (rc) {
-        el_etcd_context(c, rc, "put", key);
+        el__etcd_context(c, rc, "put", key);
         if (rc == EL_ENOTFOUND)
-            el_etcd_fail(c, rc, "etcd put %s: lease %" PRId64
+            el__etcd_fail(c, rc, "etcd put %s: lease %" PRId64
                          " not found (expired or revoked)", key, lease);
         return rc;
     }
@@ -74,21 +74,21 @@ int el_etcd_get_kv(struct el_etcd *c, const char *key, struct el_etcd_kv *kv,
 {
     memset(kv, 0, sizeof *kv);
     if (!key || !*key)
-        return el_etcd_fail(c, EL_EUSAGE, "etcd get: empty key");
+        return el__etcd_fail(c, EL_EUSAGE, "etcd get: empty key");
     json_t *b = key_obj(key, 0), *r;
     if (!b)
-        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
-    int rc = el_etcd_call(c, "/v3/kv/range", b, EL_ETCD_RETRY_ALWAYS, &r,
+        return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    int rc = el__etcd_call(c, "/v3/kv/range", b, EL_ETCD_RETRY_ALWAYS, &r,
                           NULL);
     if (rc)
-        return el_etcd_context(c, rc, "get", key);
+        return el__etcd_context(c, rc, "get", key);
     if (revision)
         *revision = header_rev(r);
     json_t *kvs = json_object_get(r, "kvs");
     if (json_array_size(kvs) == 0)
-        rc = el_etcd_fail(c, EL_ENOTFOUND, "etcd get: no key %s", key);
-    else if ((rc = el_etcd_kv_from_json(json_array_get(kvs, 0), kv)))
-        el_etcd_fail(c, rc, "etcd get %s: malformed reply", key);
+        rc = el__etcd_fail(c, EL_ENOTFOUND, "etcd get: no key %s", key);
+    else if ((rc = el__etcd_kv_from_json(json_array_get(kvs, 0), kv)))
+        el__etcd_fail(c, rc, "etcd get %s: malformed reply", key);
     json_decref(r);
     return rc;
 }
@@ -119,14 +119,14 @@ int el_etcd_range_prefix(struct el_etcd *c, const char *prefix,
     *kvs = NULL;
     *n = 0;
     if (!prefix)
-        return el_etcd_fail(c, EL_EUSAGE, "etcd range: no prefix");
+        return el__etcd_fail(c, EL_EUSAGE, "etcd range: no prefix");
     json_t *b = key_obj(prefix, 1), *r;
     if (!b)
-        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
-    int rc = el_etcd_call(c, "/v3/kv/range", b, EL_ETCD_RETRY_ALWAYS, &r,
+        return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    int rc = el__etcd_call(c, "/v3/kv/range", b, EL_ETCD_RETRY_ALWAYS, &r,
                           NULL);
     if (rc)
-        return el_etcd_context(c, rc, "range", prefix);
+        return el__etcd_context(c, rc, "range", prefix);
     if (revision)
         *revision = header_rev(r);
     json_t *arr = json_object_get(r, "kvs");
@@ -135,14 +135,14 @@ int el_etcd_range_prefix(struct el_etcd *c, const char *prefix,
         struct el_etcd_kv *out = calloc(cnt, sizeof *out);
         if (!out) {
             json_decref(r);
-            return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
+            return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
         }
         for (size_t i = 0; i < cnt; i++) {
-            rc = el_etcd_kv_from_json(json_array_get(arr, i), &out[i]);
+            rc = el__etcd_kv_from_json(json_array_get(arr, i), &out[i]);
             if (rc) {
                 el_etcd_kvs_free(out, i);
                 json_decref(r);
-                return el_etcd_fail(c, rc, "etcd range %s: malformed reply",
+                return el__etcd_fail(c, rc, "etcd range %s: malformed reply",
                                     prefix);
             }
         }
@@ -158,18 +158,18 @@ int el_etcd_count_prefix(struct el_etcd *c, const char *prefix,
 {
     *count = 0;
     if (!prefix)
-        return el_etcd_fail(c, EL_EUSAGE, "etcd count: no prefix");
+        return el__etcd_fail(c, EL_EUSAGE, "etcd count: no prefix");
     json_t *b = key_obj(prefix, 1), *r;
     if (!b)
-        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
+        return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
     json_object_set_new(b, "count_only", json_true());
-    int rc = el_etcd_call(c, "/v3/kv/range", b, EL_ETCD_RETRY_ALWAYS, &r,
+    int rc = el__etcd_call(c, "/v3/kv/range", b, EL_ETCD_RETRY_ALWAYS, &r,
                           NULL);
     if (rc)
-        return el_etcd_context(c, rc, "count", prefix);
+        return el__etcd_context(c, rc, "count", prefix);
     if (revision)
         *revision = header_rev(r);
-    *count = el_etcd_json_int(r, "count");
+    *count = el__etcd_json_int(r, "count");
     json_decref(r);
     return 0;
 }
@@ -179,14 +179,14 @@ static int delete_range(struct el_etcd *c, const char *key, int prefix,
 {
     json_t *b = key_obj(key, prefix), *r;
     if (!b)
-        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
-    int rc = el_etcd_call(c, "/v3/kv/deleterange", b, EL_ETCD_RETRY_ALWAYS,
+        return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    int rc = el__etcd_call(c, "/v3/kv/deleterange", b, EL_ETCD_RETRY_ALWAYS,
                           &r, NULL);
     if (rc)
-        return el_etcd_context(c, rc, prefix ? "delete prefix" : "delete",
+        return el__etcd_context(c, rc, prefix ? "delete prefix" : "delete",
                                key);
     if (deleted)
-        *deleted = el_etcd_json_int(r, "deleted");
+        *deleted = el__etcd_json_int(r, "deleted");
     json_decref(r);
     return 0;
 }
@@ -194,7 +194,7 @@ static int delete_range(struct el_etcd *c, const char *key, int prefix,
 int el_etcd_delete(struct el_etcd *c, const char *key, int64_t *deleted)
 {
     if (!key || !*key)
-        return el_etcd_fail(c, EL_EUSAGE, "etcd delete: empty key");
+        return el__etcd_fail(c, EL_EUSAGE, "etcd delete: empty key");
     return delete_range(c, key, 0, deleted);
 }
 
@@ -202,7 +202,7 @@ int el_etcd_delete_prefix(struct el_etcd *c, const char *prefix,
                           int64_t *deleted)
 {
     if (!prefix || !*prefix)
-        return el_etcd_fail(c, EL_EUSAGE,
+        return el__etcd_fail(c, EL_EUSAGE,
                             "etcd delete_prefix: refusing an empty prefix");
     return delete_range(c, prefix, 1, deleted);
 }
@@ -211,8 +211,8 @@ int el_etcd_compact(struct el_etcd *c, int64_t revision)
 {
     json_t *b = json_pack("{s:o}", "revision", int_str(revision)), *r;
     if (!b)
-        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
-    int rc = el_etcd_call(c, "/v3/kv/compaction", b, EL_ETCD_RETRY_ALWAYS,
+        return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    int rc = el__etcd_call(c, "/v3/kv/compaction", b, EL_ETCD_RETRY_ALWAYS,
                           &r, NULL);
     if (rc == -ESTALE)
         return 0; /* already compacted past it */
@@ -239,7 +239,7 @@ static json_t *cmp_json(const struct el_etcd_cmp *m)
     case EL_ETCD_IF_VALUE:
         json_object_set_new(o, "target", json_string("VALUE"));
         json_object_set_new(o, "value",
-                            el_etcd_json_b64(m->value ? m->value : "",
+                            el__etcd_json_b64(m->value ? m->value : "",
                                              m->value_len));
         break;
     case EL_ETCD_IF_MOD:
@@ -258,7 +258,7 @@ static json_t *op_json(const struct el_etcd_op *op)
         return NULL;
     if (op->type == EL_ETCD_OP_PUT) {
         json_object_set_new(o, "value",
-                            el_etcd_json_b64(op->value ? op->value : "",
+                            el__etcd_json_b64(op->value ? op->value : "",
                                              op->value_len));
         if (op->lease)
             json_object_set_new(o, "lease", int_str(op->lease));
@@ -283,9 +283,9 @@ int el_etcd_txn(struct el_etcd *c, const struct el_etcd_cmp *cmps,
     *succeeded = 0;
     for (size_t i = 0; i < ncmp; i++)
         if (!cmps[i].key || !*cmps[i].key)
-            return el_etcd_fail(c, EL_EUSAGE, "etcd txn: empty key");
+            return el__etcd_fail(c, EL_EUSAGE, "etcd txn: empty key");
     if (!ops_ok(then, nthen) || !ops_ok(otherwise, notherwise))
-        return el_etcd_fail(c, EL_EUSAGE, "etcd txn: bad op (empty key?)");
+        return el__etcd_fail(c, EL_EUSAGE, "etcd txn: bad op (empty key?)");
     json_t *b = json_object(), *jc = json_array(), *js = json_array(),
            *jf = json_array();
     int bad = !b || !jc || !js || !jf;
@@ -300,15 +300,15 @@ int el_etcd_txn(struct el_etcd *c, const struct el_etcd_cmp *cmps,
         json_decref(jc);
         json_decref(js);
         json_decref(jf);
-        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
+        return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
     }
     json_object_set_new(b, "compare", jc);
     json_object_set_new(b, "success", js);
     json_object_set_new(b, "failure", jf);
     json_t *r;
-    int rc = el_etcd_call(c, "/v3/kv/txn", b, EL_ETCD_RETRY_NEVER, &r, NULL);
+    int rc = el__etcd_call(c, "/v3/kv/txn", b, EL_ETCD_RETRY_NEVER, &r, NULL);
     if (rc)
-        return el_etcd_context(c, rc, "txn on",
+        return el__etcd_context(c, rc, "txn on",
                                ncmp ? cmps[0].key
                                     : nthen ? then[0].key : "(nothing)");
     *succeeded = json_is_true(json_object_get(r, "succeeded"));
@@ -354,7 +354,7 @@ static int txn_read_back(const json_t *r, struct el_etcd_kv *cur)
     json_t *kvs = json_object_get(rr, "kvs");
     if (json_array_size(kvs) == 0)
         return 0;
-    return el_etcd_kv_from_json(json_array_get(kvs, 0), cur);
+    return el__etcd_kv_from_json(json_array_get(kvs, 0), cur);
 }
 
 static int cas_call(struct el_etcd *c, const char *key,
@@ -369,15 +369,15 @@ static int cas_call(struct el_etcd *c, const char *key,
     memset(cur, 0, sizeof *cur);
     *succeeded = 0;
     if (!key || !*key || !cas)
-        return el_etcd_fail(c, EL_EUSAGE, "etcd cas: empty key");
+        return el__etcd_fail(c, EL_EUSAGE, "etcd cas: empty key");
     json_t *b = txn_body(key, cas);
     if (!b)
-        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
-    rc = el_etcd_call(c, "/v3/kv/txn", b, retry, &r, &ambiguous);
+        return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    rc = el__etcd_call(c, "/v3/kv/txn", b, retry, &r, &ambiguous);
     if (rc) {
-        el_etcd_context(c, rc, "cas", key);
+        el__etcd_context(c, rc, "cas", key);
         if (rc == EL_ENOTFOUND)
-            el_etcd_fail(c, rc, "etcd cas %s: lease %" PRId64
+            el__etcd_fail(c, rc, "etcd cas %s: lease %" PRId64
                          " not found (expired or revoked)", key, cas->lease);
         return rc;
     }
@@ -385,7 +385,7 @@ static int cas_call(struct el_etcd *c, const char *key,
     rc = txn_read_back(r, cur);
     json_decref(r);
     if (rc)
-        return el_etcd_fail(c, rc, "etcd cas %s: malformed reply", key);
+        return el__etcd_fail(c, rc, "etcd cas %s: malformed reply", key);
     if (ambiguous && !*succeeded) {
         /* An earlier attempt may have been applied: if the key is exactly
          * what we wanted to write, it was ours (see etcd.h). */
@@ -438,7 +438,7 @@ int el_etcd_add(struct el_etcd *c, const char *key, int64_t delta,
         int64_t v;
         if (parse_counter(&cur, &v)) {
             el_etcd_kv_clear(&cur);
-            return el_etcd_fail(c, EL_EPROTO,
+            return el__etcd_fail(c, EL_EPROTO,
                                 "etcd add %s: value is not a decimal integer",
                                 key);
         }

@@ -28,7 +28,7 @@ static json_t *id_body(int64_t id)
 
 static int lease_gone(struct el_etcd *c, int64_t id, const char *what)
 {
-    return el_etcd_fail(c, EL_ENOTFOUND,
+    return el__etcd_fail(c, EL_ENOTFOUND,
                         "etcd %s: lease %" PRId64
                         " not found (expired or revoked)", what, id);
 }
@@ -37,7 +37,7 @@ int el_etcd_lease_grant(struct el_etcd *c, int64_t ttl_s, int64_t id_hint,
                         int64_t *id)
 {
     if (ttl_s <= 0)
-        return el_etcd_fail(c, EL_EUSAGE, "etcd lease grant: TTL must be > 0");
+        return el__etcd_fail(c, EL_EUSAGE, "etcd lease grant: TTL must be > 0");
     json_t *b = json_pack("{s:I}", "TTL", (json_int_t)ttl_s), *r;
     int ambiguous = 0;
     if (b && id_hint) {
@@ -46,8 +46,8 @@ int el_etcd_lease_grant(struct el_etcd *c, int64_t ttl_s, int64_t id_hint,
         json_object_set_new(b, "ID", json_string(s));
     }
     if (!b)
-        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
-    int rc = el_etcd_call(c, "/v3/lease/grant", b, EL_ETCD_RETRY_FLAG, &r,
+        return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    int rc = el__etcd_call(c, "/v3/lease/grant", b, EL_ETCD_RETRY_FLAG, &r,
                           &ambiguous);
     if (rc == -EEXIST && ambiguous && id_hint) {
         *id = id_hint; /* our first attempt made it */
@@ -55,13 +55,13 @@ int el_etcd_lease_grant(struct el_etcd *c, int64_t ttl_s, int64_t id_hint,
     }
     if (rc)
         return rc;
-    int64_t got = el_etcd_json_int(r, "ID");
+    int64_t got = el__etcd_json_int(r, "ID");
     const char *err = json_string_value(json_object_get(r, "error"));
     json_decref(r);
     if (err && *err)
-        return el_etcd_fail(c, EL_EPROTO, "etcd lease grant: %s", err);
+        return el__etcd_fail(c, EL_EPROTO, "etcd lease grant: %s", err);
     if (got == 0)
-        return el_etcd_fail(c, EL_EPROTO, "etcd lease grant: no ID in reply");
+        return el__etcd_fail(c, EL_EPROTO, "etcd lease grant: no ID in reply");
     *id = got;
     return 0;
 }
@@ -70,8 +70,8 @@ int el_etcd_lease_revoke(struct el_etcd *c, int64_t id)
 {
     json_t *b = id_body(id), *r;
     if (!b)
-        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
-    int rc = el_etcd_call(c, "/v3/lease/revoke", b, EL_ETCD_RETRY_ALWAYS, &r,
+        return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    int rc = el__etcd_call(c, "/v3/lease/revoke", b, EL_ETCD_RETRY_ALWAYS, &r,
                           NULL);
     if (rc == EL_ENOTFOUND)
         return lease_gone(c, id, "lease revoke");
@@ -85,19 +85,19 @@ int el_etcd_lease_keepalive(struct el_etcd *c, int64_t id, int64_t *ttl_s)
 {
     json_t *b = id_body(id), *r;
     if (!b)
-        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
-    int rc = el_etcd_call(c, "/v3/lease/keepalive", b, EL_ETCD_RETRY_ALWAYS,
+        return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    int rc = el__etcd_call(c, "/v3/lease/keepalive", b, EL_ETCD_RETRY_ALWAYS,
                           &r, NULL);
     if (rc == EL_ENOTFOUND)
         return lease_gone(c, id, "lease keepalive");
     if (rc)
         return rc;
     json_t *res = json_object_get(r, "result");
-    int64_t ttl = el_etcd_json_int(res, "TTL");
+    int64_t ttl = el__etcd_json_int(res, "TTL");
     int ok = json_is_object(res);
     json_decref(r);
     if (!ok)
-        return el_etcd_fail(c, EL_EPROTO, "etcd lease keepalive: no result");
+        return el__etcd_fail(c, EL_EPROTO, "etcd lease keepalive: no result");
     if (ttl <= 0) /* an expired lease answers with no TTL */
         return lease_gone(c, id, "lease keepalive");
     if (ttl_s)
@@ -110,15 +110,15 @@ int el_etcd_lease_ttl(struct el_etcd *c, int64_t id, int64_t *ttl_s,
 {
     json_t *b = id_body(id), *r;
     if (!b)
-        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
-    int rc = el_etcd_call(c, "/v3/lease/timetolive", b, EL_ETCD_RETRY_ALWAYS,
+        return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
+    int rc = el__etcd_call(c, "/v3/lease/timetolive", b, EL_ETCD_RETRY_ALWAYS,
                           &r, NULL);
     if (rc == EL_ENOTFOUND)
         return lease_gone(c, id, "lease ttl");
     if (rc)
         return rc;
-    int64_t ttl = el_etcd_json_int(r, "TTL");
-    int64_t granted = el_etcd_json_int(r, "grantedTTL");
+    int64_t ttl = el__etcd_json_int(r, "TTL");
+    int64_t granted = el__etcd_json_int(r, "grantedTTL");
     json_decref(r);
     if (ttl < 0 || (ttl == 0 && granted == 0))
         return lease_gone(c, id, "lease ttl");
@@ -147,7 +147,7 @@ struct el_etcd_keeper {
 static void *keeper_main(void *arg)
 {
     struct el_etcd_keeper *k = arg;
-    int64_t last_ok = el_etcd_now_ms();
+    int64_t last_ok = el__etcd_now_ms();
     int64_t period = k->ttl_ms / 3 > 0 ? k->ttl_ms / 3 : 1;
     int64_t wait = 0;
     for (;;) {
@@ -156,7 +156,7 @@ static void *keeper_main(void *arg)
             return NULL;
         int64_t ttl = 0;
         int rc = el_etcd_lease_keepalive(k->c, k->id, &ttl);
-        int64_t now = el_etcd_now_ms();
+        int64_t now = el__etcd_now_ms();
         if (rc == 0) {
             last_ok = now;
             atomic_fetch_add(&k->refreshes, 1);
@@ -200,10 +200,10 @@ int el_etcd_keeper_start(struct el_etcd_keeper **out, struct el_etcd *c,
 {
     *out = NULL;
     if (ttl_s <= 0 || id == 0)
-        return el_etcd_fail(c, EL_EUSAGE, "etcd keeper: bad lease or TTL");
+        return el__etcd_fail(c, EL_EUSAGE, "etcd keeper: bad lease or TTL");
     struct el_etcd_keeper *k = calloc(1, sizeof *k);
     if (!k)
-        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
+        return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
     k->id = id;
     k->ttl_ms = ttl_s * 1000;
     k->on_lost = on_lost;
@@ -236,7 +236,7 @@ int el_etcd_keeper_start(struct el_etcd_keeper **out, struct el_etcd *c,
         if (k->stop_fd >= 0)
             close(k->stop_fd);
         free(k);
-        return el_etcd_fail(c, rc, "etcd keeper: cannot start: %s",
+        return el__etcd_fail(c, rc, "etcd keeper: cannot start: %s",
                             el_strerror(rc));
     }
     *out = k;

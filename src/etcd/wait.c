@@ -18,7 +18,7 @@ static int left_ms(int64_t deadline)
 {
     if (deadline == INT64_MAX)
         return -1;
-    int64_t left = deadline - el_etcd_now_ms();
+    int64_t left = deadline - el__etcd_now_ms();
     if (left <= 0)
         return 0;
     return left > INT32_MAX ? INT32_MAX : (int)left;
@@ -40,13 +40,13 @@ static int follow(struct el_etcd *c, const char *key, int64_t from,
         size_t n;
         int t = left_ms(deadline);
         if (t == 0) {
-            rc = el_etcd_fail(c, -ETIMEDOUT, "etcd wait %s: nothing within "
+            rc = el__etcd_fail(c, -ETIMEDOUT, "etcd wait %s: nothing within "
                               "%d ms", key, timeout_ms);
             break;
         }
         rc = el_etcd_watch_next(w, &evs, &n, t);
         if (rc == -ETIMEDOUT)
-            rc = el_etcd_fail(c, -ETIMEDOUT, "etcd wait %s: nothing within "
+            rc = el__etcd_fail(c, -ETIMEDOUT, "etcd wait %s: nothing within "
                               "%d ms", key, timeout_ms);
         if (rc)
             break;
@@ -73,7 +73,7 @@ int el_etcd_wait_key(struct el_etcd *c, const char *key,
                      struct el_etcd_kv *kv, int timeout_ms)
 {
     int64_t deadline = timeout_ms < 0 ? INT64_MAX
-                                      : el_etcd_now_ms() + timeout_ms;
+                                      : el__etcd_now_ms() + timeout_ms;
     int64_t rev = 0;
     int present = 0;
     int rc = el_etcd_get_kv(c, key, kv, &rev);
@@ -86,11 +86,11 @@ int el_etcd_wait_change(struct el_etcd *c, const char *key, int64_t after,
                         int *present, struct el_etcd_kv *kv, int timeout_ms)
 {
     int64_t deadline = timeout_ms < 0 ? INT64_MAX
-                                      : el_etcd_now_ms() + timeout_ms;
+                                      : el__etcd_now_ms() + timeout_ms;
     memset(kv, 0, sizeof *kv);
     *present = 0;
     if (after < 0)
-        return el_etcd_fail(c, EL_EUSAGE, "etcd wait_change: bad revision");
+        return el__etcd_fail(c, EL_EUSAGE, "etcd wait_change: bad revision");
     return follow(c, key, after + 1, 0, present, kv, deadline, timeout_ms);
 }
 
@@ -98,7 +98,7 @@ int el_etcd_wait_prefix(struct el_etcd *c, const char *prefix, int64_t after,
                         int timeout_ms)
 {
     if (after < 0)
-        return el_etcd_fail(c, EL_EUSAGE, "etcd wait_prefix: bad revision");
+        return el__etcd_fail(c, EL_EUSAGE, "etcd wait_prefix: bad revision");
     struct el_etcd_watch *w;
     int rc = el_etcd_watch_open(c, prefix, 1, after + 1, &w);
     if (rc)
@@ -109,7 +109,7 @@ int el_etcd_wait_prefix(struct el_etcd *c, const char *prefix, int64_t after,
     el_etcd_events_free(evs, n);
     el_etcd_watch_close(w);
     if (rc == -ETIMEDOUT)
-        return el_etcd_fail(c, -ETIMEDOUT, "etcd wait %s: nothing within "
+        return el__etcd_fail(c, -ETIMEDOUT, "etcd wait %s: nothing within "
                             "%d ms", prefix, timeout_ms);
     return rc;
 }

@@ -38,7 +38,7 @@ struct el_etcd_watch {
     char err[512];             /* an error line from the gateway           */
     char *body;
     char curl_err[CURL_ERROR_SIZE];
-    struct curl_slist *hdrs;   /* el_etcd_headers() at the stream's start  */
+    struct curl_slist *hdrs;   /* el__etcd_headers() at the stream's start  */
     int64_t last_data;         /* when the stream last sent bytes          */
     CURL *probe;               /* checks a silent member (lazily made)     */
 };
@@ -58,7 +58,7 @@ static void on_line(struct el_etcd_watch *w, const char *p, size_t len)
         len--;
     if (len == 0)
         return;
-    int rc = el_etcd_watch_parse(p, len, &w->evs, &w->n, &w->cap, &w->created,
+    int rc = el__etcd_watch_parse(p, len, &w->evs, &w->n, &w->cap, &w->created,
                                  &w->canceled, &w->compact_rev, &rev, &err,
                                  &hold);
     if ((rc || err) && !w->err[0])
@@ -77,7 +77,7 @@ static size_t on_data(char *p, size_t sz, size_t nm, void *arg)
     struct el_etcd_watch *w = arg;
     size_t n = sz * nm;
     struct el_etcd_buf *b = &w->line;
-    w->last_data = el_etcd_now_ms();
+    w->last_data = el__etcd_now_ms();
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n + 1)
@@ -116,12 +116,12 @@ static int start_stream(struct el_etcd_watch *w, size_t i)
     struct el_etcd *c = w->c;
     char url[512], rev[32];
     json_t *req = json_object();
-    json_object_set_new(req, "key", el_etcd_json_b64(w->key, strlen(w->key)));
+    json_object_set_new(req, "key", el__etcd_json_b64(w->key, strlen(w->key)));
     if (w->prefix) {
         char *end = malloc(strlen(w->key) + 2);
         if (end) {
-            size_t n = el_etcd_prefix_end(w->key, end);
-            json_object_set_new(req, "range_end", el_etcd_json_b64(end, n));
+            size_t n = el__etcd_prefix_end(w->key, end);
+            json_object_set_new(req, "range_end", el__etcd_json_b64(end, n));
             free(end);
         }
     }
@@ -145,7 +145,7 @@ static int start_stream(struct el_etcd_watch *w, size_t i)
         return -ENOMEM;
     snprintf(url, sizeof url, "%s/v3/watch", c->m[i].url);
     curl_easy_reset(w->easy);
-    el_etcd_setup_easy(c, w->easy);
+    el__etcd_setup_easy(c, w->easy);
     curl_easy_setopt(w->easy, CURLOPT_URL, url);
     curl_easy_setopt(w->easy, CURLOPT_POST, 1L);
     curl_easy_setopt(w->easy, CURLOPT_POSTFIELDS, w->body);
@@ -154,7 +154,7 @@ static int start_stream(struct el_etcd_watch *w, size_t i)
     curl_easy_setopt(w->easy, CURLOPT_WRITEDATA, w);
     curl_easy_setopt(w->easy, CURLOPT_ERRORBUFFER, w->curl_err);
     curl_easy_setopt(w->easy, CURLOPT_TCP_KEEPALIVE, 1L);
-    w->last_data = el_etcd_now_ms();
+    w->last_data = el__etcd_now_ms();
     w->curl_err[0] = '\0';
     w->created = 0;
     w->canceled = 0;
@@ -165,7 +165,7 @@ static int start_stream(struct el_etcd_watch *w, size_t i)
      * leader": a member cut off from the leader cancels the watch (etcd's
      * WithRequireLeader, as gRPC metadata through the gateway), so that it
      * moves to a member that still sees writes. */
-    struct curl_slist *h = el_etcd_headers(c);
+    struct curl_slist *h = el__etcd_headers(c);
     if (!h)
         return -ENOMEM;
     curl_slist_free_all(w->hdrs);
@@ -210,7 +210,7 @@ static void note_end(struct el_etcd_watch *w, size_t i)
     if (w->err[0])
         snprintf(m->last_err, sizeof m->last_err, "watch: %.180s", w->err);
     else if (w->end_rc != CURLE_OK)
-        el_etcd_describe_curl(w->end_rc, w->curl_err, m->last_err,
+        el__etcd_describe_curl(w->end_rc, w->curl_err, m->last_err,
                               sizeof m->last_err);
     else
         snprintf(m->last_err, sizeof m->last_err,
@@ -222,13 +222,13 @@ static void note_end(struct el_etcd_watch *w, size_t i)
 static int establish(struct el_etcd_watch *w, size_t first)
 {
     struct el_etcd *c = w->c;
-    int64_t deadline = el_etcd_now_ms() + c->opts.op_timeout_ms;
+    int64_t deadline = el__etcd_now_ms() + c->opts.op_timeout_ms;
     int backoff = 50, tls_all, renewed = 0;
     for (;;) {
         tls_all = 1;
         for (size_t k = 0; k < c->nm; k++) {
             size_t i = (first + k) % c->nm;
-            int64_t now = el_etcd_now_ms();
+            int64_t now = el__etcd_now_ms();
             if (now >= deadline) {
                 tls_all = 0; /* out of time, not a TLS verdict */
                 goto unreachable;
@@ -238,14 +238,14 @@ static int establish(struct el_etcd_watch *w, size_t first)
                 until = deadline;
             int rc = start_stream(w, i);
             if (rc)
-                return el_etcd_fail(c, rc, "etcd watch: out of memory");
+                return el__etcd_fail(c, rc, "etcd watch: out of memory");
             while (w->running && !w->created && !w->canceled && !w->err[0]) {
-                int64_t left = until - el_etcd_now_ms();
+                int64_t left = until - el__etcd_now_ms();
                 if (left <= 0)
                     break;
                 if (pump(w, left > 200 ? 200 : (int)left) == -ECANCELED) {
                     stop_stream(w);
-                    return el_etcd_fail(c, -ECANCELED, "etcd watch: canceled");
+                    return el__etcd_fail(c, -ECANCELED, "etcd watch: canceled");
                 }
             }
             if (w->created || w->canceled) {
@@ -259,7 +259,7 @@ static int establish(struct el_etcd_watch *w, size_t first)
                 /* the token expired: log in again, then retry here */
                 stop_stream(w);
                 renewed = 1;
-                if ((rc = el_etcd_auth_renew(c)))
+                if ((rc = el__etcd_auth_renew(c)))
                     return rc;
                 k--;
                 continue;
@@ -267,7 +267,7 @@ static int establish(struct el_etcd_watch *w, size_t first)
             if (w->err[0] && w->running && !strstr(w->err, "no leader")) {
                 /* etcd refused the watch itself: not a member failure. */
                 stop_stream(w);
-                return el_etcd_fail(c, EL_EPROTO, "etcd watch %s on %s: %s",
+                return el__etcd_fail(c, EL_EPROTO, "etcd watch %s on %s: %s",
                                     w->key, c->m[i].url, w->err);
             }
             if (w->running && w->err[0]) {
@@ -288,12 +288,12 @@ static int establish(struct el_etcd_watch *w, size_t first)
         }
         if (tls_all)
             goto unreachable;
-        int64_t left = deadline - el_etcd_now_ms();
+        int64_t left = deadline - el__etcd_now_ms();
         if (left <= 0)
             goto unreachable;
         int ms = backoff < left ? backoff : (int)left;
-        if (el_etcd_fd_ready(c->cancel_fd))
-            return el_etcd_fail(c, -ECANCELED, "etcd watch: canceled");
+        if (el__etcd_fd_ready(c->cancel_fd))
+            return el__etcd_fail(c, -ECANCELED, "etcd watch: canceled");
         struct curl_waitfd extra = {.fd = c->cancel_fd,
                                     .events = CURL_WAIT_POLLIN};
         curl_multi_poll(w->multi, c->cancel_fd >= 0 ? &extra : NULL,
@@ -328,7 +328,7 @@ static int probe_member(struct el_etcd_watch *w)
         return 0; /* cannot tell: assume alive */
     snprintf(url, sizeof url, "%s/v3/maintenance/status", m->url);
     curl_easy_reset(w->probe);
-    el_etcd_setup_easy(c, w->probe);
+    el__etcd_setup_easy(c, w->probe);
     curl_easy_setopt(w->probe, CURLOPT_URL, url);
     curl_easy_setopt(w->probe, CURLOPT_POSTFIELDS, "{}");
     curl_easy_setopt(w->probe, CURLOPT_TIMEOUT_MS,
@@ -340,7 +340,7 @@ static int probe_member(struct el_etcd_watch *w)
     if (rc == CURLE_OK)
         return 0;
     char why[160];
-    el_etcd_describe_curl(rc, w->curl_err, why, sizeof why);
+    el__etcd_describe_curl(rc, w->curl_err, why, sizeof why);
     snprintf(m->last_err, sizeof m->last_err,
              "watch stream silent and member not answering: %.140s", why);
     return -1;
@@ -359,10 +359,10 @@ int el_etcd_watch_open_filtered(struct el_etcd *c, const char *key,
 {
     *out = NULL;
     if (!key || (!*key && !prefix))
-        return el_etcd_fail(c, EL_EUSAGE, "etcd watch: empty key");
+        return el__etcd_fail(c, EL_EUSAGE, "etcd watch: empty key");
     struct el_etcd_watch *w = calloc(1, sizeof *w);
     if (!w)
-        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
+        return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
     w->c = c;
     w->prefix = prefix;
     w->filter = filter;
@@ -372,9 +372,9 @@ int el_etcd_watch_open_filtered(struct el_etcd *c, const char *key,
     w->easy = curl_easy_init();
     if (!w->key || !w->multi || !w->easy) {
         el_etcd_watch_close(w);
-        return el_etcd_fail(c, -ENOMEM, "etcd: out of memory");
+        return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
     }
-    int rc = el_etcd_auth(c);
+    int rc = el__etcd_auth(c);
     if (rc == 0)
         rc = establish(w, c->cur);
     if (rc) {
@@ -391,7 +391,7 @@ int el_etcd_watch_next(struct el_etcd_watch *w, struct el_etcd_event **evs,
 {
     struct el_etcd *c = w->c;
     int64_t deadline = timeout_ms < 0 ? INT64_MAX
-                                      : el_etcd_now_ms() + timeout_ms;
+                                      : el__etcd_now_ms() + timeout_ms;
     *evs = NULL;
     *n = 0;
     for (;;) {
@@ -406,12 +406,12 @@ int el_etcd_watch_next(struct el_etcd_watch *w, struct el_etcd_event **evs,
         if (w->canceled) {
             stop_stream(w);
             if (w->compact_rev > 0)
-                return el_etcd_fail(
+                return el__etcd_fail(
                     c, -ESTALE,
                     "etcd watch %s: revision %" PRId64 " was compacted "
                     "(oldest left: %" PRId64 "); read again and re-watch",
                     w->key, w->next_rev, w->compact_rev);
-            return el_etcd_fail(c,
+            return el__etcd_fail(c,
                                 strstr(w->err, "permission denied")
                                     ? -EACCES
                                     : EL_EPROTO,
@@ -419,7 +419,7 @@ int el_etcd_watch_next(struct el_etcd_watch *w, struct el_etcd_event **evs,
                                 w->err[0] ? ": " : "", w->err);
         }
         if (w->running && !w->err[0] &&
-            el_etcd_now_ms() - w->last_data > PROBE_AFTER_MS) {
+            el__etcd_now_ms() - w->last_data > PROBE_AFTER_MS) {
             if (probe_member(w)) {
                 size_t failed = w->member;
                 stop_stream(w);
@@ -428,7 +428,7 @@ int el_etcd_watch_next(struct el_etcd_watch *w, struct el_etcd_event **evs,
                     return rc;
                 continue;
             }
-            w->last_data = el_etcd_now_ms();
+            w->last_data = el__etcd_now_ms();
         }
         if (!w->running || w->err[0]) {
             size_t failed = w->member;
@@ -440,12 +440,12 @@ int el_etcd_watch_next(struct el_etcd_watch *w, struct el_etcd_event **evs,
                 return rc;
             continue;
         }
-        int64_t left = deadline - el_etcd_now_ms();
+        int64_t left = deadline - el__etcd_now_ms();
         if (left <= 0)
-            return el_etcd_fail(c, -ETIMEDOUT, "etcd watch %s: no event "
+            return el__etcd_fail(c, -ETIMEDOUT, "etcd watch %s: no event "
                                 "within %d ms", w->key, timeout_ms);
         if (pump(w, left > 1000 ? 1000 : (int)left) == -ECANCELED)
-            return el_etcd_fail(c, -ECANCELED, "etcd watch: canceled");
+            return el__etcd_fail(c, -ECANCELED, "etcd watch: canceled");
     }
 }
 

@@ -44,7 +44,7 @@ static const struct op_desc x_ops[] = {
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
-void el_proto_limits_fill(struct el_store_limits *l)
+void el__proto_limits_fill(struct el_store_limits *l)
 {
     if (!l->max_key_len)
         l->max_key_len = 8 * 1024;
@@ -56,7 +56,7 @@ void el_proto_limits_fill(struct el_store_limits *l)
         l->max_conn_buffer = l->max_value_len + 1024 * 1024;
 }
 
-const char *el_proto_op_name(enum el_op op)
+const char *el__proto_op_name(enum el_op op)
 {
     static const char *const names[] = {
         "NONE", "VALIDATE", "SET", "COMPARE_SET", "GET", "ADD", "CHECK",
@@ -102,7 +102,7 @@ static int take_str(const uint8_t *buf, size_t len, size_t *pos, uint64_t max,
     return 1;
 }
 
-int el_proto_parse(const uint8_t *buf, size_t len, enum el_dialect dialect,
+int el__proto_parse(const uint8_t *buf, size_t len, enum el_dialect dialect,
                    const struct el_store_limits *lim, struct el_req *req,
                    char *err, size_t errlen)
 {

@@ -2,7 +2,7 @@
  * incremental request parser (private to the store module, its tests and
  * its fuzz target).
  *
- * el_proto_parse() looks at the bytes received so far on one connection and
+ * el__proto_parse() looks at the bytes received so far on one connection and
  * either finds one complete request, says more bytes are needed, or rejects
  * the frame with a message.  It does no I/O and allocates nothing: strings
  * in the result point into the caller's buffer.
@@ -118,17 +118,17 @@ struct el_req {
  * limits allow, too many keys, or a bad VALIDATE magic.  A length field is
  * checked against the limits as soon as it is complete, so an oversized
  * request is rejected before its body arrives.  limits must be filled
- * (see el_proto_limits_fill). */
-int el_proto_parse(const uint8_t *buf, size_t len, enum el_dialect dialect,
+ * (see el__proto_limits_fill). */
+int el__proto_parse(const uint8_t *buf, size_t len, enum el_dialect dialect,
                    const struct el_store_limits *limits, struct el_req *req,
                    char *err, size_t errlen);
 
 /* Replace the zero fields of *l by the defaults. */
-void el_proto_limits_fill(struct el_store_limits *l);
+void el__proto_limits_fill(struct el_store_limits *l);
 
 /* Read the next length-prefixed string at *cursor (inside a frame that
- * el_proto_parse accepted) and advance the cursor. */
-static inline const uint8_t *el_proto_next_str(const uint8_t **cursor,
+ * el__proto_parse accepted) and advance the cursor. */
+static inline const uint8_t *el__proto_next_str(const uint8_t **cursor,
                                                uint64_t *len)
 {
     uint64_t n;
@@ -140,6 +140,6 @@ static inline const uint8_t *el_proto_next_str(const uint8_t **cursor,
 }
 
 /* Name of an op, for messages. */
-const char *el_proto_op_name(enum el_op op);
+const char *el__proto_op_name(enum el_op op);
 
 #endif

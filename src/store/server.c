@@ -1,6 +1,6 @@
 /* server.c -- the store server: one libuv loop, any number of clients.
  *
- * Each connection's bytes go through el_proto_parse(); a request that needs a
+ * Each connection's bytes go through el__proto_parse(); a request that needs a
  * key that does not exist yet (GET, WAIT, MULTI_GET, elrun's X_* waits) is
  * "parked": the connection keeps a copy of the request and a waiter on each
  * missing key, and the request runs again when one of those keys changes.
@@ -305,7 +305,7 @@ static void unpark(struct conn *c)
         if (w->knext)
             w->knext->kprev = w->kprev;
         free(w);
-        el_table_maybe_drop(&srv->table, e);
+        el__table_maybe_drop(&srv->table, e);
     }
     c->waiters = NULL;
 }
@@ -324,11 +324,11 @@ static void park_end(struct conn *c)
 
 static int add_waiter(struct conn *c, const uint8_t *key, size_t klen)
 {
-    struct el_entry *e = el_table_get_or_add(&c->srv->table, key, klen);
+    struct el_entry *e = el__table_get_or_add(&c->srv->table, key, klen);
     struct el_waiter *w = e ? malloc(sizeof *w) : NULL;
     if (!w) {
         if (e)
-            el_table_maybe_drop(&c->srv->table, e);
+            el__table_maybe_drop(&c->srv->table, e);
         conn_close(c, "out of memory for a waiter");
         return -1;
     }
@@ -438,7 +438,7 @@ static void wake(struct el_store_server *srv, struct el_entry *e)
         c->waking = 0;
         if (c->closing || !c->parked)
             continue;
-        int rc = el_proto_parse(c->parked, c->parked_len, c->dialect,
+        int rc = el__proto_parse(c->parked, c->parked_len, c->dialect,
                                 &srv->opts.limits, &rq, err, sizeof err);
         if (rc <= 0) {
             conn_close(c, "internal: parked request no longer parses");
@@ -455,7 +455,7 @@ static void wake(struct el_store_server *srv, struct el_entry *e)
 static struct el_entry *present(struct el_store_server *srv, const uint8_t *k,
                                 uint64_t n)
 {
-    struct el_entry *e = el_table_find(&srv->table, k, n);
+    struct el_entry *e = el__table_find(&srv->table, k, n);
     return e && e->present ? e : NULL;
 }
 
@@ -463,10 +463,10 @@ static int set_key(struct conn *c, const uint8_t *k, uint64_t kn,
                    const uint8_t *v, uint64_t vn)
 {
     struct el_store_server *srv = c->srv;
-    struct el_entry *e = el_table_get_or_add(&srv->table, k, kn);
-    if (!e || el_table_set_value(&srv->table, e, v, vn) < 0) {
+    struct el_entry *e = el__table_get_or_add(&srv->table, k, kn);
+    if (!e || el__table_set_value(&srv->table, e, v, vn) < 0) {
         if (e)
-            el_table_maybe_drop(&srv->table, e);
+            el__table_maybe_drop(&srv->table, e);
         conn_close(c, "out of memory for a value");
         return -1;
     }
@@ -483,7 +483,7 @@ static int keys_present(struct conn *c, const struct el_req *rq,
     int all = 1;
     for (uint64_t i = 0; i < rq->count; i++) {
         uint64_t n;
-        const uint8_t *k = el_proto_next_str(&cur, &n);
+        const uint8_t *k = el__proto_next_str(&cur, &n);
         if (!present(c->srv, k, n)) {
             all = 0;
             if (!park_missing)
@@ -523,7 +523,7 @@ static void reply_values(struct conn *c, const struct el_req *rq)
     const uint8_t *cur = rq->list;
     for (uint64_t i = 0; i < rq->count; i++) {
         uint64_t n;
-        const uint8_t *k = el_proto_next_str(&cur, &n);
+        const uint8_t *k = el__proto_next_str(&cur, &n);
         struct el_entry *e = present(c->srv, k, n);
         out_bytes(c, e->val, e->vlen);
     }
@@ -617,12 +617,12 @@ static void op_delete(struct conn *c, const struct el_req *rq)
     struct el_entry *e = present(srv, rq->str[0], rq->len[0]);
     int existed = e != NULL;
     if (e) {
-        el_table_clear_value(&srv->table, e);
+        el__table_clear_value(&srv->table, e);
         if (e->waiters)
             wake(srv, e); /* watchers see the deletion */
-        e = el_table_find(&srv->table, rq->str[0], rq->len[0]);
+        e = el__table_find(&srv->table, rq->str[0], rq->len[0]);
         if (e)
-            el_table_maybe_drop(&srv->table, e);
+            el__table_maybe_drop(&srv->table, e);
     }
     out_i64(c, existed);
 }
@@ -657,7 +657,7 @@ static void op_delete_prefix(struct conn *c, const struct el_req *rq)
 {
     struct el_store_server *srv = c->srv;
     struct prefix_scan s = {.prefix = rq->str[0], .n = rq->len[0]};
-    el_table_foreach(&srv->table, scan_prefix, &s);
+    el__table_foreach(&srv->table, scan_prefix, &s);
     if (s.oom) {
         free(s.hits);
         conn_close(c, "out of memory");
@@ -667,7 +667,7 @@ static void op_delete_prefix(struct conn *c, const struct el_req *rq)
      * waking a connection drops its other waiters, which could otherwise
      * free an entry that is still on the list. */
     for (size_t i = 0; i < s.count; i++) {
-        el_table_clear_value(&srv->table, s.hits[i]);
+        el__table_clear_value(&srv->table, s.hits[i]);
         s.hits[i]->pin++;
     }
     for (size_t i = 0; i < s.count; i++)
@@ -675,7 +675,7 @@ static void op_delete_prefix(struct conn *c, const struct el_req *rq)
             wake(srv, s.hits[i]);
     for (size_t i = 0; i < s.count; i++) {
         s.hits[i]->pin--;
-        el_table_maybe_drop(&srv->table, s.hits[i]);
+        el__table_maybe_drop(&srv->table, s.hits[i]);
     }
     free(s.hits);
     out_i64(c, (int64_t)s.count);
@@ -723,7 +723,7 @@ static void run_pending_hooks(struct el_store_server *srv)
     srv->pending_hooks = NULL;
     for (; h; h = next) {
         next = h->next;
-        struct el_entry *e = el_table_get_or_add(&srv->table, h->data, h->klen);
+        struct el_entry *e = el__table_get_or_add(&srv->table, h->data, h->klen);
         const uint8_t *v = h->data + h->klen;
         int ok = 0;
         if (e && h->append && e->present) {
@@ -735,12 +735,12 @@ static void run_pending_hooks(struct el_store_server *srv)
                 ok = 1;
             }
         } else if (e) {
-            ok = el_table_set_value(&srv->table, e, v, h->vlen) == 0;
+            ok = el__table_set_value(&srv->table, e, v, h->vlen) == 0;
         }
         if (ok)
             wake(srv, e);
         else if (e)
-            el_table_maybe_drop(&srv->table, e);
+            el__table_maybe_drop(&srv->table, e);
         free(h);
     }
 }
@@ -812,8 +812,8 @@ static int handle(struct conn *c, const struct el_req *rq)
         const uint8_t *cur = rq->list;
         for (uint64_t i = 0; i < rq->count && !c->closing; i++) {
             uint64_t kn, vn;
-            const uint8_t *k = el_proto_next_str(&cur, &kn);
-            const uint8_t *v = el_proto_next_str(&cur, &vn);
+            const uint8_t *k = el__proto_next_str(&cur, &kn);
+            const uint8_t *v = el__proto_next_str(&cur, &vn);
             set_key(c, k, kn, v, vn);
         }
         break;
@@ -979,7 +979,7 @@ static ssize_t process(struct conn *c, const uint8_t *buf, size_t len)
     while (pos < len) {
         struct el_req rq;
         char err[160];
-        int rc = el_proto_parse(buf + pos, len - pos, c->dialect,
+        int rc = el__proto_parse(buf + pos, len - pos, c->dialect,
                                 &srv->opts.limits, &rq, err, sizeof err);
         if (rc == 0)
             break;
@@ -1095,7 +1095,7 @@ static void on_connection(uv_stream_t *l, int status)
 
 static void srv_free(struct el_store_server *srv)
 {
-    el_table_free(&srv->table);
+    el__table_free(&srv->table);
     free(srv->wake);
     free(srv->rbuf);
     free(srv);
@@ -1132,7 +1132,7 @@ int el_store_server_open(struct el_store_server **out, struct uv_loop_s *loop,
         return -ENOMEM;
     if (opts)
         srv->opts = *opts;
-    el_proto_limits_fill(&srv->opts.limits);
+    el__proto_limits_fill(&srv->opts.limits);
     if (!srv->opts.host || !*srv->opts.host)
         srv->opts.host = "0.0.0.0";
     srv->loop = loop;
@@ -1140,7 +1140,7 @@ int el_store_server_open(struct el_store_server **out, struct uv_loop_s *loop,
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
         srv->fd_limit = rl.rlim_cur;
     srv->rbuf = malloc(READ_CHUNK);
-    if (!srv->rbuf || el_table_init(&srv->table) < 0) {
+    if (!srv->rbuf || el__table_init(&srv->table) < 0) {
         srv_free(srv);
         return -ENOMEM;
     }

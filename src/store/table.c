@@ -16,7 +16,7 @@ static uint64_t hash_key(const uint8_t *k, size_t n)
     return h ^ (h >> 29);
 }
 
-int el_table_init(struct el_table *t)
+int el__table_init(struct el_table *t)
 {
     memset(t, 0, sizeof *t);
     t->nbuckets = 1024;
@@ -24,7 +24,7 @@ int el_table_init(struct el_table *t)
     return t->buckets ? 0 : -ENOMEM;
 }
 
-void el_table_free(struct el_table *t)
+void el__table_free(struct el_table *t)
 {
     for (size_t i = 0; i < t->nbuckets; i++) {
         struct el_entry *e = t->buckets[i], *n;
@@ -38,7 +38,7 @@ void el_table_free(struct el_table *t)
     memset(t, 0, sizeof *t);
 }
 
-struct el_entry *el_table_find(const struct el_table *t, const uint8_t *key,
+struct el_entry *el__table_find(const struct el_table *t, const uint8_t *key,
                                size_t klen)
 {
     uint64_t h = hash_key(key, klen);
@@ -68,10 +68,10 @@ static void grow(struct el_table *t)
     t->nbuckets = n;
 }
 
-struct el_entry *el_table_get_or_add(struct el_table *t, const uint8_t *key,
+struct el_entry *el__table_get_or_add(struct el_table *t, const uint8_t *key,
                                      size_t klen)
 {
-    struct el_entry *e = el_table_find(t, key, klen);
+    struct el_entry *e = el__table_find(t, key, klen);
     if (e)
         return e;
     e = calloc(1, sizeof *e + klen + 1);
@@ -89,7 +89,7 @@ struct el_entry *el_table_get_or_add(struct el_table *t, const uint8_t *key,
     return e;
 }
 
-void el_table_maybe_drop(struct el_table *t, struct el_entry *e)
+void el__table_maybe_drop(struct el_table *t, struct el_entry *e)
 {
     if (e->present || e->waiters || e->pin)
         return;
@@ -104,7 +104,7 @@ void el_table_maybe_drop(struct el_table *t, struct el_entry *e)
     }
 }
 
-int el_table_set_value(struct el_table *t, struct el_entry *e,
+int el__table_set_value(struct el_table *t, struct el_entry *e,
                        const uint8_t *val, size_t vlen)
 {
     uint8_t *copy = NULL;
@@ -124,7 +124,7 @@ int el_table_set_value(struct el_table *t, struct el_entry *e,
     return 0;
 }
 
-void el_table_clear_value(struct el_table *t, struct el_entry *e)
+void el__table_clear_value(struct el_table *t, struct el_entry *e)
 {
     free(e->val);
     e->val = NULL;
@@ -135,7 +135,7 @@ void el_table_clear_value(struct el_table *t, struct el_entry *e)
     }
 }
 
-void el_table_foreach(struct el_table *t,
+void el__table_foreach(struct el_table *t,
                       void (*fn)(struct el_entry *e, void *arg), void *arg)
 {
     for (size_t i = 0; i < t->nbuckets; i++)

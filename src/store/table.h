@@ -17,7 +17,7 @@ struct el_entry {
     size_t vlen;
     int present;                 /* holds a value (else: waiters only)     */
     struct el_waiter *waiters;   /* connections parked on this key         */
-    unsigned pin;                /* > 0: el_table_maybe_drop keeps it       */
+    unsigned pin;                /* > 0: el__table_maybe_drop keeps it       */
     size_t klen;
     uint8_t key[];               /* klen bytes + NUL                        */
 };
@@ -29,23 +29,23 @@ struct el_table {
     size_t npresent;             /* entries holding a value                 */
 };
 
-int el_table_init(struct el_table *t);
-void el_table_free(struct el_table *t);
-struct el_entry *el_table_find(const struct el_table *t, const uint8_t *key,
+int el__table_init(struct el_table *t);
+void el__table_free(struct el_table *t);
+struct el_entry *el__table_find(const struct el_table *t, const uint8_t *key,
                                size_t klen);
 /* Find or create (not present, no value).  NULL when out of memory. */
-struct el_entry *el_table_get_or_add(struct el_table *t, const uint8_t *key,
+struct el_entry *el__table_get_or_add(struct el_table *t, const uint8_t *key,
                                      size_t klen);
 /* Remove and free e if it holds no value, no waiters and no pin. */
-void el_table_maybe_drop(struct el_table *t, struct el_entry *e);
+void el__table_maybe_drop(struct el_table *t, struct el_entry *e);
 /* Replace e's value (copied); marks it present.  -ENOMEM leaves it as was. */
-int el_table_set_value(struct el_table *t, struct el_entry *e,
+int el__table_set_value(struct el_table *t, struct el_entry *e,
                        const uint8_t *val, size_t vlen);
 /* Drop e's value (it stays if waiters remain). */
-void el_table_clear_value(struct el_table *t, struct el_entry *e);
+void el__table_clear_value(struct el_table *t, struct el_entry *e);
 
 /* Call fn on every entry; fn may clear values (not free entries). */
-void el_table_foreach(struct el_table *t,
+void el__table_foreach(struct el_table *t,
                       void (*fn)(struct el_entry *e, void *arg), void *arg);
 
 #endif

@@ -1,6 +1,6 @@
 /* fuzz_proto.c -- libFuzzer target for the store's request parser.
  *
- * Feeds the input to el_proto_parse() the way the server does: as a stream
+ * Feeds the input to el__proto_parse() the way the server does: as a stream
  * of requests, in every dialect, with tight limits, and also split at every
  * cut point of the first request (a parse of a prefix must say "need more"
  * or fail the same way, never read past the end).  `make fuzz` builds it
@@ -21,7 +21,7 @@ static void parse_stream(const uint8_t *data, size_t size, enum el_dialect d,
     while (pos < size) {
         struct el_req rq;
         char err[160];
-        int rc = el_proto_parse(data + pos, size - pos, d, lim, &rq, err,
+        int rc = el__proto_parse(data + pos, size - pos, d, lim, &rq, err,
                                 sizeof err);
         if (rc <= 0)
             return;
@@ -31,11 +31,11 @@ static void parse_stream(const uint8_t *data, size_t size, enum el_dialect d,
         const uint8_t *cur = rq.list;
         for (uint64_t i = 0; i < rq.count && cur; i++) {
             uint64_t n;
-            const uint8_t *k = el_proto_next_str(&cur, &n);
+            const uint8_t *k = el__proto_next_str(&cur, &n);
             if (k < data + pos || k + n > data + pos + (size_t)rc)
                 abort();
             if (rq.op == EL_OP_MULTI_SET) {
-                k = el_proto_next_str(&cur, &n);
+                k = el__proto_next_str(&cur, &n);
                 if (k + n > data + pos + (size_t)rc)
                     abort();
             }
@@ -55,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                     .max_keys_per_req = 8,
                                     .max_conn_buffer = 4096};
     struct el_store_limits dflt = {0};
-    el_proto_limits_fill(&dflt);
+    el__proto_limits_fill(&dflt);
     for (int d = EL_DIALECT_UNKNOWN; d <= EL_DIALECT_V2; d++) {
         parse_stream(data, size, (enum el_dialect)d, &tight);
         parse_stream(data, size, (enum el_dialect)d, &dflt);
@@ -63,13 +63,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Every prefix of the first request is "need more" or the same error. */
     struct el_req rq;
     char err[160];
-    int full = el_proto_parse(data, size, EL_DIALECT_UNKNOWN, &dflt, &rq, err,
+    int full = el__proto_parse(data, size, EL_DIALECT_UNKNOWN, &dflt, &rq, err,
                               sizeof err);
     if (full > 0) {
         for (size_t cut = 0; cut < (size_t)full && cut < 4096; cut++) {
             uint8_t *copy = malloc(cut ? cut : 1);
             memcpy(copy, data, cut);
-            int rc = el_proto_parse(copy, cut, EL_DIALECT_UNKNOWN, &dflt, &rq,
+            int rc = el__proto_parse(copy, cut, EL_DIALECT_UNKNOWN, &dflt, &rq,
                                     err, sizeof err);
             free(copy);
             if (rc > 0)

@@ -15,13 +15,13 @@
 static void b64_round(const char *in, size_t n, const char *want)
 {
     char out[128];
-    size_t len = el_etcd_b64_encode(in, n, out);
+    size_t len = el__etcd_b64_encode(in, n, out);
     CHECK_STR(out, want);
     CHECK_EQ(len, strlen(want));
-    CHECK_EQ(len, el_etcd_b64_len(n));
+    CHECK_EQ(len, el__etcd_b64_len(n));
     void *back;
     size_t blen;
-    CHECK_EQ(el_etcd_b64_decode(out, len, &back, &blen), 0);
+    CHECK_EQ(el__etcd_b64_decode(out, len, &back, &blen), 0);
     CHECK_MEM(back, blen, in, n);
     CHECK_EQ(((char *)back)[blen], 0);
     free(back);
@@ -49,10 +49,10 @@ TEST(etcd_base64_all_bytes)
         in[i] = (unsigned char)i;
     for (size_t n = 0; n <= 256; n += 37) {
         char out[400];
-        size_t len = el_etcd_b64_encode(in, n, out);
+        size_t len = el__etcd_b64_encode(in, n, out);
         void *back;
         size_t blen;
-        CHECK_EQ(el_etcd_b64_decode(out, len, &back, &blen), 0);
+        CHECK_EQ(el__etcd_b64_decode(out, len, &back, &blen), 0);
         CHECK_MEM(back, blen, in, n);
         free(back);
     }
@@ -62,11 +62,11 @@ TEST(etcd_base64_bad_input)
 {
     void *p;
     size_t n;
-    CHECK_EQ(el_etcd_b64_decode("Zm9v!", 5, &p, &n), EL_EPROTO);
-    CHECK_EQ(el_etcd_b64_decode("Z", 1, &p, &n), EL_EPROTO);
-    CHECK_EQ(el_etcd_b64_decode("Zm9 v", 5, &p, &n), EL_EPROTO);
+    CHECK_EQ(el__etcd_b64_decode("Zm9v!", 5, &p, &n), EL_EPROTO);
+    CHECK_EQ(el__etcd_b64_decode("Z", 1, &p, &n), EL_EPROTO);
+    CHECK_EQ(el__etcd_b64_decode("Zm9 v", 5, &p, &n), EL_EPROTO);
     /* padding is optional */
-    CHECK_EQ(el_etcd_b64_decode("Zg", 2, &p, &n), 0);
+    CHECK_EQ(el__etcd_b64_decode("Zg", 2, &p, &n), 0);
     CHECK_MEM(p, n, "f", 1);
     free(p);
 }
@@ -74,13 +74,13 @@ TEST(etcd_base64_bad_input)
 TEST(etcd_prefix_end)
 {
     char end[16];
-    size_t n = el_etcd_prefix_end("/rdzv/", end);
+    size_t n = el__etcd_prefix_end("/rdzv/", end);
     CHECK_MEM(end, n, "/rdzv0", 6);
-    n = el_etcd_prefix_end("a\xff", end);
+    n = el__etcd_prefix_end("a\xff", end);
     CHECK_MEM(end, n, "b", 1);
-    n = el_etcd_prefix_end("\xff\xff", end);
+    n = el__etcd_prefix_end("\xff\xff", end);
     CHECK_MEM(end, n, "\0", 1); /* every key */
-    n = el_etcd_prefix_end("", end);
+    n = el__etcd_prefix_end("", end);
     CHECK_MEM(end, n, "\0", 1);
 }
 
@@ -96,10 +96,10 @@ static json_t *parse(const char *s)
 TEST(etcd_json_int64_strings)
 {
     json_t *j = parse("{\"a\":\"9223372036854775807\",\"b\":5,\"c\":\"-1\"}");
-    CHECK(el_etcd_json_int(j, "a") == INT64_MAX);
-    CHECK_EQ(el_etcd_json_int(j, "b"), 5);
-    CHECK_EQ(el_etcd_json_int(j, "c"), -1);
-    CHECK_EQ(el_etcd_json_int(j, "missing"), 0); /* omitted default */
+    CHECK(el__etcd_json_int(j, "a") == INT64_MAX);
+    CHECK_EQ(el__etcd_json_int(j, "b"), 5);
+    CHECK_EQ(el__etcd_json_int(j, "c"), -1);
+    CHECK_EQ(el__etcd_json_int(j, "missing"), 0); /* omitted default */
     json_decref(j);
 }
 
@@ -112,7 +112,7 @@ TEST(etcd_kv_from_range_reply)
         "\"mod_revision\":\"2\",\"version\":\"1\",\"value\":\"YmFy\","
         "\"lease\":\"2324035705602623249\"}],\"count\":\"1\"}");
     struct el_etcd_kv kv;
-    CHECK_EQ(el_etcd_kv_from_json(json_array_get(json_object_get(r, "kvs"), 0),
+    CHECK_EQ(el__etcd_kv_from_json(json_array_get(json_object_get(r, "kvs"), 0),
                                   &kv),
              0);
     CHECK_STR(kv.key, "/rdzv/foo");
@@ -129,7 +129,7 @@ TEST(etcd_kv_from_range_reply)
     /* an empty value is omitted by the gateway */
     r = parse("{\"key\":\"YQ==\",\"create_revision\":\"3\",\"mod_revision\":"
               "\"3\",\"version\":\"1\"}");
-    CHECK_EQ(el_etcd_kv_from_json(r, &kv), 0);
+    CHECK_EQ(el__etcd_kv_from_json(r, &kv), 0);
     CHECK_STR(kv.key, "a");
     CHECK_EQ(kv.value_len, 0);
     CHECK_STR(kv.value, "");
@@ -137,7 +137,7 @@ TEST(etcd_kv_from_range_reply)
     json_decref(r);
 
     r = parse("{\"key\":\"***\"}");
-    CHECK_EQ(el_etcd_kv_from_json(r, &kv), EL_EPROTO);
+    CHECK_EQ(el__etcd_kv_from_json(r, &kv), EL_EPROTO);
     json_decref(r);
 }
 
@@ -148,31 +148,31 @@ TEST(etcd_error_replies)
     json_t *r = parse("{\"error\":\"etcdserver: requested lease not found\","
                       "\"message\":\"etcdserver: requested lease not found\","
                       "\"code\":5}");
-    CHECK_EQ(el_etcd_json_error(r, &code, &msg), 1);
+    CHECK_EQ(el__etcd_json_error(r, &code, &msg), 1);
     CHECK_EQ(code, 5);
     CHECK_STR(msg, "etcdserver: requested lease not found");
-    CHECK_EQ(el_etcd_grpc_to_err(code, msg), EL_ENOTFOUND);
+    CHECK_EQ(el__etcd_grpc_to_err(code, msg), EL_ENOTFOUND);
     json_decref(r);
 
     r = parse("{\"error\":{\"grpc_code\":14,\"http_code\":503,\"message\":"
               "\"etcdserver: no leader\",\"http_status\":\"Service "
               "Unavailable\"}}");
-    CHECK_EQ(el_etcd_json_error(r, &code, &msg), 1);
+    CHECK_EQ(el__etcd_json_error(r, &code, &msg), 1);
     CHECK_EQ(code, 14);
     CHECK_STR(msg, "etcdserver: no leader");
     json_decref(r);
 
     r = parse("{\"header\":{\"revision\":\"3\"},\"succeeded\":true}");
-    CHECK_EQ(el_etcd_json_error(r, &code, &msg), 0);
+    CHECK_EQ(el__etcd_json_error(r, &code, &msg), 0);
     json_decref(r);
 
-    CHECK_EQ(el_etcd_grpc_to_err(7, "etcdserver: permission denied"), -EACCES);
-    CHECK_EQ(el_etcd_grpc_to_err(16, "invalid auth token"), -EACCES);
-    CHECK_EQ(el_etcd_grpc_to_err(11, "mvcc: required revision has been "
+    CHECK_EQ(el__etcd_grpc_to_err(7, "etcdserver: permission denied"), -EACCES);
+    CHECK_EQ(el__etcd_grpc_to_err(16, "invalid auth token"), -EACCES);
+    CHECK_EQ(el__etcd_grpc_to_err(11, "mvcc: required revision has been "
                                      "compacted"),
              -ESTALE);
-    CHECK_EQ(el_etcd_grpc_to_err(3, "bad"), EL_EUSAGE);
-    CHECK_EQ(el_etcd_grpc_to_err(9, "etcdserver: lease already exists"),
+    CHECK_EQ(el__etcd_grpc_to_err(3, "bad"), EL_EUSAGE);
+    CHECK_EQ(el__etcd_grpc_to_err(9, "etcdserver: lease already exists"),
              -EEXIST);
 }
 
@@ -186,7 +186,7 @@ TEST(etcd_watch_lines)
     json_t *hold = NULL;
     const char *l1 = "{\"result\":{\"header\":{\"cluster_id\":\"1\",\"revision\":"
                      "\"7\",\"raft_term\":\"2\"},\"created\":true}}";
-    CHECK_EQ(el_etcd_watch_parse(l1, strlen(l1), &evs, &n, &cap, &created,
+    CHECK_EQ(el__etcd_watch_parse(l1, strlen(l1), &evs, &n, &cap, &created,
                                  &canceled, &compact, &rev, &err, &hold),
              0);
     CHECK_EQ(created, 1);
@@ -198,7 +198,7 @@ TEST(etcd_watch_lines)
         "\"key\":\"L3JkenYvdzE=\",\"create_revision\":\"8\",\"mod_revision\":"
         "\"8\",\"version\":\"1\",\"value\":\"aGVsbG8=\"}},{\"type\":\"DELETE\","
         "\"kv\":{\"key\":\"L3JkenYvdzE=\",\"mod_revision\":\"9\"}}]}}";
-    CHECK_EQ(el_etcd_watch_parse(l2, strlen(l2), &evs, &n, &cap, &created,
+    CHECK_EQ(el__etcd_watch_parse(l2, strlen(l2), &evs, &n, &cap, &created,
                                  &canceled, &compact, &rev, &err, &hold),
              0);
     CHECK_EQ(n, 2);
@@ -215,7 +215,7 @@ TEST(etcd_watch_lines)
 
     const char *l3 = "{\"result\":{\"header\":{\"revision\":\"9\"},"
                      "\"canceled\":true,\"compact_revision\":\"5\"}}";
-    CHECK_EQ(el_etcd_watch_parse(l3, strlen(l3), &evs, &n, &cap, &created,
+    CHECK_EQ(el__etcd_watch_parse(l3, strlen(l3), &evs, &n, &cap, &created,
                                  &canceled, &compact, &rev, &err, &hold),
              0);
     CHECK_EQ(canceled, 1);
@@ -225,7 +225,7 @@ TEST(etcd_watch_lines)
                      "\"canceled\":true,\"cancel_reason\":\"etcdserver: "
                      "permission denied\"}}";
     canceled = 0;
-    CHECK_EQ(el_etcd_watch_parse(l5, strlen(l5), &evs, &n, &cap, &created,
+    CHECK_EQ(el__etcd_watch_parse(l5, strlen(l5), &evs, &n, &cap, &created,
                                  &canceled, &compact, &rev, &err, &hold),
              0);
     CHECK_EQ(canceled, 1);
@@ -235,13 +235,13 @@ TEST(etcd_watch_lines)
 
     const char *l4 = "{\"error\":{\"grpc_code\":14,\"message\":"
                      "\"etcdserver: no leader\"}}";
-    CHECK_EQ(el_etcd_watch_parse(l4, strlen(l4), &evs, &n, &cap, &created,
+    CHECK_EQ(el__etcd_watch_parse(l4, strlen(l4), &evs, &n, &cap, &created,
                                  &canceled, &compact, &rev, &err, &hold),
              EL_EPROTO);
     CHECK_STR(err, "etcdserver: no leader");
     json_decref(hold);
 
-    CHECK_EQ(el_etcd_watch_parse("{\"resu", 6, &evs, &n, &cap, &created,
+    CHECK_EQ(el__etcd_watch_parse("{\"resu", 6, &evs, &n, &cap, &created,
                                  &canceled, &compact, &rev, &err, &hold),
              EL_EPROTO);
 }

@@ -28,7 +28,7 @@ static void str(struct frame *f, const char *s)
 static struct el_store_limits limits(void)
 {
     struct el_store_limits l = {0};
-    el_proto_limits_fill(&l);
+    el__proto_limits_fill(&l);
     return l;
 }
 
@@ -36,7 +36,7 @@ static int parse(const struct frame *f, enum el_dialect d, struct el_req *rq)
 {
     struct el_store_limits l = limits();
     char err[160];
-    return el_proto_parse(f->b, f->n, d, &l, rq, err, sizeof err);
+    return el__proto_parse(f->b, f->n, d, &l, rq, err, sizeof err);
 }
 
 TEST(proto_v1_set_is_parsed_and_needs_every_byte)
@@ -55,7 +55,7 @@ TEST(proto_v1_set_is_parsed_and_needs_every_byte)
     struct el_store_limits l = limits();
     char err[160];
     for (size_t cut = 0; cut < f.n; cut++)
-        CHECK_EQ(el_proto_parse(f.b, cut, EL_DIALECT_UNKNOWN, &l, &rq, err,
+        CHECK_EQ(el__proto_parse(f.b, cut, EL_DIALECT_UNKNOWN, &l, &rq, err,
                                 sizeof err), 0);
 }
 
@@ -99,10 +99,10 @@ TEST(proto_partial_validate_waits_then_decides)
     struct el_store_limits l = limits();
     struct el_req rq;
     char err[160];
-    CHECK_EQ(el_proto_parse(v, 3, EL_DIALECT_UNKNOWN, &l, &rq, err,
+    CHECK_EQ(el__proto_parse(v, 3, EL_DIALECT_UNKNOWN, &l, &rq, err,
                             sizeof err), 0);
     uint8_t bad[] = {0, 0xCE, 0xF7, 0x85, 0x3D};
-    CHECK_EQ(el_proto_parse(bad, 5, EL_DIALECT_V2, &l, &rq, err, sizeof err),
+    CHECK_EQ(el__proto_parse(bad, 5, EL_DIALECT_V2, &l, &rq, err, sizeof err),
              EL_EBADFRAME);
     CHECK(strstr(err, "magic") != NULL);
 }
@@ -122,10 +122,10 @@ TEST(proto_lists_and_pairs)
     CHECK_EQ(rq.count, 2);
     const uint8_t *cur = rq.list;
     uint64_t n;
-    const uint8_t *k = el_proto_next_str(&cur, &n);
+    const uint8_t *k = el__proto_next_str(&cur, &n);
     CHECK_MEM(k, n, "a", 1);
-    el_proto_next_str(&cur, &n);
-    k = el_proto_next_str(&cur, &n);
+    el__proto_next_str(&cur, &n);
+    k = el__proto_next_str(&cur, &n);
     CHECK_MEM(k, n, "bb", 2);
     struct frame w = {.n = 0};
     u8(&w, 5); /* V1 WAIT */
@@ -142,32 +142,32 @@ TEST(proto_limits_reject_before_the_body_arrives)
 {
     struct el_store_limits l = {.max_key_len = 16, .max_value_len = 32,
                                 .max_keys_per_req = 4};
-    el_proto_limits_fill(&l);
+    el__proto_limits_fill(&l);
     struct el_req rq;
     char err[160];
     struct frame f = {.n = 0};
     u8(&f, 2); /* V1 GET with a 2^62-byte key: only the header is here */
     u64(&f, (uint64_t)1 << 62);
-    CHECK_EQ(el_proto_parse(f.b, f.n, EL_DIALECT_V1, &l, &rq, err, sizeof err),
+    CHECK_EQ(el__proto_parse(f.b, f.n, EL_DIALECT_V1, &l, &rq, err, sizeof err),
              EL_EBADFRAME);
     CHECK(strstr(err, "key") && strstr(err, "limit"));
     struct frame v = {.n = 0};
     u8(&v, 0); /* V1 SET with a 33-byte value */
     str(&v, "k");
     u64(&v, 33);
-    CHECK_EQ(el_proto_parse(v.b, v.n, EL_DIALECT_V1, &l, &rq, err, sizeof err),
+    CHECK_EQ(el__proto_parse(v.b, v.n, EL_DIALECT_V1, &l, &rq, err, sizeof err),
              EL_EBADFRAME);
     CHECK(strstr(err, "value"));
     struct frame c = {.n = 0};
     u8(&c, 4); /* V1 CHECK of 5 keys */
     u64(&c, 5);
-    CHECK_EQ(el_proto_parse(c.b, c.n, EL_DIALECT_V1, &l, &rq, err, sizeof err),
+    CHECK_EQ(el__proto_parse(c.b, c.n, EL_DIALECT_V1, &l, &rq, err, sizeof err),
              EL_EBADFRAME);
     CHECK(strstr(err, "5 keys"));
     struct frame m = {.n = 0};
     u8(&m, 11); /* V2 MULTI_SET with a negative count */
     u64(&m, (uint64_t)-1);
-    CHECK_EQ(el_proto_parse(m.b, m.n, EL_DIALECT_V2, &l, &rq, err, sizeof err),
+    CHECK_EQ(el__proto_parse(m.b, m.n, EL_DIALECT_V2, &l, &rq, err, sizeof err),
              EL_EBADFRAME);
 }
 
@@ -177,15 +177,15 @@ TEST(proto_unknown_and_unsupported_ops_are_named)
     struct el_req rq;
     char err[160];
     uint8_t watch[] = {7};
-    CHECK_EQ(el_proto_parse(watch, 1, EL_DIALECT_V1, &l, &rq, err, sizeof err),
+    CHECK_EQ(el__proto_parse(watch, 1, EL_DIALECT_V1, &l, &rq, err, sizeof err),
              EL_EBADFRAME);
     CHECK(strstr(err, "WATCH_KEY"));
     uint8_t queue[] = {14};
-    CHECK_EQ(el_proto_parse(queue, 1, EL_DIALECT_V2, &l, &rq, err, sizeof err),
+    CHECK_EQ(el__proto_parse(queue, 1, EL_DIALECT_V2, &l, &rq, err, sizeof err),
              EL_EBADFRAME);
     CHECK(strstr(err, "QUEUE"));
     uint8_t junk[] = {200, 1, 2};
-    CHECK_EQ(el_proto_parse(junk, 3, EL_DIALECT_V1, &l, &rq, err, sizeof err),
+    CHECK_EQ(el__proto_parse(junk, 3, EL_DIALECT_V1, &l, &rq, err, sizeof err),
              EL_EBADFRAME);
     CHECK(strstr(err, "unknown op code 200"));
 }

@@ -64,6 +64,35 @@ test_done() {
     ((_fail == 0))
 }
 
+# refute CMD [ARG...]: assert that CMD fails.  Use it instead of `! CMD`,
+# which set -e ignores anywhere but on a case's last line.  When CMD
+# succeeds, says so (and what it printed) and ends the case as failed.
+refute() {
+    local out st
+    out=$("$@" 2>&1) && st=0 || st=$?
+    if ((st == 0)); then
+        echo "refute: this succeeded but must fail: $*" >&2
+        [[ -n $out ]] && printf '%s\n' "$out" | head -20 | sed 's/^/    | /' >&2
+        exit 1
+    fi
+    return 0
+}
+
+# wait_until COND [TIMEOUT_S]: evaluate the shell condition COND (a string)
+# every 20 ms until it is true.  After TIMEOUT_S (default 20) seconds it says
+# which condition never held and ends the case as failed, so a readiness loop
+# can never give up silently.
+wait_until() {
+    local cond=$1 deadline=$((SECONDS + ${2:-20}))
+    until eval "$cond"; do
+        if ((SECONDS >= deadline)); then
+            echo "wait_until: timed out after ${2:-20} s waiting until: $cond" >&2
+            exit 1
+        fi
+        sleep 0.02
+    done
+}
+
 # wait_for_file PATH [TIMEOUT_S]: until PATH exists and is non-empty.
 wait_for_file() {
     local f=$1 deadline=$((SECONDS + ${2:-20}))

@@ -118,7 +118,58 @@ const char *el_agent_run_dir(const struct el_agent *a)
     return a->run_dir;
 }
 
-/* ---- events ---- */
+/* ---- the group state: every transition goes through here ---- */
+
+static const char *const state_names[] = {
+    [EL__GS_INIT] = "INIT", [EL__GS_RENDEZVOUS] = "RENDEZVOUS",
+    [EL__GS_HEALTHY] = "HEALTHY", [EL__GS_UNHEALTHY] = "UNHEALTHY",
+    [EL__GS_STOPPING] = "STOPPING", [EL__GS_BACKOFF] = "BACKOFF",
+    [EL__GS_STOPPED] = "STOPPED", [EL__GS_SUCCEEDED] = "SUCCEEDED",
+    [EL__GS_FAILED] = "FAILED", [EL__GS_UNKNOWN] = "UNKNOWN",
+};
+
+static int is_final(enum el__group_state s)
+{
+    return s == EL__GS_STOPPED || s == EL__GS_SUCCEEDED || s == EL__GS_FAILED;
+}
+
+/* The rendezvous notify fd is watched only while the group is HEALTHY: in
+ * any other state the agent is about to join a round anyway, and a
+ * readable fd left in the set would wake epoll_wait in a loop.  Re-enabled
+ * (level-triggered), a notification that came meanwhile is seen at once. */
+static void set_state(struct el_agent *a, enum el__group_state s)
+{
+    if (a->state == s)
+        return;
+    event(a, EL_AGENT_DEBUG, "worker group: %s -> %s", state_names[a->state],
+          state_names[s]);
+    if (a->rdzv_fd >= 0 &&
+        (a->state == EL__GS_HEALTHY) != (s == EL__GS_HEALTHY)) {
+        struct epoll_event ev = {.events = s == EL__GS_HEALTHY ? EPOLLIN : 0,
+                                 .data.u64 = EL__TAG_RDZV};
+        epoll_ctl(a->epfd, EPOLL_CTL_MOD, a->rdzv_fd, &ev);
+    }
+    a->state = s;
+}
+
+/* The run's end: the outcome and the final state that goes with it. */
+static void finish(struct el_agent *a, enum el_agent_outcome outcome)
+{
+    a->res->outcome = outcome;
+    if (outcome == EL_AGENT_SIGNALED)
+        a->res->signal = a->pending_signal;
+    set_state(a, outcome == EL_AGENT_SUCCEEDED ? EL__GS_SUCCEEDED
+                 : outcome == EL_AGENT_FAILED ? EL__GS_FAILED
+                                             : EL__GS_STOPPED);
+}
+
+/* ---- small helpers ---- */
+
+static const char *sigabbrev(int sig)
+{
+    const char *s = sigabbrev_np(sig);
+    return s ? s : "?";
+}
 
 static int is_handled(const struct el_agent *a, int sig)
 {
@@ -128,58 +179,7 @@ static int is_handled(const struct el_agent *a, int sig)
     return 0;
 }
 
-static void reap(struct el_agent *a)
-{
-    for (;;) {
-        int st;
-        pid_t pid = waitpid(-1, &st, WNOHANG);
-        if (pid <= 0)
-            return;
-        for (int i = 0; i < a->cfg.nproc; i++) {
-            struct el__worker *w = &a->w[i];
-            if (w->pid != pid || !w->alive)
-                continue;
-            w->alive = 0;
-            w->status = st;
-            a->nalive--;
-            int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-            if (!ok && !a->stopping) {
-                w->failed = 1;
-                w->fail_time = (int64_t)time(NULL);
-            }
-            if (WIFSIGNALED(st))
-                event(a, ok || a->stopping ? EL_AGENT_DEBUG : EL_AGENT_WARN,
-                      "worker local_rank %d (rank %d, pid %d) killed by "
-                      "signal %d (%s)", w->local_rank, w->global_rank,
-                      (int)pid, WTERMSIG(st), sigabbrev_np(WTERMSIG(st))
-                      ? sigabbrev_np(WTERMSIG(st)) : "?");
-            else
-                event(a, ok || a->stopping ? EL_AGENT_DEBUG : EL_AGENT_WARN,
-                      "worker local_rank %d (rank %d, pid %d) exited with "
-                      "code %d", w->local_rank, w->global_rank, (int)pid,
-                      WEXITSTATUS(st));
-        }
-    }
-}
-
-/* Read every pending signal; returns 1 if a handled one arrived. */
-static int read_signals(struct el_agent *a)
-{
-    struct signalfd_siginfo si;
-    int got = 0;
-    while (read(a->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
-        if (si.ssi_signo == SIGCHLD) {
-            reap(a);
-        } else if (is_handled(a, (int)si.ssi_signo)) {
-            if (!a->pending_signal)
-                a->pending_signal = (int)si.ssi_signo;
-            got = 1;
-        }
-    }
-    reap(a);  /* SIGCHLDs coalesce; always reap */
-    return got;
-}
-
+/* ms > 0: fire once after ms; 0: at once; < 0: disarm. */
 static void arm_timer(struct el_agent *a, int ms)
 {
     struct itimerspec its = {0};
@@ -199,73 +199,57 @@ static void signal_groups(struct el_agent *a, int sig)
             kill(-a->w[i].pid, sig);
 }
 
-/* Dispatch one epoll event that is not the signalfd or the timer. */
-static void on_stream_event(struct el_agent *a, uint64_t tag)
+/* Reap every exited worker.  An exit other than 0 while the group is
+ * HEALTHY is a failure; once the agent began stopping the group it is not
+ * (as torch: a worker that dies of the agent's SIGTERM did not fail). */
+static void reap(struct el_agent *a)
 {
-    uint64_t idx = tag - EL__TAG_STREAM;
-    int i = (int)(idx / 2), s = (int)(idx % 2);
-    if (i < a->cfg.nproc)
-        el__agent_pump(a, &a->w[i], s);
-}
-
-/* Stop every running worker: sig to each process group, the grace, then
- * SIGKILL.  Returns once every worker is reaped; then SIGKILLs each group
- * again so no grandchild outlives its worker. */
-static void stop_workers(struct el_agent *a, int sig)
-{
-    struct epoll_event evs[16];
-    a->stopping = 1;
-    if (a->nalive > 0) {
-        event(a, EL_AGENT_INFO, "stopping %d worker(s) with signal %d (%s)",
-              a->nalive, sig, sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
-        signal_groups(a, sig);
-        if (sig == SIGKILL)
-            a->killed = 1;
-        else
-            arm_timer(a, a->cfg.stop_grace_ms);
-    }
-    while (a->nalive > 0) {
-        int n = epoll_wait(a->epfd, evs, 16, -1);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            break;
-        for (int e = 0; e < n; e++) {
-            uint64_t tag = evs[e].data.u64;
-            if (tag == EL__TAG_SIG) {
-                int prev = a->pending_signal;
-                if (read_signals(a) && prev && !a->killed) {
-                    /* A second death signal: no more grace. */
-                    signal_groups(a, SIGKILL);
-                    a->killed = 1;
-                }
-                if (!prev && a->pending_signal && sig != a->pending_signal &&
-                    !a->killed)
-                    signal_groups(a, a->pending_signal);
-            } else if (tag == EL__TAG_TIMER) {
-                uint64_t x;
-                if (read(a->tfd, &x, sizeof x) < 0) {
-                    /* spurious */
-                }
-                if (!a->killed && a->nalive > 0) {
-                    event(a, EL_AGENT_WARN, "%d worker(s) still running "
-                          "after %d ms; sending SIGKILL", a->nalive,
-                          a->cfg.stop_grace_ms);
-                    signal_groups(a, SIGKILL);
-                    a->killed = 1;
-                }
-            } else if (tag >= EL__TAG_STREAM) {
-                on_stream_event(a, tag);
+    int healthy = a->state == EL__GS_HEALTHY;
+    for (;;) {
+        int st;
+        pid_t pid = waitpid(-1, &st, WNOHANG);
+        if (pid <= 0)
+            return;
+        for (int i = 0; i < a->cfg.nproc; i++) {
+            struct el__worker *w = &a->w[i];
+            if (w->pid != pid || !w->alive)
+                continue;
+            w->alive = 0;
+            w->status = st;
+            a->nalive--;
+            int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+            if (!ok && healthy) {
+                w->failed = 1;
+                w->fail_time = (int64_t)time(NULL);
             }
+            if (WIFSIGNALED(st))
+                event(a, ok || !healthy ? EL_AGENT_DEBUG : EL_AGENT_WARN,
+                      "worker local_rank %d (rank %d, pid %d) killed by "
+                      "signal %d (%s)", w->local_rank, w->global_rank,
+                      (int)pid, WTERMSIG(st), sigabbrev(WTERMSIG(st)));
+            else
+                event(a, ok || !healthy ? EL_AGENT_DEBUG : EL_AGENT_WARN,
+                      "worker local_rank %d (rank %d, pid %d) exited with "
+                      "code %d", w->local_rank, w->global_rank, (int)pid,
+                      WEXITSTATUS(st));
         }
     }
-    arm_timer(a, -1);
-    for (int i = 0; i < a->cfg.nproc; i++)
-        if (a->w[i].pid > 0)
-            kill(-a->w[i].pid, SIGKILL);
-    el__agent_drain_all(a);
-    for (int i = 0; i < a->cfg.nproc; i++)
-        el__agent_close_streams(a, &a->w[i]);
+}
+
+/* Drain the signalfd: reap on SIGCHLD (always once more: SIGCHLDs
+ * coalesce).  Returns the first handled signal read, or 0. */
+static int read_signals(struct el_agent *a)
+{
+    struct signalfd_siginfo si;
+    int got = 0;
+    while (read(a->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (si.ssi_signo == SIGCHLD)
+            reap(a);
+        else if (is_handled(a, (int)si.ssi_signo) && !got)
+            got = (int)si.ssi_signo;
+    }
+    reap(a);
+    return got;
 }
 
 /* ---- failures ---- */
@@ -300,27 +284,309 @@ static void collect_failures(struct el_agent *a, struct el_agent_result *res)
             res->root = i;
 }
 
-/* ---- the run ---- */
+/* ---- the restart budget ---- */
 
-/* Block in the rendezvous; a signal cancels it.  Returns 0, 1 (signaled) or
- * an error. */
-static int rendezvous(struct el_agent *a, struct el_rdzv *r,
-                      struct el_rdzv_info *info)
+/* The one place that decides whether a failed group restarts.  A backend
+ * with a job-wide budget (c10d, etcd: el_rdzv_report_failure) decides for
+ * every node at once and this agent's count is not used; otherwise
+ * (-ENOTSUP) the agent spends cfg.max_restarts itself.  Returns 1 to
+ * restart (res->restarts counts it), 0 when the job has failed. */
+static int spend_restart(struct el_agent *a)
 {
-    for (;;) {
-        int rc = el_rdzv_next(r, a->cfg.nproc, a->sigfd, info);
-        if (rc != -ECANCELED)
-            return rc;
-        if (read_signals(a))
-            return 1;
+    int job = el_rdzv_report_failure(a->r, "worker group failed");
+    if (job == 0) {
+        a->res->restarts++;
+        event(a, EL_AGENT_WARN, "worker group failed; the job restarts on "
+              "every node");
+        return 1;
     }
+    if (job != -ENOTSUP) {
+        event(a, EL_AGENT_WARN, "%s", el_rdzv_errmsg(a->r));
+        return 0;
+    }
+    if (a->restarts_left > 0) {
+        a->restarts_left--;
+        a->res->restarts++;
+        event(a, EL_AGENT_WARN, "worker group failed; restarting (%d of %d "
+              "restarts used)", a->res->restarts, a->cfg.max_restarts);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- stopping the group ---- */
+
+static void after_stop(struct el_agent *a);
+
+/* Begin stopping every running worker: sig to each process group, then
+ * after cfg.stop_grace_ms SIGKILL (on_timer).  cause says what comes once
+ * the last worker is reaped (after_stop). */
+static void begin_stop(struct el_agent *a, enum el__stop_cause cause, int sig)
+{
+    a->cause = cause;
+    a->stop_sig = sig;
+    set_state(a, EL__GS_STOPPING);
+    if (a->nalive > 0) {
+        event(a, EL_AGENT_INFO, "stopping %d worker(s) with signal %d (%s)",
+              a->nalive, sig, sigabbrev(sig));
+        signal_groups(a, sig);
+        if (sig == SIGKILL)
+            a->killed = 1;
+        else
+            arm_timer(a, a->cfg.stop_grace_ms);
+        return;
+    }
+    after_stop(a);
+}
+
+/* The group is down: SIGKILL each process group again so no grandchild
+ * outlives its worker, take the last output, and go where the stop's cause
+ * leads. */
+static void after_stop(struct el_agent *a)
+{
+    struct el_agent_result *res = a->res;
+    arm_timer(a, -1);
+    for (int i = 0; i < a->cfg.nproc; i++)
+        if (a->w[i].pid > 0)
+            kill(-a->w[i].pid, SIGKILL);
+    el__agent_drain_all(a);
+    for (int i = 0; i < a->cfg.nproc; i++)
+        el__agent_close_streams(a, &a->w[i]);
+
+    switch (a->cause) {
+    case EL__STOP_SIGNAL:
+        finish(a, EL_AGENT_SIGNALED);
+        return;
+    case EL__STOP_EXEC:
+        el_rdzv_exit_barrier(a->r, 0, 0, -1);
+        finish(a, EL_AGENT_EXEC_ERROR);
+        return;
+    case EL__STOP_LOST:
+        snprintf(res->errmsg, sizeof res->errmsg, "%s",
+                 el_rdzv_errmsg(a->r));
+        finish(a, EL_AGENT_RDZV_ERROR);
+        return;
+    case EL__STOP_MEMBERSHIP:
+        if (a->pending_signal)
+            finish(a, EL_AGENT_SIGNALED);
+        else
+            set_state(a, EL__GS_RENDEZVOUS);
+        return;
+    case EL__STOP_FAILURE:
+        collect_failures(a, res);
+        if (a->pending_signal) {
+            /* Told to shut down while the group was stopping. */
+            finish(a, EL_AGENT_SIGNALED);
+            return;
+        }
+        if (!spend_restart(a)) {
+            el_rdzv_exit_barrier(a->r, 0, 0, -1);
+            finish(a, EL_AGENT_FAILED);
+            return;
+        }
+        set_state(a, EL__GS_RENDEZVOUS);
+        return;
+    case EL__STOP_SUCCESS: {
+        /* Nothing was left but stray grandchildren. */
+        el__agent_free_failures(res);
+        event(a, EL_AGENT_INFO, "all %d worker(s) succeeded; waiting for the "
+              "other nodes", a->cfg.nproc);
+        int rc = el_rdzv_exit_barrier(a->r, 1, a->cfg.exit_barrier_ms,
+                                      a->sigfd);
+        if (rc == -ECANCELED) {
+            int sig = read_signals(a);
+            if (sig) {
+                a->pending_signal = sig;
+                finish(a, EL_AGENT_SIGNALED);
+                return;
+            }
+        }
+        if (rc)
+            event(a, EL_AGENT_WARN, "exit barrier: %s", el_rdzv_errmsg(a->r));
+        finish(a, EL_AGENT_SUCCEEDED);
+        return;
+    }
+    }
+}
+
+/* What the reaped exits mean for the group. */
+static void check_group(struct el_agent *a)
+{
+    if (a->state == EL__GS_STOPPING) {
+        if (a->nalive == 0)
+            after_stop(a);
+        return;
+    }
+    if (a->state != EL__GS_HEALTHY)
+        return;
+    for (int i = 0; i < a->cfg.nproc; i++) {
+        if (a->w[i].failed) {
+            set_state(a, EL__GS_UNHEALTHY);
+            begin_stop(a, EL__STOP_FAILURE, SIGTERM);
+            return;
+        }
+    }
+    if (a->nalive == 0)
+        begin_stop(a, EL__STOP_SUCCESS, SIGKILL);
+}
+
+/* ---- one handler per event source ---- */
+
+/* A handled signal sent to the agent. */
+static void on_agent_signal(struct el_agent *a, int sig)
+{
+    int prev = a->pending_signal;
+    if (!prev)
+        a->pending_signal = sig;
+    switch (a->state) {
+    case EL__GS_HEALTHY:
+        event(a, EL_AGENT_WARN, "received signal %d (%s); forwarding it to "
+              "the workers and shutting down", sig, sigabbrev(sig));
+        begin_stop(a, EL__STOP_SIGNAL, sig);
+        break;
+    case EL__GS_STOPPING:
+        if (a->killed)
+            break;
+        if (prev) {
+            /* A second death signal: no more grace. */
+            signal_groups(a, SIGKILL);
+            a->killed = 1;
+        } else if (sig != a->stop_sig) {
+            signal_groups(a, sig);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+static void on_signalfd(struct el_agent *a)
+{
+    int sig = read_signals(a);
+    if (sig)
+        on_agent_signal(a, sig);
+    check_group(a);
+}
+
+/* The rendezvous says other nodes may be waiting (only while HEALTHY). */
+static void on_rdzv(struct el_agent *a)
+{
+    int waiting = 0;
+    el_rdzv_ack_notify(a->r);
+    if (a->state != EL__GS_HEALTHY)
+        return;
+    if (el_rdzv_num_nodes_waiting(a->r, &waiting) < 0) {
+        begin_stop(a, EL__STOP_LOST, SIGTERM);
+    } else if (waiting > 0) {
+        event(a, EL_AGENT_WARN, "other nodes are waiting for a new round; "
+              "restarting the workers (not counted as a restart)");
+        begin_stop(a, EL__STOP_MEMBERSHIP, SIGTERM);
+    }
+}
+
+/* The timerfd: the stop grace ran out. */
+static void on_timer(struct el_agent *a)
+{
+    uint64_t x;
+    if (read(a->tfd, &x, sizeof x) < 0)
+        return;  /* disarmed meanwhile */
+    if (a->state == EL__GS_STOPPING && !a->killed && a->nalive > 0) {
+        event(a, EL_AGENT_WARN, "%d worker(s) still running after %d ms; "
+              "sending SIGKILL", a->nalive, a->cfg.stop_grace_ms);
+        signal_groups(a, SIGKILL);
+        a->killed = 1;
+    }
+}
+
+static void on_stream(struct el_agent *a, uint64_t tag)
+{
+    uint64_t idx = tag - EL__TAG_STREAM;
+    int i = (int)(idx / 2), s = (int)(idx % 2);
+    if (i < a->cfg.nproc)
+        el__agent_pump(a, &a->w[i], s);
+}
+
+/* The one dispatcher: wait for the next events and hand each to its
+ * source's handler.  A batch is cut short when a handler moved the group
+ * out of the waiting states (every source is level-triggered: what is left
+ * comes again).  Returns 0 or -errno. */
+static int dispatch(struct el_agent *a)
+{
+    struct epoll_event evs[16];
+    int n = epoll_wait(a->epfd, evs, 16, -1);
+    if (n < 0)
+        return errno == EINTR ? 0 : -errno;
+    for (int e = 0; e < n && (a->state == EL__GS_HEALTHY ||
+                              a->state == EL__GS_STOPPING); e++) {
+        uint64_t tag = evs[e].data.u64;
+        if (tag == EL__TAG_SIG)
+            on_signalfd(a);
+        else if (tag == EL__TAG_RDZV)
+            on_rdzv(a);
+        else if (tag == EL__TAG_TIMER)
+            on_timer(a);
+        else if (tag >= EL__TAG_STREAM)
+            on_stream(a, tag);
+    }
+    return 0;
+}
+
+/* ---- rounds ---- */
+
+/* RENDEZVOUS: block in the rendezvous (a handled signal cancels it), then
+ * start the round's workers: HEALTHY, or a final state. */
+static void next_round(struct el_agent *a)
+{
+    struct el_agent_result *res = a->res;
+    struct el_rdzv_info info;
+    int rc;
+    set_state(a, EL__GS_RENDEZVOUS);
+    for (;;) {
+        rc = el_rdzv_next(a->r, a->cfg.nproc, a->sigfd, &info);
+        if (rc != -ECANCELED)
+            break;
+        int sig = read_signals(a);
+        if (sig) {
+            if (!a->pending_signal)
+                a->pending_signal = sig;
+            finish(a, EL_AGENT_SIGNALED);
+            return;
+        }
+    }
+    if (rc) {
+        snprintf(res->errmsg, sizeof res->errmsg, "rendezvous failed: %s",
+                 el_rdzv_errmsg(a->r));
+        finish(a, EL_AGENT_RDZV_ERROR);
+        return;
+    }
+    res->rounds++;
+    event(a, EL_AGENT_INFO, "round %" PRId64 ": node %d of %d, ranks "
+          "%d-%d of %d, store %s:%d; starting %d worker(s)", info.round,
+          info.node_rank, info.num_nodes, info.base_rank,
+          info.base_rank + a->cfg.nproc - 1, info.world_size,
+          info.store_host, info.store_port, a->cfg.nproc);
+    rc = el__agent_start_workers(a, &info, res);
+    if (rc == 1) {
+        begin_stop(a, EL__STOP_EXEC, SIGKILL);
+        return;
+    }
+    if (rc < 0) {
+        finish(a, EL_AGENT_EXEC_ERROR);
+        return;
+    }
+    set_state(a, EL__GS_HEALTHY);
 }
 
 int el_agent_run(struct el_agent *a, struct el_rdzv *r,
                  struct el_agent_result *res)
 {
-    int rc, restarts_left = a->cfg.max_restarts;
+    int rc;
     memset(res, 0, sizeof *res);
+    a->r = r;
+    a->res = res;
+    a->state = EL__GS_INIT;
+    a->restarts_left = a->cfg.max_restarts;
+    a->rdzv_fd = -1;
     a->w = calloc((size_t)a->cfg.nproc, sizeof *a->w);
     if (!a->w)
         return -ENOMEM;
@@ -328,161 +594,34 @@ int el_agent_run(struct el_agent *a, struct el_rdzv *r,
         snprintf(res->errmsg, sizeof res->errmsg, "cannot create the log "
                  "directory under %s: %s", a->cfg.log_dir ? a->cfg.log_dir
                  : "$TMPDIR", strerror(-rc));
-        res->outcome = EL_AGENT_EXEC_ERROR;
+        finish(a, EL_AGENT_EXEC_ERROR);
         return 0;
     }
     int nfd = el_rdzv_notify_fd(r);
     if (nfd >= 0) {
-        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EL__TAG_RDZV};
-        epoll_ctl(a->epfd, EPOLL_CTL_ADD, nfd, &ev);
+        /* Watched while HEALTHY only (set_state). */
+        struct epoll_event ev = {.events = 0, .data.u64 = EL__TAG_RDZV};
+        if (epoll_ctl(a->epfd, EPOLL_CTL_ADD, nfd, &ev) == 0)
+            a->rdzv_fd = nfd;
     }
 
-    for (;;) {
-        struct el_rdzv_info info;
-        if (a->pending_signal) {
-            /* A handled signal arrived while the workers were stopping. */
-            res->outcome = EL_AGENT_SIGNALED;
-            res->signal = a->pending_signal;
+    while (!is_final(a->state)) {
+        switch (a->state) {
+        case EL__GS_INIT:
+        case EL__GS_RENDEZVOUS:
+            next_round(a);
             break;
-        }
-        rc = rendezvous(a, r, &info);
-        if (rc == 1) {
-            res->outcome = EL_AGENT_SIGNALED;
-            res->signal = a->pending_signal;
+        case EL__GS_HEALTHY:
+        case EL__GS_STOPPING:
+            if ((rc = dispatch(a)) < 0)
+                return rc;
             break;
+        default:
+            return -EINVAL;  /* a state nothing leaves: a bug */
         }
-        if (rc) {
-            res->outcome = EL_AGENT_RDZV_ERROR;
-            snprintf(res->errmsg, sizeof res->errmsg, "rendezvous failed: %s",
-                     el_rdzv_errmsg(r));
-            break;
-        }
-        res->rounds++;
-        event(a, EL_AGENT_INFO, "round %" PRId64 ": node %d of %d, ranks "
-              "%d-%d of %d, store %s:%d; starting %d worker(s)", info.round,
-              info.node_rank, info.num_nodes, info.base_rank,
-              info.base_rank + a->cfg.nproc - 1, info.world_size,
-              info.store_host, info.store_port, a->cfg.nproc);
-        rc = el__agent_start_workers(a, &info, res);
-        if (rc == 1) {
-            stop_workers(a, SIGKILL);
-            el_rdzv_exit_barrier(r, 0, 0, -1);
-            res->outcome = EL_AGENT_EXEC_ERROR;
-            break;
-        }
-        if (rc < 0) {
-            res->outcome = EL_AGENT_EXEC_ERROR;
-            break;
-        }
-        /* Supervise until something ends the round. */
-        int failed = 0, membership = 0, lost = 0;
-        struct epoll_event evs[16];
-        while (a->nalive > 0 && !failed && !membership && !lost &&
-               !a->pending_signal) {
-            int n = epoll_wait(a->epfd, evs, 16, -1);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0)
-                return -errno;
-            for (int e = 0; e < n; e++) {
-                uint64_t tag = evs[e].data.u64;
-                if (tag == EL__TAG_SIG) {
-                    read_signals(a);
-                } else if (tag == EL__TAG_RDZV) {
-                    int waiting = 0;
-                    el_rdzv_ack_notify(r);
-                    if (el_rdzv_num_nodes_waiting(r, &waiting) < 0)
-                        lost = 1;
-                    else if (waiting > 0)
-                        membership = 1;
-                } else if (tag == EL__TAG_TIMER) {
-                    uint64_t x;
-                    if (read(a->tfd, &x, sizeof x) < 0) {
-                        /* spurious */
-                    }
-                } else if (tag >= EL__TAG_STREAM) {
-                    on_stream_event(a, tag);
-                }
-            }
-            for (int i = 0; i < a->cfg.nproc; i++)
-                failed |= a->w[i].failed;
-        }
-        if (a->pending_signal) {
-            event(a, EL_AGENT_WARN, "received signal %d (%s); forwarding it "
-                  "to the workers and shutting down", a->pending_signal,
-                  sigabbrev_np(a->pending_signal)
-                  ? sigabbrev_np(a->pending_signal) : "?");
-            stop_workers(a, a->pending_signal);
-            res->outcome = EL_AGENT_SIGNALED;
-            res->signal = a->pending_signal;
-            break;
-        }
-        if (lost) {
-            stop_workers(a, SIGTERM);
-            res->outcome = EL_AGENT_RDZV_ERROR;
-            snprintf(res->errmsg, sizeof res->errmsg, "%s",
-                     el_rdzv_errmsg(r));
-            break;
-        }
-        if (membership) {
-            event(a, EL_AGENT_WARN, "other nodes are waiting for a new "
-                  "round; restarting the workers (not counted as a "
-                  "restart)");
-            stop_workers(a, SIGTERM);
-            continue;
-        }
-        if (failed) {
-            stop_workers(a, SIGTERM);
-            collect_failures(a, res);
-            if (a->pending_signal) {
-                /* Told to shut down while the group was stopping. */
-                res->outcome = EL_AGENT_SIGNALED;
-                res->signal = a->pending_signal;
-                break;
-            }
-            /* A backend with a job-wide restart budget decides for every
-             * node at once; otherwise this agent counts its own. */
-            int budget = el_rdzv_report_failure(r, "worker group failed");
-            if (budget == 0) {
-                res->restarts++;
-                event(a, EL_AGENT_WARN, "worker group failed; the job "
-                      "restarts on every node");
-                continue;
-            }
-            if (budget != -ENOTSUP) {
-                event(a, EL_AGENT_WARN, "%s", el_rdzv_errmsg(r));
-                el_rdzv_exit_barrier(r, 0, 0, -1);
-                res->outcome = EL_AGENT_FAILED;
-                break;
-            }
-            if (restarts_left > 0) {
-                restarts_left--;
-                res->restarts++;
-                event(a, EL_AGENT_WARN, "worker group failed; restarting "
-                      "(%d of %d restarts used)", res->restarts,
-                      a->cfg.max_restarts);
-                continue;
-            }
-            el_rdzv_exit_barrier(r, 0, 0, -1);
-            res->outcome = EL_AGENT_FAILED;
-            break;
-        }
-        /* Every worker exited 0. */
-        stop_workers(a, SIGKILL);  /* nothing left but stray grandchildren */
-        el__agent_free_failures(res);
-        event(a, EL_AGENT_INFO, "all %d worker(s) succeeded; waiting for the "
-              "other nodes", a->cfg.nproc);
-        rc = el_rdzv_exit_barrier(r, 1, a->cfg.exit_barrier_ms, a->sigfd);
-        if (rc == -ECANCELED && read_signals(a)) {
-            res->outcome = EL_AGENT_SIGNALED;
-            res->signal = a->pending_signal;
-            break;
-        }
-        if (rc)
-            event(a, EL_AGENT_WARN, "exit barrier: %s", el_rdzv_errmsg(r));
-        res->outcome = EL_AGENT_SUCCEEDED;
-        break;
     }
+    if (a->rdzv_fd >= 0)
+        epoll_ctl(a->epfd, EPOLL_CTL_DEL, a->rdzv_fd, NULL);
     if (res->outcome == EL_AGENT_SUCCEEDED && a->auto_dir) {
         char base[4096];
         snprintf(base, sizeof base, "%s", a->run_dir);

@@ -64,6 +64,18 @@ enum el__group_state {
     EL__GS_UNKNOWN
 };
 
+/* Why the group is being stopped: what comes after the stop. */
+enum el__stop_cause {
+    EL__STOP_FAILURE,    /* a worker failed: restart or FAILED            */
+    EL__STOP_MEMBERSHIP, /* other nodes wait: next round, not counted     */
+    EL__STOP_SIGNAL,     /* the agent got a handled signal: SIGNALED      */
+    EL__STOP_LOST,       /* the rendezvous is gone: RDZV_ERROR            */
+    EL__STOP_EXEC,       /* a program could not be run: EXEC_ERROR        */
+    EL__STOP_SUCCESS     /* every worker exited 0: exit barrier           */
+};
+
+struct el_rdzv;
+
 struct el_agent {
     struct el_agent_config cfg;
     sigset_t oldmask, mask;
@@ -75,9 +87,16 @@ struct el_agent {
     pid_t self;
     struct el__worker *w;
     int nalive;
-    int pending_signal;  /* a handled signal arrived */
-    int stopping;
-    int killed;          /* SIGKILL sent */
+    /* el_agent_run's state; changed only by agent.c's set_state. */
+    enum el__group_state state;
+    enum el__stop_cause cause; /* STOPPING: why                           */
+    int stop_sig;        /* STOPPING: the signal the stop began with        */
+    int killed;          /* STOPPING: SIGKILL sent                          */
+    int pending_signal;  /* the first handled signal the agent got          */
+    int restarts_left;   /* the agent's own budget (backends without one)   */
+    int rdzv_fd;         /* the rendezvous notify fd in the set, or -1      */
+    struct el_rdzv *r;
+    struct el_agent_result *res;
     char *outbuf;        /* pump.c's prefixed-lines buffer */
     size_t outcap;
 };

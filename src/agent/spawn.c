@@ -310,7 +310,7 @@ int el__agent_start_workers(struct el_agent *a,
         make_prefix(a, w);
     }
     a->nalive = 0;
-    a->stopping = a->killed = 0;
+    a->killed = 0;
     for (int i = 0; i < nproc; i++) {
         struct el__worker *w = &a->w[i];
         int child_fd[2] = {-1, -1};

@@ -192,11 +192,19 @@ static void arm_timer(struct el_agent *a, int ms)
     timerfd_settime(a->tfd, 0, &its, NULL);
 }
 
+/* Send sig to every live worker's process group (only ever to stop them).
+ * A stopped process (SIGSTOP, ^Z, a debugger) cannot act on a SIGTERM
+ * until it runs again and would cost the whole grace, so any signal but
+ * SIGKILL is followed by SIGCONT: the pending signal is then delivered. */
 static void signal_groups(struct el_agent *a, int sig)
 {
-    for (int i = 0; i < a->cfg.nproc; i++)
-        if (a->w[i].alive)
-            kill(-a->w[i].pid, sig);
+    for (int i = 0; i < a->cfg.nproc; i++) {
+        if (!a->w[i].alive)
+            continue;
+        kill(-a->w[i].pid, sig);
+        if (sig != SIGKILL && sig != SIGCONT)
+            kill(-a->w[i].pid, SIGCONT);
+    }
 }
 
 /* Reap every exited worker.  An exit other than 0 while the group is

@@ -3,8 +3,8 @@
  * workers is spawn.c's, their teed output pump.c's.
  *
  * One thread, one epoll set: the signalfd (SIGCHLD and the handled
- * signals), the rendezvous notify fd, a timerfd for the stop grace, and the
- * read ends of teed worker streams.  Workers are reaped with
+ * signals), the rendezvous notify fd, a timerfd for the stop grace and the
+ * restart back-off, and the read ends of teed worker streams.  Workers are reaped with
  * waitpid(WNOHANG) whenever SIGCHLD is read, so an exit is handled as soon
  * as the kernel reports it.
  */
@@ -61,6 +61,10 @@ int el_agent_open(struct el_agent **out, const struct el_agent_config *cfg)
         a->cfg.stop_grace_ms = 30000;
     if (a->cfg.exit_barrier_ms <= 0)
         a->cfg.exit_barrier_ms = 300000;
+    if (a->cfg.restart_backoff_ms < 0)
+        a->cfg.restart_backoff_ms = 0;
+    if (a->cfg.restart_backoff_max_ms <= 0)
+        a->cfg.restart_backoff_max_ms = 30000;
     if (!a->cfg.out_fd && !a->cfg.err_fd) {
         a->cfg.out_fd = 1;
         a->cfg.err_fd = 2;
@@ -322,6 +326,39 @@ static int spend_restart(struct el_agent *a)
     return 0;
 }
 
+/* ---- the restart back-off ---- */
+
+int el__agent_backoff_ms(int streak, int base_ms, int max_ms)
+{
+    if (streak <= 1 || base_ms <= 0)
+        return 0;
+    int64_t ms = base_ms;
+    for (int i = 2; i < streak && ms < max_ms; i++)
+        ms *= 2;
+    return ms > max_ms ? max_ms : (int)ms;
+}
+
+/* A restart was granted: wait the back-off (BACKOFF, ended by the timer
+ * or a handled signal) or go straight to the next round. */
+static void restart(struct el_agent *a)
+{
+    /* A group that ran well for as long as the longest wait starts a new
+     * streak: its next failure restarts at once again. */
+    if (a->ran_ms >= a->cfg.restart_backoff_max_ms)
+        a->streak = 0;
+    a->streak++;
+    int ms = el__agent_backoff_ms(a->streak, a->cfg.restart_backoff_ms,
+                                  a->cfg.restart_backoff_max_ms);
+    if (ms <= 0) {
+        set_state(a, EL__GS_RENDEZVOUS);
+        return;
+    }
+    event(a, EL_AGENT_WARN, "waiting %g s before restarting (back-off after "
+          "%d failures in a row)", ms / 1000.0, a->streak);
+    set_state(a, EL__GS_BACKOFF);
+    arm_timer(a, ms);
+}
+
 /* ---- stopping the group ---- */
 
 static void after_stop(struct el_agent *a);
@@ -392,7 +429,7 @@ static void after_stop(struct el_agent *a)
             finish(a, EL_AGENT_FAILED);
             return;
         }
-        set_state(a, EL__GS_RENDEZVOUS);
+        restart(a);
         return;
     case EL__STOP_SUCCESS: {
         /* Nothing was left but stray grandchildren. */
@@ -429,6 +466,7 @@ static void check_group(struct el_agent *a)
         return;
     for (int i = 0; i < a->cfg.nproc; i++) {
         if (a->w[i].failed) {
+            a->ran_ms = (el_now_ns() - a->healthy_ns) / 1000000;
             set_state(a, EL__GS_UNHEALTHY);
             begin_stop(a, EL__STOP_FAILURE, SIGTERM);
             return;
@@ -463,6 +501,12 @@ static void on_agent_signal(struct el_agent *a, int sig)
             signal_groups(a, sig);
         }
         break;
+    case EL__GS_BACKOFF:
+        event(a, EL_AGENT_WARN, "received signal %d (%s) while waiting to "
+              "restart; shutting down", sig, sigabbrev(sig));
+        arm_timer(a, -1);
+        finish(a, EL_AGENT_SIGNALED);
+        break;
     default:
         break;
     }
@@ -492,12 +536,16 @@ static void on_rdzv(struct el_agent *a)
     }
 }
 
-/* The timerfd: the stop grace ran out. */
+/* The timerfd: the stop grace or the restart back-off ran out. */
 static void on_timer(struct el_agent *a)
 {
     uint64_t x;
     if (read(a->tfd, &x, sizeof x) < 0)
         return;  /* disarmed meanwhile */
+    if (a->state == EL__GS_BACKOFF) {
+        set_state(a, EL__GS_RENDEZVOUS);
+        return;
+    }
     if (a->state == EL__GS_STOPPING && !a->killed && a->nalive > 0) {
         event(a, EL_AGENT_WARN, "%d worker(s) still running after %d ms; "
               "sending SIGKILL", a->nalive, a->cfg.stop_grace_ms);
@@ -525,7 +573,8 @@ static int dispatch(struct el_agent *a)
     if (n < 0)
         return errno == EINTR ? 0 : -errno;
     for (int e = 0; e < n && (a->state == EL__GS_HEALTHY ||
-                              a->state == EL__GS_STOPPING); e++) {
+                              a->state == EL__GS_STOPPING ||
+                              a->state == EL__GS_BACKOFF); e++) {
         uint64_t tag = evs[e].data.u64;
         if (tag == EL__TAG_SIG)
             on_signalfd(a);
@@ -582,6 +631,7 @@ static void next_round(struct el_agent *a)
         finish(a, EL_AGENT_EXEC_ERROR);
         return;
     }
+    a->healthy_ns = el_now_ns();
     set_state(a, EL__GS_HEALTHY);
 }
 
@@ -621,6 +671,7 @@ int el_agent_run(struct el_agent *a, struct el_rdzv *r,
             break;
         case EL__GS_HEALTHY:
         case EL__GS_STOPPING:
+        case EL__GS_BACKOFF:
             if ((rc = dispatch(a)) < 0)
                 return rc;
             break;

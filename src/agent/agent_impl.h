@@ -94,6 +94,9 @@ struct el_agent {
     int killed;          /* STOPPING: SIGKILL sent                          */
     int pending_signal;  /* the first handled signal the agent got          */
     int restarts_left;   /* the agent's own budget (backends without one)   */
+    int streak;          /* restarts since the group last ran well          */
+    int64_t healthy_ns;  /* when the round's workers started (el_now_ns)    */
+    int64_t ran_ms;      /* how long the failed round ran                   */
     int rdzv_fd;         /* the rendezvous notify fd in the set, or -1      */
     struct el_rdzv *r;
     struct el_agent_result *res;
@@ -113,6 +116,11 @@ int el__agent_make_run_dir(struct el_agent *a);
 int el__agent_start_workers(struct el_agent *a,
                             const struct el_rdzv_info *info,
                             struct el_agent_result *res);
+
+/* agent.c.  The wait before restart number streak of a streak of failures
+ * (1 = the first): none for the first, then base_ms, doubling, at most
+ * max_ms. */
+int el__agent_backoff_ms(int streak, int base_ms, int max_ms);
 
 /* pump.c.  Read what teed stream s of w has (non-blocking); at EOF flush a
  * last partial line and close the pipe. */

@@ -23,7 +23,8 @@ enum opt_id {
     O_START_METHOD, O_ROLE, O_MODULE, O_NO_PYTHON, O_RUN_PATH, O_LOG_DIR,
     O_REDIRECTS, O_TEE, O_LOCAL_RANKS_FILTER, O_NODE_RANK, O_MASTER_ADDR,
     O_MASTER_PORT, O_LOCAL_ADDR, O_SIGNALS, O_LOGS_SPECS, O_NUMA_BINDING,
-    O_EVENT_LOG_HANDLER, O_STOP_TIMEOUT, O_EXIT_BARRIER_TIMEOUT, O_HELP,
+    O_EVENT_LOG_HANDLER, O_STOP_TIMEOUT, O_EXIT_BARRIER_TIMEOUT,
+    O_RESTART_BACKOFF, O_RESTART_BACKOFF_MAX, O_HELP,
     O_VERSION, O_COUNT
 };
 
@@ -63,6 +64,8 @@ static const struct opt_def defs[O_COUNT] = {
     [O_EVENT_LOG_HANDLER] = {"event-log-handler", 0, 0, 1},
     [O_STOP_TIMEOUT]      = {"stop-timeout", 0, 0, 1},
     [O_EXIT_BARRIER_TIMEOUT] = {"exit-barrier-timeout", 0, 0, 1},
+    [O_RESTART_BACKOFF]   = {"restart-backoff", 0, 0, 1},
+    [O_RESTART_BACKOFF_MAX] = {"restart-backoff-max", 0, 0, 1},
     [O_HELP]              = {"help", 'h', 1, 0},
     [O_VERSION]           = {"version", 0, 1, 0},
 };
@@ -83,6 +86,9 @@ const char el_opts_help[] =
 "  --node-rank I              this node's rank (static rendezvous) [0]\n"
 "  --role NAME                worker role, ROLE_NAME [default]\n"
 "  --max-restarts N           restarts of the worker group after a failure [0]\n"
+"  --restart-backoff S        wait before restarts after failures in a row:\n"
+"                             none before the first, then S, doubling [1]\n"
+"  --restart-backoff-max S    the longest such wait [30]\n"
 "  --start-method M           spawn|fork|forkserver (accepted for compatibility)\n"
 "  --monitor-interval S       accepted; failures are seen at once (no polling)\n"
 "\n"
@@ -651,6 +657,20 @@ int el_opts_parse(struct el_opts *o, int argc, char **argv, char **env,
                      &o->exit_barrier_timeout) != 0)
         return fail(err, errlen, "%s=%s: expected seconds >= 0",
                     src[O_EXIT_BARRIER_TIMEOUT], val[O_EXIT_BARRIER_TIMEOUT]);
+
+    o->restart_backoff = 1;
+    if (val[O_RESTART_BACKOFF] &&
+        parse_double(val[O_RESTART_BACKOFF], 0, &o->restart_backoff) != 0)
+        return fail(err, errlen, "%s=%s: expected seconds >= 0 (0 restarts "
+                    "at once)", src[O_RESTART_BACKOFF], val[O_RESTART_BACKOFF]);
+    o->restart_backoff_max = 30;
+    if (val[O_RESTART_BACKOFF_MAX] &&
+        (parse_double(val[O_RESTART_BACKOFF_MAX], 0,
+                      &o->restart_backoff_max) != 0 ||
+         o->restart_backoff_max <= 0))
+        return fail(err, errlen, "%s=%s: expected seconds > 0 (use "
+                    "--restart-backoff=0 to restart at once)",
+                    src[O_RESTART_BACKOFF_MAX], val[O_RESTART_BACKOFF_MAX]);
 
     if (o->no_python && o->module && !o->run_path)
         return fail(err, errlen, "--no-python and -m/--module cannot be used "

@@ -48,6 +48,8 @@ struct el_opts {
     /* elrun's own flags. */
     double stop_timeout;          /* --stop-timeout S: TERM -> KILL grace [30] */
     double exit_barrier_timeout;  /* --exit-barrier-timeout S     [300]    */
+    double restart_backoff;       /* --restart-backoff S          [1]      */
+    double restart_backoff_max;   /* --restart-backoff-max S      [30]     */
     int help;                     /* -h, --help                             */
     int version;                  /* --version                              */
     /* The training script and its arguments (pointers into argv). */

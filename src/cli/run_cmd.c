@@ -427,6 +427,8 @@ int cli_run_main(int argc, char **argv)
     ac.prefix_template = getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
     ac.stop_grace_ms = (int)(o.stop_timeout * 1000);
     ac.exit_barrier_ms = (int)(o.exit_barrier_timeout * 1000);
+    ac.restart_backoff_ms = (int)(o.restart_backoff * 1000);
+    ac.restart_backoff_max_ms = (int)(o.restart_backoff_max * 1000);
     ac.signals = sigs;
     ac.nsignals = nsigs;
     ac.out_fd = 1;

@@ -255,3 +255,27 @@ TEST(opts_torchx_ddp_command_line)
     CHECK_STR(o.tee, "3");
     CHECK_EQ(o.script_argc, 2);
 }
+
+TEST(opts_restart_backoff)
+{
+    struct el_opts o;
+    char err[512];
+    CHECK_OK(PARSE(&o, "x.py"));
+    CHECK(o.restart_backoff == 1);
+    CHECK(o.restart_backoff_max == 30);
+    CHECK_OK(PARSE(&o, "--restart-backoff=0.25", "--restart_backoff_max", "4",
+                   "x.py"));
+    CHECK(o.restart_backoff == 0.25);
+    CHECK(o.restart_backoff_max == 4);
+    char *env[] = {"PET_RESTART_BACKOFF=0", "PET_RESTART_BACKOFF_MAX=9", NULL};
+    CHECK_OK(PARSE_ENV(&o, env, "x.py"));
+    CHECK(o.restart_backoff == 0);
+    CHECK(o.restart_backoff_max == 9);
+    CHECK_EQ(PARSE(&o, "--restart-backoff=-1", "x.py"), EL_EUSAGE);
+    CHECK(strstr(err, "--restart-backoff=-1: expected seconds >= 0") != NULL);
+    CHECK_EQ(PARSE(&o, "--restart-backoff-max=0", "x.py"), EL_EUSAGE);
+    CHECK(strstr(err, "--restart-backoff=0 to restart at once") != NULL);
+    /* --restart could be either. */
+    CHECK_EQ(PARSE(&o, "--restart=1", "x.py"), EL_EUSAGE);
+    CHECK(strstr(err, "ambiguous") != NULL);
+}

@@ -4,9 +4,16 @@
  *
  * One thread, one epoll set: the signalfd (SIGCHLD and the handled
  * signals), the rendezvous notify fd, a timerfd for the stop grace and the
- * restart back-off, and the read ends of teed worker streams.  Workers are reaped with
- * waitpid(WNOHANG) whenever SIGCHLD is read, so an exit is handled as soon
- * as the kernel reports it.
+ * restart back-off, and the read ends of teed worker streams.  Workers are
+ * reaped with waitpid(WNOHANG) whenever SIGCHLD is read, so an exit is
+ * handled as soon as the kernel reports it.
+ *
+ * The group's state (a->state) changes only in set_state; dispatch() hands
+ * each event to its source's handler (on_signalfd, on_rdzv, on_timer,
+ * on_stream), which moves the state; a stop's cause decides what follows
+ * it (after_stop); spend_restart owns the restart budget.  Blocking: only
+ * in epoll_wait, el_rdzv_next and the exit barrier, all three ended by a
+ * handled signal.
  */
 #include <errno.h>
 #include <pthread.h>

@@ -25,6 +25,8 @@
 
 extern char **environ;
 
+#define fail el__opts_fail
+
 enum opt_id {
     O_NNODES, O_NPROC, O_STANDALONE, O_RDZV_BACKEND, O_RDZV_ENDPOINT,
     O_RDZV_ID, O_RDZV_CONF, O_MAX_RESTARTS, O_MONITOR_INTERVAL,
@@ -55,6 +57,7 @@ struct opt_def {
     const char *def;    /* the value when not given; NULL leaves 0 / NULL */
     double lo, hi;      /* range of set_int and set_seconds */
     const char *const *choices; /* set_choice's words, NULL-terminated */
+    int (*check)(const char *v); /* set_checked's test: 1 = valid */
     const char *expect; /* the message after "FLAG=VALUE: " */
     const char *alt_env; /* read when neither the flag nor PET_* is given
                             (a bad value there is ignored) */
@@ -84,18 +87,18 @@ static int set_rdzv_id(struct el_opts *, const struct opt_def *, const char *,
                        const opt_src *, char *, size_t);
 static int set_rdzv_conf(struct el_opts *, const struct opt_def *,
                          const char *, const opt_src *, char *, size_t);
-static int set_std_mask(struct el_opts *, const struct opt_def *,
-                        const char *, const opt_src *, char *, size_t);
-static int set_ranks_filter(struct el_opts *, const struct opt_def *,
-                            const char *, const opt_src *, char *, size_t);
-static int set_signals(struct el_opts *, const struct opt_def *, const char *,
-                       const opt_src *, char *, size_t);
+static int set_checked(struct el_opts *, const struct opt_def *,
+                       const char *, const opt_src *, char *, size_t);
+static int check_std_mask(const char *);
+static int check_ranks_filter(const char *);
+static int check_signals(const char *);
 
 #define F(field) offsetof(struct el_opts, field)
 /* The longest time that still fits an int of milliseconds. */
 #define MAX_S (INT_MAX / 1000)
-#define STD_MASK_EXPECT "expected 0 (none), 1 (stdout), 2 (stderr), 3 (both), " \
-                        "or a per-rank map such as 0:1,1:2"
+#define STD_MASK_EXPECT                                                   \
+    "expected 0 (none), 1 (stdout), 2 (stderr), 3 (both), or a per-rank "  \
+    "map such as 0:1,1:2"
 
 static const char *const start_methods[] = {"spawn", "fork", "forkserver",
                                             NULL};
@@ -133,13 +136,15 @@ static const struct opt_def defs[O_COUNT] = {
                     .off = F(run_path)},
     [O_LOG_DIR] = {"log-dir", .env = 1, .set = set_str_or_null,
                    .off = F(log_dir)},
-    [O_REDIRECTS] = {"redirects", 'r', .env = 1, .set = set_std_mask,
-                     .off = F(redirects), .def = "0",
+    [O_REDIRECTS] = {"redirects", 'r', .env = 1, .set = set_checked,
+                     .check = check_std_mask, .off = F(redirects), .def = "0",
                      .expect = STD_MASK_EXPECT},
-    [O_TEE] = {"tee", 't', .env = 1, .set = set_std_mask, .off = F(tee),
-               .def = "0", .expect = STD_MASK_EXPECT},
+    [O_TEE] = {"tee", 't', .env = 1, .set = set_checked,
+               .check = check_std_mask, .off = F(tee), .def = "0",
+               .expect = STD_MASK_EXPECT},
     [O_LOCAL_RANKS_FILTER] = {"local-ranks-filter", .env = 1,
-                              .set = set_ranks_filter,
+                              .set = set_checked,
+                              .check = check_ranks_filter,
                               .off = F(local_ranks_filter), .def = "",
                               .expect = "expected local ranks separated by "
                               "commas, e.g. 0 or 0,3"},
@@ -153,7 +158,8 @@ static const struct opt_def defs[O_COUNT] = {
                        .expect = "expected a TCP port from 0 to 65535"},
     [O_LOCAL_ADDR] = {"local-addr", .env = 1, .set = set_str_or_null,
                       .off = F(local_addr)},
-    [O_SIGNALS] = {"signals-to-handle", .env = 1, .set = set_signals,
+    [O_SIGNALS] = {"signals-to-handle", .env = 1, .set = set_checked,
+                   .check = check_signals,
                    .off = F(signals_to_handle),
                    .def = "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
                    .expect = "expected signal names or numbers separated by "
@@ -245,10 +251,7 @@ const char el_opts_help[] =
 
 /* ------------------------------------------------------------------------ */
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+int el__opts_fail(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -650,37 +653,33 @@ static int set_rdzv_conf(struct el_opts *o, const struct opt_def *d,
     return el_opts_rdzv_conf(v, src[O_RDZV_CONF], &o->conf, err, errlen);
 }
 
-static int set_std_mask(struct el_opts *o, const struct opt_def *d,
-                        const char *v, const opt_src *src, char *err,
-                        size_t errlen)
-{
-    unsigned char tmp[1];
-    if (el_opts_std_mask(v, tmp, 1) != 0)
-        return fail(err, errlen, "%s=%s: %s", src[d - defs], v, d->expect);
-    *FIELD(o, d, const char *) = v;
-    return 0;
-}
-
-static int set_ranks_filter(struct el_opts *o, const struct opt_def *d,
-                            const char *v, const opt_src *src, char *err,
-                            size_t errlen)
-{
-    unsigned char tmp[1];
-    if (el_opts_ranks_filter(v, tmp, 1) != 0)
-        return fail(err, errlen, "%s=%s: %s", src[d - defs], v, d->expect);
-    *FIELD(o, d, const char *) = v;
-    return 0;
-}
-
-static int set_signals(struct el_opts *o, const struct opt_def *d,
+/* Store v if d->check accepts it. */
+static int set_checked(struct el_opts *o, const struct opt_def *d,
                        const char *v, const opt_src *src, char *err,
                        size_t errlen)
 {
-    int sigs[64], n;
-    if (el_opts_signals(v, sigs, 64, &n) != 0)
+    if (!d->check(v))
         return fail(err, errlen, "%s=%s: %s", src[d - defs], v, d->expect);
     *FIELD(o, d, const char *) = v;
     return 0;
+}
+
+static int check_std_mask(const char *v)
+{
+    unsigned char tmp[1];
+    return el_opts_std_mask(v, tmp, 1) == 0;
+}
+
+static int check_ranks_filter(const char *v)
+{
+    unsigned char tmp[1];
+    return el_opts_ranks_filter(v, tmp, 1) == 0;
+}
+
+static int check_signals(const char *v)
+{
+    int sigs[64], n;
+    return el_opts_signals(v, sigs, 64, &n) == 0;
 }
 
 /* ---- the command line ---- */

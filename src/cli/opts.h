@@ -104,6 +104,11 @@ int el_opts_signals(const char *spec, int *sigs, int max, int *n);
 int el_opts_rdzv_conf(const char *spec, const char *src,
                       struct el_opts_conf *c, char *err, size_t errlen);
 
+/* Format a usage message into err (when err and errlen) and return
+ * EL_EUSAGE: the one error path of opts.c and rdzv_conf.c. */
+int el__opts_fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* The --help text. */
 extern const char el_opts_help[];
 

@@ -4,7 +4,6 @@
  * values into the rendezvous config.
  */
 #include <ctype.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,19 +45,6 @@ static const struct conf_key {
 };
 #define NKEYS (sizeof conf_keys / sizeof conf_keys[0])
 
-static int conf_fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int conf_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen)
-        vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return EL_EUSAGE;
-}
-
 /* [b, e) without the spaces around it, NUL-terminated in place. */
 static char *trim(char *b, char *e)
 {
@@ -80,14 +66,14 @@ static int set_value(struct el_opts_conf *c, const struct conf_key *k,
     case CONF_SECONDS:
         d = strtod(v, &end);
         if (end == v || *end || !(d >= 0) || d > 2147483.0)
-            return conf_fail(err, errlen, "--rdzv-conf %s=%s: expected "
+            return el__opts_fail(err, errlen, "--rdzv-conf %s=%s: expected "
                              "seconds", k->key, v);
         *(double *)field = d;
         return 0;
     case CONF_COUNT: {
         long n = strtol(v, &end, 10);
         if (end == v || *end || n < 1 || n > 1000000)
-            return conf_fail(err, errlen, "--rdzv-conf %s=%s: expected a "
+            return el__opts_fail(err, errlen, "--rdzv-conf %s=%s: expected a "
                              "whole number >= 1", k->key, v);
         *(int *)field = (int)n;
         return 0;
@@ -98,8 +84,8 @@ static int set_value(struct el_opts_conf *c, const struct conf_key *k,
         else if (strchr("0fFnN", v[0]))
             *(int *)field = -1;
         else
-            return conf_fail(err, errlen, "--rdzv-conf %s=%s: expected true "
-                             "or false", k->key, v);
+            return el__opts_fail(err, errlen, "--rdzv-conf %s=%s: expected "
+                                 "true or false", k->key, v);
         return 0;
     case CONF_STRING:
         *(const char **)field = v;
@@ -131,7 +117,7 @@ int el_opts_rdzv_conf(const char *spec, const char *src,
     c->timeout = c->join_timeout = c->read_timeout = c->last_call_timeout =
         c->keep_alive_interval = c->heartbeat_timeout = c->close_timeout = -1;
     if (strlen(spec) >= sizeof c->buf)
-        return conf_fail(err, errlen, "%s is %zu bytes long; at most %zu",
+        return el__opts_fail(err, errlen, "%s is %zu bytes long; at most %zu",
                          src, strlen(spec), sizeof c->buf - 1);
     memcpy(c->buf, spec, strlen(spec) + 1);
     for (char *p = c->buf; *p;) {
@@ -141,9 +127,9 @@ int el_opts_rdzv_conf(const char *spec, const char *src,
         char *k = eq ? trim(p, eq) : NULL;
         char *v = eq ? trim(eq + 1, p + len) : NULL;
         if (!eq || !*k || !*v)
-            return conf_fail(err, errlen, "%s=%s: expected KEY=VALUE pairs "
-                             "separated by commas, e.g. timeout=900,"
-                             "join_timeout=600", src, spec);
+            return el__opts_fail(err, errlen, "%s=%s: expected KEY=VALUE "
+                                 "pairs separated by commas, e.g. "
+                                 "timeout=900,join_timeout=600", src, spec);
         for (size_t i = 0; i < NKEYS; i++) {
             if (strcmp(conf_keys[i].key, k) != 0 || given(c, &conf_keys[i]))
                 continue;
@@ -154,7 +140,7 @@ int el_opts_rdzv_conf(const char *spec, const char *src,
         p = next;
     }
     if (c->keep_alive_interval >= 0 && c->keep_alive_interval < 0.001)
-        return conf_fail(err, errlen, "--rdzv-conf keep_alive_interval must "
-                         "be more than 0 seconds");
+        return el__opts_fail(err, errlen, "--rdzv-conf keep_alive_interval "
+                             "must be more than 0 seconds");
     return 0;
 }

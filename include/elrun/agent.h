@@ -14,8 +14,9 @@
  *   wait for events:
  *     all workers exit 0         -> exit barrier, SUCCEEDED
  *     a worker fails             -> stop the others (SIGTERM to each process
- *       group, stop_grace_ms, SIGKILL), record the failures; restart while
- *       max_restarts allows, else FAILED
+ *       group, then SIGCONT; stop_grace_ms, SIGKILL), record the
+ *       failures; restart (after the back-off) while max_restarts allows,
+ *       else FAILED
  *     other nodes wait (rdzv)    -> stop, next round (not counted)
  *     a handled signal           -> forward it to every worker group, stop,
  *       SIGNALED
@@ -65,6 +66,12 @@ struct el_agent_config {
      * ${local_rank} [NULL: "[${role_name}${local_rank}]:"]. */
     const char *prefix_template;
     int stop_grace_ms;          /* SIGTERM -> SIGKILL [30000]              */
+    /* Back-off between restarts after failures in a row: none before the
+     * first restart, then restart_backoff_ms, doubling up to
+     * restart_backoff_max_ms.  A round that ran at least the cap starts a
+     * new streak.  A handled signal ends the wait at once. */
+    int restart_backoff_ms;     /* [0 = restart at once]                   */
+    int restart_backoff_max_ms; /* [30000 when <= 0]                       */
     int exit_barrier_ms;        /* [300000]                                */
     const int *signals;         /* signals forwarded then fatal            */
     int nsignals;               /* [TERM, INT, HUP, QUIT when 0]           */

@@ -1,20 +1,145 @@
-/* agent_impl.h -- helpers shared by the agent's files (private to
- * src/agent): failure records and small file utilities.
+/* agent_impl.h -- what the agent's files share (private to src/agent): the
+ * agent and worker records, the epoll tags, and the entry points of
+ * spawn.c (directories, environment, fork/exec), pump.c (teed output) and
+ * report.c (failure records, small file utilities).
+ *
+ * Everything runs on the agent's one thread; nothing here locks.
  */
 #ifndef ELRUN_AGENT_IMPL_H
 #define ELRUN_AGENT_IMPL_H
 
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
 #include "elrun/agent.h"
+
+struct el_rdzv_info;
 
 #define EL__MAX_WORKERS_STACK 256
 
-/* Fill f->error_file / error_json / message / timestamp from the worker's
- * error file at path (torch's ProcessFailure rules); without a file, the
- * message says which signal killed the worker or how to get a traceback.
- * f->exitcode, pid and timestamp (= detection time) must be set. */
+/* epoll tags (data.u64) of the agent's event sources. */
+#define EL__TAG_SIG    1
+#define EL__TAG_RDZV   2
+#define EL__TAG_TIMER  3
+#define EL__TAG_STREAM 4   /* + 2 * worker index + stream (0 out, 1 err) */
+
+#define EL__LINE_MAX 65536 /* a teed line longer than this is cut */
+
+struct el__stream {
+    int fd;              /* read end of the pipe, -1 when closed */
+    int file;            /* log file, -1 if none */
+    int console;         /* console fd to prefix lines onto, -1 if none */
+    char *buf;           /* EL__LINE_MAX bytes while fd is open */
+    size_t len;
+};
+
+struct el__worker {
+    int local_rank, global_rank;
+    pid_t pid;
+    int alive;
+    int status;          /* waitpid status once reaped */
+    int failed;          /* exited non-zero while the group was healthy */
+    int64_t fail_time;
+    int exec_errno;
+    char prefix[128];
+    char dir[4096];
+    struct el__stream st[2];
+};
+
+/* The worker group's state, after torch's WorkerState, plus the states
+ * elrun's agent passes through between rounds.  agent.c changes it in one
+ * function (set_state). */
+enum el__group_state {
+    EL__GS_INIT,         /* no round yet                                  */
+    EL__GS_RENDEZVOUS,   /* waiting in el_rdzv_next for the next round     */
+    EL__GS_HEALTHY,      /* workers running, none failed                  */
+    EL__GS_UNHEALTHY,    /* a worker failed: the group is to be stopped    */
+    EL__GS_STOPPING,     /* signals sent, waiting for every worker to go   */
+    EL__GS_BACKOFF,      /* stopped after a failure, waiting to restart    */
+    EL__GS_STOPPED,      /* ended by a signal or a rendezvous/exec error   */
+    EL__GS_SUCCEEDED,    /* every worker of the last round exited 0        */
+    EL__GS_FAILED,       /* failed with no restart left                    */
+    EL__GS_UNKNOWN
+};
+
+/* Why the group is being stopped: what comes after the stop. */
+enum el__stop_cause {
+    EL__STOP_FAILURE,    /* a worker failed: restart or FAILED            */
+    EL__STOP_MEMBERSHIP, /* other nodes wait: next round, not counted     */
+    EL__STOP_SIGNAL,     /* the agent got a handled signal: SIGNALED      */
+    EL__STOP_LOST,       /* the rendezvous is gone: RDZV_ERROR            */
+    EL__STOP_EXEC,       /* a program could not be run: EXEC_ERROR        */
+    EL__STOP_SUCCESS     /* every worker exited 0: exit barrier           */
+};
+
+struct el_rdzv;
+
+struct el_agent {
+    struct el_agent_config cfg;
+    sigset_t oldmask, mask;
+    int handled[64];
+    int nhandled;
+    int sigfd, epfd, tfd;
+    char run_dir[4096];
+    int auto_dir;
+    pid_t self;
+    struct el__worker *w;
+    int nalive;
+    /* el_agent_run's state; changed only by agent.c's set_state. */
+    enum el__group_state state;
+    enum el__stop_cause cause; /* STOPPING: why                           */
+    int stop_sig;        /* STOPPING: the signal the stop began with        */
+    int killed;          /* STOPPING: SIGKILL sent                          */
+    int pending_signal;  /* the first handled signal the agent got          */
+    int restarts_left;   /* the agent's own budget (backends without one)   */
+    int streak;          /* restarts since the group last ran well          */
+    int64_t healthy_ns;  /* when the round's workers started (el_now_ns)    */
+    int64_t ran_ms;      /* how long the failed round ran                   */
+    int rdzv_fd;         /* the rendezvous notify fd in the set, or -1      */
+    struct el_rdzv *r;
+    struct el_agent_result *res;
+    char *outbuf;        /* pump.c's prefixed-lines buffer */
+    size_t outcap;
+};
+
+/* spawn.c.  Create <log_dir>/<run_id>_<rand> (a new /tmp/torchelastic_*
+ * when cfg.log_dir is NULL).  Returns 0 or -errno. */
+int el__agent_make_run_dir(struct el_agent *a);
+
+/* spawn.c.  Start the round's cfg.nproc workers into a->w (alive, in
+ * a->nalive).  Returns 0; 1 when a worker's program could not be executed
+ * (res->errmsg says which; the others run and must be stopped); or -errno
+ * when starting failed (every worker started is already killed and reaped,
+ * res->errmsg says why). */
+int el__agent_start_workers(struct el_agent *a,
+                            const struct el_rdzv_info *info,
+                            struct el_agent_result *res);
+
+/* agent.c.  The wait before restart number streak of a streak of failures
+ * (1 = the first): none for the first, then base_ms, doubling, at most
+ * max_ms. */
+int el__agent_backoff_ms(int streak, int base_ms, int max_ms);
+
+/* pump.c.  Read what teed stream s of w has (non-blocking); at EOF flush a
+ * last partial line and close the pipe. */
+void el__agent_pump(struct el_agent *a, struct el__worker *w, int s);
+
+/* pump.c.  Take what every open tee pipe still holds. */
+void el__agent_drain_all(struct el_agent *a);
+
+/* pump.c.  Flush and close w's pipes and log files, free the buffers. */
+void el__agent_close_streams(struct el_agent *a, struct el__worker *w);
+
+/* report.c.  Fill f->error_file / error_json / message / timestamp from the
+ * worker's error file at path (torch's ProcessFailure rules); without a
+ * file, the message says which signal killed the worker or how to get a
+ * traceback.  f->exitcode, pid and timestamp (= detection time) must be
+ * set. */
 void el__agent_read_error_file(struct el_agent_failure *f, const char *path);
 
-/* Free res->failures and their strings. */
+/* report.c.  Free res->failures and their strings. */
 void el__agent_free_failures(struct el_agent_result *res);
 
 int el__rm_rf(const char *path);

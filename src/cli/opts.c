@@ -1,12 +1,20 @@
 /* opts.c -- parse the launcher's command line the way torchrun's argparse
  * does (see opts.h), and validate every value with a message that names the
  * flag or PET_* variable and says how to fix it.
+ *
+ * One table (defs) says everything about a flag: its spellings, whether it
+ * takes a value and falls back to PET_*, its default, and the setter that
+ * checks the value and stores it in struct el_opts (with the range and the
+ * "expected ..." words of its message).  el_opts_parse reads the command
+ * line and the environment into one value per flag, runs every flag's
+ * setter in table order, then checks the combinations of flags.
  */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,54 +25,172 @@
 
 extern char **environ;
 
+#define fail el__opts_fail
+
 enum opt_id {
     O_NNODES, O_NPROC, O_STANDALONE, O_RDZV_BACKEND, O_RDZV_ENDPOINT,
     O_RDZV_ID, O_RDZV_CONF, O_MAX_RESTARTS, O_MONITOR_INTERVAL,
     O_START_METHOD, O_ROLE, O_MODULE, O_NO_PYTHON, O_RUN_PATH, O_LOG_DIR,
     O_REDIRECTS, O_TEE, O_LOCAL_RANKS_FILTER, O_NODE_RANK, O_MASTER_ADDR,
     O_MASTER_PORT, O_LOCAL_ADDR, O_SIGNALS, O_LOGS_SPECS, O_NUMA_BINDING,
-    O_EVENT_LOG_HANDLER, O_STOP_TIMEOUT, O_EXIT_BARRIER_TIMEOUT, O_HELP,
-    O_VERSION, O_COUNT
+    O_EVENT_LOG_HANDLER, O_STOP_TIMEOUT, O_EXIT_BARRIER_TIMEOUT,
+    O_RESTART_BACKOFF, O_RESTART_BACKOFF_MAX, O_HELP, O_VERSION, O_COUNT
 };
+
+typedef char opt_src[64];  /* where a value came from: "--flag", "PET_FLAG" */
+struct opt_def;
+
+/* A setter checks value v of flag d (src[id] names where it came from, ""
+ * for the default) and stores it in o.  Returns 0 or EL_EUSAGE with the
+ * message in err. */
+typedef int (*opt_setter)(struct el_opts *o, const struct opt_def *d,
+                          const char *v, const opt_src *src, char *err,
+                          size_t errlen);
 
 struct opt_def {
     const char *name;   /* long name, dash spelling, without "--" */
     char short_name;    /* 0 if none */
     int is_bool;        /* takes no value */
-    int has_env;        /* PET_<NAME> fallback */
+    int env;            /* PET_<NAME> fallback */
+    opt_setter set;     /* NULL: read by el_opts_parse itself */
+    size_t off;         /* the field of struct el_opts the setter fills */
+    const char *def;    /* the value when not given; NULL leaves 0 / NULL */
+    double lo, hi;      /* range of set_int and set_seconds */
+    const char *const *choices; /* set_choice's words, NULL-terminated */
+    int (*check)(const char *v); /* set_checked's test: 1 = valid */
+    const char *expect; /* the message after "FLAG=VALUE: " */
+    const char *alt_env; /* read when neither the flag nor PET_* is given
+                            (a bad value there is ignored) */
 };
 
+static int set_bool(struct el_opts *, const struct opt_def *, const char *,
+                    const opt_src *, char *, size_t);
+static int set_str(struct el_opts *, const struct opt_def *, const char *,
+                   const opt_src *, char *, size_t);
+static int set_str_or_null(struct el_opts *, const struct opt_def *,
+                           const char *, const opt_src *, char *, size_t);
+static int set_int(struct el_opts *, const struct opt_def *, const char *,
+                   const opt_src *, char *, size_t);
+static int set_port(struct el_opts *, const struct opt_def *, const char *,
+                    const opt_src *, char *, size_t);
+static int set_seconds(struct el_opts *, const struct opt_def *, const char *,
+                       const opt_src *, char *, size_t);
+static int set_choice(struct el_opts *, const struct opt_def *, const char *,
+                      const opt_src *, char *, size_t);
+static int set_nnodes(struct el_opts *, const struct opt_def *, const char *,
+                      const opt_src *, char *, size_t);
+static int set_nproc(struct el_opts *, const struct opt_def *, const char *,
+                     const opt_src *, char *, size_t);
+static int set_backend(struct el_opts *, const struct opt_def *, const char *,
+                       const opt_src *, char *, size_t);
+static int set_rdzv_id(struct el_opts *, const struct opt_def *, const char *,
+                       const opt_src *, char *, size_t);
+static int set_rdzv_conf(struct el_opts *, const struct opt_def *,
+                         const char *, const opt_src *, char *, size_t);
+static int set_checked(struct el_opts *, const struct opt_def *,
+                       const char *, const opt_src *, char *, size_t);
+static int check_std_mask(const char *);
+static int check_ranks_filter(const char *);
+static int check_signals(const char *);
+
+#define F(field) offsetof(struct el_opts, field)
+/* The longest time that still fits an int of milliseconds. */
+#define MAX_S (INT_MAX / 1000)
+#define STD_MASK_EXPECT                                                   \
+    "expected 0 (none), 1 (stdout), 2 (stderr), 3 (both), or a per-rank "  \
+    "map such as 0:1,1:2"
+
+static const char *const start_methods[] = {"spawn", "fork", "forkserver",
+                                            NULL};
+
 static const struct opt_def defs[O_COUNT] = {
-    [O_NNODES]            = {"nnodes", 0, 0, 1},
-    [O_NPROC]             = {"nproc-per-node", 0, 0, 1},
-    [O_STANDALONE]        = {"standalone", 0, 1, 1},
-    [O_RDZV_BACKEND]      = {"rdzv-backend", 0, 0, 1},
-    [O_RDZV_ENDPOINT]     = {"rdzv-endpoint", 0, 0, 1},
-    [O_RDZV_ID]           = {"rdzv-id", 0, 0, 1},
-    [O_RDZV_CONF]         = {"rdzv-conf", 0, 0, 1},
-    [O_MAX_RESTARTS]      = {"max-restarts", 0, 0, 1},
-    [O_MONITOR_INTERVAL]  = {"monitor-interval", 0, 0, 1},
-    [O_START_METHOD]      = {"start-method", 0, 0, 1},
-    [O_ROLE]              = {"role", 0, 0, 1},
-    [O_MODULE]            = {"module", 'm', 1, 1},
-    [O_NO_PYTHON]         = {"no-python", 0, 1, 1},
-    [O_RUN_PATH]          = {"run-path", 0, 1, 1},
-    [O_LOG_DIR]           = {"log-dir", 0, 0, 1},
-    [O_REDIRECTS]         = {"redirects", 'r', 0, 1},
-    [O_TEE]               = {"tee", 't', 0, 1},
-    [O_LOCAL_RANKS_FILTER] = {"local-ranks-filter", 0, 0, 1},
-    [O_NODE_RANK]         = {"node-rank", 0, 0, 1},
-    [O_MASTER_ADDR]       = {"master-addr", 0, 0, 1},
-    [O_MASTER_PORT]       = {"master-port", 0, 0, 1},
-    [O_LOCAL_ADDR]        = {"local-addr", 0, 0, 1},
-    [O_SIGNALS]           = {"signals-to-handle", 0, 0, 1},
-    [O_LOGS_SPECS]        = {"logs-specs", 0, 0, 0},
-    [O_NUMA_BINDING]      = {"numa-binding", 0, 0, 0},
-    [O_EVENT_LOG_HANDLER] = {"event-log-handler", 0, 0, 1},
-    [O_STOP_TIMEOUT]      = {"stop-timeout", 0, 0, 1},
-    [O_EXIT_BARRIER_TIMEOUT] = {"exit-barrier-timeout", 0, 0, 1},
-    [O_HELP]              = {"help", 'h', 1, 0},
-    [O_VERSION]           = {"version", 0, 1, 0},
+    [O_NNODES] = {"nnodes", .env = 1, .set = set_nnodes, .def = "1"},
+    [O_NPROC] = {"nproc-per-node", .env = 1, .set = set_nproc, .def = "1"},
+    [O_STANDALONE] = {"standalone", .is_bool = 1, .env = 1, .set = set_bool,
+                      .off = F(standalone)},
+    [O_RDZV_BACKEND] = {"rdzv-backend", .env = 1, .set = set_backend,
+                        .def = "static"},
+    [O_RDZV_ENDPOINT] = {"rdzv-endpoint", .env = 1, .set = set_str,
+                         .off = F(rdzv_endpoint), .def = ""},
+    [O_RDZV_ID] = {"rdzv-id", .env = 1, .set = set_rdzv_id, .def = "none"},
+    [O_RDZV_CONF] = {"rdzv-conf", .env = 1, .set = set_rdzv_conf, .def = ""},
+    [O_MAX_RESTARTS] = {"max-restarts", .env = 1, .set = set_int,
+                        .off = F(max_restarts), .def = "0", .hi = INT_MAX,
+                        .expect = "expected a whole number >= 0"},
+    [O_MONITOR_INTERVAL] = {"monitor-interval", .env = 1, .set = set_seconds,
+                            .off = F(monitor_interval), .def = "0.1",
+                            .hi = 1e9, .expect = "expected seconds >= 0 (it "
+                            "is accepted and not needed: elrun sees failures "
+                            "at once)"},
+    [O_START_METHOD] = {"start-method", .env = 1, .set = set_choice,
+                        .off = F(start_method), .def = "spawn",
+                        .choices = start_methods,
+                        .expect = "expected spawn, fork or forkserver"},
+    [O_ROLE] = {"role", .env = 1, .set = set_str, .off = F(role),
+                .def = "default"},
+    [O_MODULE] = {"module", 'm', .is_bool = 1, .env = 1, .set = set_bool,
+                  .off = F(module)},
+    [O_NO_PYTHON] = {"no-python", .is_bool = 1, .env = 1, .set = set_bool,
+                     .off = F(no_python)},
+    [O_RUN_PATH] = {"run-path", .is_bool = 1, .env = 1, .set = set_bool,
+                    .off = F(run_path)},
+    [O_LOG_DIR] = {"log-dir", .env = 1, .set = set_str_or_null,
+                   .off = F(log_dir)},
+    [O_REDIRECTS] = {"redirects", 'r', .env = 1, .set = set_checked,
+                     .check = check_std_mask, .off = F(redirects), .def = "0",
+                     .expect = STD_MASK_EXPECT},
+    [O_TEE] = {"tee", 't', .env = 1, .set = set_checked,
+               .check = check_std_mask, .off = F(tee), .def = "0",
+               .expect = STD_MASK_EXPECT},
+    [O_LOCAL_RANKS_FILTER] = {"local-ranks-filter", .env = 1,
+                              .set = set_checked,
+                              .check = check_ranks_filter,
+                              .off = F(local_ranks_filter), .def = "",
+                              .expect = "expected local ranks separated by "
+                              "commas, e.g. 0 or 0,3"},
+    [O_NODE_RANK] = {"node-rank", .env = 1, .set = set_int,
+                     .off = F(node_rank), .def = "0", .hi = 1000000,
+                     .expect = "expected a node rank >= 0"},
+    [O_MASTER_ADDR] = {"master-addr", .env = 1, .set = set_str,
+                       .off = F(master_addr), .def = "127.0.0.1"},
+    [O_MASTER_PORT] = {"master-port", .env = 1, .set = set_port,
+                       .off = F(master_port), .def = "29500", .hi = 65535,
+                       .expect = "expected a TCP port from 0 to 65535"},
+    [O_LOCAL_ADDR] = {"local-addr", .env = 1, .set = set_str_or_null,
+                      .off = F(local_addr)},
+    [O_SIGNALS] = {"signals-to-handle", .env = 1, .set = set_checked,
+                   .check = check_signals,
+                   .off = F(signals_to_handle),
+                   .def = "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
+                   .expect = "expected signal names or numbers separated by "
+                   "commas, e.g. SIGTERM,SIGUSR1 (not SIGKILL, SIGSTOP or "
+                   "SIGCHLD)"},
+    [O_LOGS_SPECS] = {"logs-specs", .set = set_str, .off = F(logs_specs)},
+    [O_NUMA_BINDING] = {"numa-binding", .set = set_str,
+                        .off = F(numa_binding)},
+    [O_EVENT_LOG_HANDLER] = {"event-log-handler", .env = 1, .set = set_str,
+                             .off = F(event_log_handler)},
+    [O_STOP_TIMEOUT] = {"stop-timeout", .env = 1, .set = set_seconds,
+                        .off = F(stop_timeout), .def = "30", .hi = MAX_S,
+                        .expect = "expected seconds >= 0",
+                        .alt_env = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"},
+    [O_EXIT_BARRIER_TIMEOUT] = {"exit-barrier-timeout", .env = 1,
+                                .set = set_seconds,
+                                .off = F(exit_barrier_timeout), .def = "300",
+                                .hi = MAX_S,
+                                .expect = "expected seconds >= 0"},
+    [O_RESTART_BACKOFF] = {"restart-backoff", .env = 1, .set = set_seconds,
+                           .off = F(restart_backoff), .def = "1", .hi = MAX_S,
+                           .expect = "expected seconds >= 0 (0 restarts at "
+                           "once)"},
+    [O_RESTART_BACKOFF_MAX] = {"restart-backoff-max", .env = 1,
+                               .set = set_seconds,
+                               .off = F(restart_backoff_max), .def = "30",
+                               .lo = 1e-3, .hi = MAX_S,
+                               .expect = "expected seconds > 0 (use "
+                               "--restart-backoff=0 to restart at once)"},
+    [O_HELP] = {"help", 'h', .is_bool = 1},
+    [O_VERSION] = {"version", .is_bool = 1},
 };
 
 const char el_opts_help[] =
@@ -83,6 +209,9 @@ const char el_opts_help[] =
 "  --node-rank I              this node's rank (static rendezvous) [0]\n"
 "  --role NAME                worker role, ROLE_NAME [default]\n"
 "  --max-restarts N           restarts of the worker group after a failure [0]\n"
+"  --restart-backoff S        wait before restarts after failures in a row:\n"
+"                             none before the first, then S, doubling [1]\n"
+"  --restart-backoff-max S    the longest such wait [30]\n"
 "  --start-method M           spawn|fork|forkserver (accepted for compatibility)\n"
 "  --monitor-interval S       accepted; failures are seen at once (no polling)\n"
 "\n"
@@ -122,10 +251,7 @@ const char el_opts_help[] =
 
 /* ------------------------------------------------------------------------ */
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+int el__opts_fail(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -368,28 +494,207 @@ int el_opts_signals(const char *spec, int *sigs, int max, int *n)
     return 0;
 }
 
-/* ------------------------------------------------------------------------ */
+/* ---- setters (see opt_setter) ---- */
 
-int el_opts_parse(struct el_opts *o, int argc, char **argv, char **env,
-                  char *err, size_t errlen)
+#define FIELD(o, d, type) ((type *)(void *)((char *)(o) + (d)->off))
+
+static int set_bool(struct el_opts *o, const struct opt_def *d, const char *v,
+                    const opt_src *src, char *err, size_t errlen)
 {
-    const char *val[O_COUNT] = {0};
-    char src[O_COUNT][64];  /* where each value came from, for messages */
-    char cands[512], name[128], pet[64];
+    *FIELD(o, d, int) = 1;
+    return 0;
+}
 
-    if (!env)
-        env = environ;
-    memset(o, 0, sizeof *o);
-    for (int i = 0; i < O_COUNT; i++)
-        src[i][0] = 0;
+static int set_str(struct el_opts *o, const struct opt_def *d, const char *v,
+                   const opt_src *src, char *err, size_t errlen)
+{
+    *FIELD(o, d, const char *) = v;
+    return 0;
+}
 
+/* An empty value means "not given". */
+static int set_str_or_null(struct el_opts *o, const struct opt_def *d,
+                           const char *v, const opt_src *src, char *err,
+                           size_t errlen)
+{
+    *FIELD(o, d, const char *) = *v ? v : NULL;
+    return 0;
+}
+
+static int set_int(struct el_opts *o, const struct opt_def *d, const char *v,
+                   const opt_src *src, char *err, size_t errlen)
+{
+    long l;
+    if (parse_int(v, (long)d->lo, (long)d->hi, &l) != 0)
+        return fail(err, errlen, "%s=%s: %s", src[d - defs], v, d->expect);
+    *FIELD(o, d, int) = (int)l;
+    return 0;
+}
+
+static int set_port(struct el_opts *o, const struct opt_def *d, const char *v,
+                    const opt_src *src, char *err, size_t errlen)
+{
+    int rc = set_int(o, d, v, src, err, errlen);
+    o->master_port_given = !rc && src[d - defs][0];
+    return rc;
+}
+
+static int set_seconds(struct el_opts *o, const struct opt_def *d,
+                       const char *v, const opt_src *src, char *err,
+                       size_t errlen)
+{
+    double s;
+    if (parse_double(v, d->lo, &s) != 0)
+        return fail(err, errlen, "%s=%s: %s", src[d - defs], v, d->expect);
+    if (s > d->hi)
+        return fail(err, errlen, "%s=%s: at most %.0f seconds", src[d - defs],
+                    v, d->hi);
+    *FIELD(o, d, double) = s;
+    return 0;
+}
+
+/* One of d->choices. */
+static int set_choice(struct el_opts *o, const struct opt_def *d,
+                      const char *v, const opt_src *src, char *err,
+                      size_t errlen)
+{
+    for (const char *const *c = d->choices; *c; c++) {
+        if (strcmp(*c, v) == 0) {
+            *FIELD(o, d, const char *) = v;
+            return 0;
+        }
+    }
+    return fail(err, errlen, "%s=%s: %s", src[d - defs], v, d->expect);
+}
+
+static int set_nnodes(struct el_opts *o, const struct opt_def *d,
+                      const char *v, const opt_src *src, char *err,
+                      size_t errlen)
+{
+    const char *colon = strchr(v, ':');
+    char a[32], b[32];
+    long mn, mx;
+    int ok;
+    if (colon) {
+        snprintf(a, sizeof a, "%.*s", (int)(colon - v), v);
+        snprintf(b, sizeof b, "%s", colon + 1);
+        ok = !strchr(colon + 1, ':') && parse_int(a, 1, 1000000, &mn) == 0 &&
+             parse_int(b, 1, 1000000, &mx) == 0 && mn <= mx;
+    } else {
+        ok = parse_int(v, 1, 1000000, &mn) == 0;
+        mx = mn;
+    }
+    if (!ok)
+        return fail(err, errlen, "%s=%s: expected N or MIN:MAX with "
+                    "0 < MIN <= MAX, e.g. --nnodes=2 or --nnodes=1:4",
+                    src[O_NNODES], v);
+    o->min_nodes = (int)mn;
+    o->max_nodes = (int)mx;
+    return 0;
+}
+
+static int set_nproc(struct el_opts *o, const struct opt_def *d,
+                     const char *v, const opt_src *src, char *err,
+                     size_t errlen)
+{
+    long l;
+    if (strcmp(v, "cpu") == 0 || strcmp(v, "auto") == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        o->nproc = n > 0 ? (int)n : 1;
+    } else if (strcmp(v, "gpu") == 0 || strcmp(v, "xpu") == 0) {
+        return fail(err, errlen, "%s=%s: no %s devices are visible to "
+                    "elrun; give a number of workers or 'cpu'",
+                    src[O_NPROC], v, strcmp(v, "gpu") ? "XPU" : "CUDA");
+    } else if (parse_int(v, 1, EL_OPTS_MAX_RANKS, &l) == 0) {
+        o->nproc = (int)l;
+    } else {
+        return fail(err, errlen, "%s=%s: expected a number of workers "
+                    "from 1 to %d, 'cpu' or 'auto'", src[O_NPROC], v,
+                    EL_OPTS_MAX_RANKS);
+    }
+    return 0;
+}
+
+static int set_backend(struct el_opts *o, const struct opt_def *d,
+                       const char *v, const opt_src *src, char *err,
+                       size_t errlen)
+{
+    o->rdzv_backend = v;
+    {
+        static const char *const backends[] = {"static", "c10d", "etcd",
+                                               "etcd-v2"};
+        int ok = 0;
+        for (size_t k = 0; k < 4; k++)
+            ok |= strcmp(o->rdzv_backend, backends[k]) == 0;
+        if (!ok)
+            return fail(err, errlen, "%s=%s: unknown rendezvous backend; "
+                        "use static, c10d or etcd", src[O_RDZV_BACKEND],
+                        o->rdzv_backend);
+    }
+    return 0;
+}
+
+static int set_rdzv_id(struct el_opts *o, const struct opt_def *d,
+                       const char *v, const opt_src *src, char *err,
+                       size_t errlen)
+{
+    if (!*v)
+        return fail(err, errlen, "%s is empty; give a job id such as "
+                    "--rdzv-id=job42", src[O_RDZV_ID]);
+    o->rdzv_id = v;
+    return 0;
+}
+
+static int set_rdzv_conf(struct el_opts *o, const struct opt_def *d,
+                         const char *v, const opt_src *src, char *err,
+                         size_t errlen)
+{
+    o->rdzv_conf = v;
+    return el_opts_rdzv_conf(v, src[O_RDZV_CONF], &o->conf, err, errlen);
+}
+
+/* Store v if d->check accepts it. */
+static int set_checked(struct el_opts *o, const struct opt_def *d,
+                       const char *v, const opt_src *src, char *err,
+                       size_t errlen)
+{
+    if (!d->check(v))
+        return fail(err, errlen, "%s=%s: %s", src[d - defs], v, d->expect);
+    *FIELD(o, d, const char *) = v;
+    return 0;
+}
+
+static int check_std_mask(const char *v)
+{
+    unsigned char tmp[1];
+    return el_opts_std_mask(v, tmp, 1) == 0;
+}
+
+static int check_ranks_filter(const char *v)
+{
+    unsigned char tmp[1];
+    return el_opts_ranks_filter(v, tmp, 1) == 0;
+}
+
+static int check_signals(const char *v)
+{
+    int sigs[64], n;
+    return el_opts_signals(v, sigs, 64, &n) == 0;
+}
+
+/* ---- the command line ---- */
+
+/* argv[1..] into val[] (and src[]) up to the script.  Returns the index of
+ * the script (argc if none), or -1 with the message in err. */
+static int read_argv(int argc, char **argv, const char **val, opt_src *src,
+                     char *err, size_t errlen)
+{
+    char cands[512], name[128];
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--") == 0) {
-            i++;
-            break;
-        }
+        if (strcmp(a, "--") == 0)
+            return i + 1;
         if (a[0] != '-' || a[1] == 0)
             break;  /* the script */
         int id;
@@ -401,51 +706,50 @@ int el_opts_parse(struct el_opts *o, int argc, char **argv, char **env,
             id = find_long(name, cands, sizeof cands);
             if (id == -2)
                 return fail(err, errlen, "ambiguous option --%s: it could "
-                            "be %s; spell it out", name, cands);
+                            "be %s; spell it out", name, cands), -1;
             if (id < 0)
                 return fail(err, errlen, "unrecognized option '%.*s'; see "
                             "'elrun --help' for the flags (options go before "
-                            "the script)", (int)(n + 2), a);
+                            "the script)", (int)(n + 2), a), -1;
             if (eq)
                 inl = eq + 1;
         } else {
             id = find_short(a[1]);
             if (id < 0)
                 return fail(err, errlen, "unrecognized option '%s'; see "
-                            "'elrun --help'", a);
+                            "'elrun --help'", a), -1;
             if (a[2])
                 inl = a[2] == '=' ? a + 3 : a + 2;
             if (defs[id].is_bool && inl)
                 return fail(err, errlen, "option -%c takes no value (got "
-                            "'%s')", a[1], a);
+                            "'%s')", a[1], a), -1;
         }
         snprintf(src[id], sizeof src[id], "--%s", defs[id].name);
         if (defs[id].is_bool) {
             if (inl)
                 return fail(err, errlen, "option --%s takes no value; drop "
-                            "'=%s'", defs[id].name, inl);
+                            "'=%s'", defs[id].name, inl), -1;
             val[id] = "1";
-            continue;
-        }
-        if (inl) {
+        } else if (inl) {
             val[id] = inl;
         } else {
             if (i + 1 >= argc || (argv[i + 1][0] == '-' && argv[i + 1][1] &&
                                   !looks_negative_number(argv[i + 1])))
                 return fail(err, errlen, "option --%s needs a value, as in "
-                            "--%s=VALUE", defs[id].name, defs[id].name);
+                            "--%s=VALUE", defs[id].name, defs[id].name), -1;
             val[id] = argv[++i];
         }
     }
-    if (i < argc) {
-        o->script = argv[i];
-        o->script_args = argv + i + 1;
-        o->script_argc = argc - i - 1;
-    }
+    return i;
+}
 
-    /* PET_* fallbacks for flags not on the command line. */
+/* PET_* for the flags not on the command line. */
+static int read_env(char **env, const char **val, opt_src *src, char *err,
+                    size_t errlen)
+{
+    char pet[64];
     for (int id = 0; id < O_COUNT; id++) {
-        if (val[id] || !defs[id].has_env)
+        if (val[id] || !defs[id].env)
             continue;
         pet_name(id, pet, sizeof pet);
         const char *v = env_get(env, pet);
@@ -462,196 +766,13 @@ int el_opts_parse(struct el_opts *o, int argc, char **argv, char **env,
             val[id] = v;
         }
     }
+    return 0;
+}
 
-    o->help = val[O_HELP] != NULL;
-    o->version = val[O_VERSION] != NULL;
-    if (o->help || o->version)
-        return 0;
-
-    long l;
-    double d;
-    /* --nnodes */
-    o->min_nodes = o->max_nodes = 1;
-    if (val[O_NNODES]) {
-        const char *v = val[O_NNODES], *colon = strchr(v, ':');
-        char a[32], b[32];
-        int ok;
-        if (colon) {
-            snprintf(a, sizeof a, "%.*s", (int)(colon - v), v);
-            snprintf(b, sizeof b, "%s", colon + 1);
-            long mn, mx;
-            ok = !strchr(colon + 1, ':') &&
-                 parse_int(a, 1, 1000000, &mn) == 0 &&
-                 parse_int(b, 1, 1000000, &mx) == 0 && mn <= mx;
-            if (ok) {
-                o->min_nodes = (int)mn;
-                o->max_nodes = (int)mx;
-            }
-        } else {
-            ok = parse_int(v, 1, 1000000, &l) == 0;
-            if (ok)
-                o->min_nodes = o->max_nodes = (int)l;
-        }
-        if (!ok)
-            return fail(err, errlen, "%s=%s: expected N or MIN:MAX with "
-                        "0 < MIN <= MAX, e.g. --nnodes=2 or --nnodes=1:4",
-                        src[O_NNODES], v);
-    }
-    /* --nproc-per-node */
-    o->nproc = 1;
-    if (val[O_NPROC]) {
-        const char *v = val[O_NPROC];
-        if (strcmp(v, "cpu") == 0 || strcmp(v, "auto") == 0) {
-            long n = sysconf(_SC_NPROCESSORS_ONLN);
-            o->nproc = n > 0 ? (int)n : 1;
-        } else if (strcmp(v, "gpu") == 0 || strcmp(v, "xpu") == 0) {
-            return fail(err, errlen, "%s=%s: no %s devices are visible to "
-                        "elrun; give a number of workers or 'cpu'",
-                        src[O_NPROC], v, strcmp(v, "gpu") ? "XPU" : "CUDA");
-        } else if (parse_int(v, 1, EL_OPTS_MAX_RANKS, &l) == 0) {
-            o->nproc = (int)l;
-        } else {
-            return fail(err, errlen, "%s=%s: expected a number of workers "
-                        "from 1 to %d, 'cpu' or 'auto'", src[O_NPROC], v,
-                        EL_OPTS_MAX_RANKS);
-        }
-    }
-    o->standalone = val[O_STANDALONE] != NULL;
-    o->module = val[O_MODULE] != NULL;
-    o->no_python = val[O_NO_PYTHON] != NULL;
-    o->run_path = val[O_RUN_PATH] != NULL;
-    o->rdzv_backend = val[O_RDZV_BACKEND] ? val[O_RDZV_BACKEND] : "static";
-    o->rdzv_endpoint = val[O_RDZV_ENDPOINT] ? val[O_RDZV_ENDPOINT] : "";
-    o->rdzv_id = val[O_RDZV_ID] ? val[O_RDZV_ID] : "none";
-    o->rdzv_conf = val[O_RDZV_CONF] ? val[O_RDZV_CONF] : "";
-    {
-        static const char *const backends[] = {"static", "c10d", "etcd",
-                                               "etcd-v2"};
-        int ok = 0;
-        for (size_t k = 0; k < 4; k++)
-            ok |= strcmp(o->rdzv_backend, backends[k]) == 0;
-        if (!ok)
-            return fail(err, errlen, "%s=%s: unknown rendezvous backend; "
-                        "use static, c10d or etcd", src[O_RDZV_BACKEND],
-                        o->rdzv_backend);
-    }
-    if (!*o->rdzv_id)
-        return fail(err, errlen, "%s is empty; give a job id such as "
-                    "--rdzv-id=job42", src[O_RDZV_ID]);
-    /* --rdzv-conf: k=v pairs, each part non-empty. */
-    for (const char *p = o->rdzv_conf; *p;) {
-        size_t len = strcspn(p, ",");
-        const char *eq = memchr(p, '=', len);
-        int bad = !eq;
-        if (eq) {
-            const char *k = p, *ke = eq, *vb = eq + 1, *ve = p + len;
-            while (k < ke && isspace((unsigned char)*k)) k++;
-            while (ke > k && isspace((unsigned char)ke[-1])) ke--;
-            while (vb < ve && isspace((unsigned char)*vb)) vb++;
-            while (ve > vb && isspace((unsigned char)ve[-1])) ve--;
-            bad = k == ke || vb == ve;
-        }
-        if (bad)
-            return fail(err, errlen, "%s=%s: expected KEY=VALUE pairs "
-                        "separated by commas, e.g. timeout=900,"
-                        "join_timeout=600", src[O_RDZV_CONF], o->rdzv_conf);
-        p += len;
-        if (*p == ',')
-            p++;
-    }
-    o->max_restarts = 0;
-    if (val[O_MAX_RESTARTS]) {
-        if (parse_int(val[O_MAX_RESTARTS], 0, INT_MAX, &l) != 0)
-            return fail(err, errlen, "%s=%s: expected a whole number >= 0",
-                        src[O_MAX_RESTARTS], val[O_MAX_RESTARTS]);
-        o->max_restarts = (int)l;
-    }
-    o->monitor_interval = 0.1;
-    if (val[O_MONITOR_INTERVAL]) {
-        if (parse_double(val[O_MONITOR_INTERVAL], 0, &d) != 0)
-            return fail(err, errlen, "%s=%s: expected seconds >= 0 (it is "
-                        "accepted and not needed: elrun sees failures at "
-                        "once)", src[O_MONITOR_INTERVAL],
-                        val[O_MONITOR_INTERVAL]);
-        o->monitor_interval = d;
-    }
-    o->start_method = val[O_START_METHOD] ? val[O_START_METHOD] : "spawn";
-    if (strcmp(o->start_method, "spawn") && strcmp(o->start_method, "fork") &&
-        strcmp(o->start_method, "forkserver"))
-        return fail(err, errlen, "%s=%s: expected spawn, fork or forkserver",
-                    src[O_START_METHOD], o->start_method);
-    o->role = val[O_ROLE] ? val[O_ROLE] : "default";
-    o->log_dir = val[O_LOG_DIR] && *val[O_LOG_DIR] ? val[O_LOG_DIR] : NULL;
-    o->redirects = val[O_REDIRECTS] ? val[O_REDIRECTS] : "0";
-    o->tee = val[O_TEE] ? val[O_TEE] : "0";
-    {
-        unsigned char tmp[1];
-        if (el_opts_std_mask(o->redirects, tmp, 1) != 0)
-            return fail(err, errlen, "%s=%s: expected 0 (none), 1 (stdout), "
-                        "2 (stderr), 3 (both), or a per-rank map such as "
-                        "0:1,1:2", src[O_REDIRECTS], o->redirects);
-        if (el_opts_std_mask(o->tee, tmp, 1) != 0)
-            return fail(err, errlen, "%s=%s: expected 0 (none), 1 (stdout), "
-                        "2 (stderr), 3 (both), or a per-rank map such as "
-                        "0:1,1:2", src[O_TEE], o->tee);
-    }
-    o->local_ranks_filter =
-        val[O_LOCAL_RANKS_FILTER] ? val[O_LOCAL_RANKS_FILTER] : "";
-    {
-        unsigned char tmp[1];
-        if (el_opts_ranks_filter(o->local_ranks_filter, tmp, 1) != 0)
-            return fail(err, errlen, "%s=%s: expected local ranks separated "
-                        "by commas, e.g. 0 or 0,3", src[O_LOCAL_RANKS_FILTER],
-                        o->local_ranks_filter);
-    }
-    o->node_rank = 0;
-    if (val[O_NODE_RANK]) {
-        if (parse_int(val[O_NODE_RANK], 0, 1000000, &l) != 0)
-            return fail(err, errlen, "%s=%s: expected a node rank >= 0",
-                        src[O_NODE_RANK], val[O_NODE_RANK]);
-        o->node_rank = (int)l;
-    }
-    o->master_addr = val[O_MASTER_ADDR] ? val[O_MASTER_ADDR] : "127.0.0.1";
-    o->master_port = 29500;
-    if (val[O_MASTER_PORT]) {
-        if (parse_int(val[O_MASTER_PORT], 0, 65535, &l) != 0)
-            return fail(err, errlen, "%s=%s: expected a TCP port from 0 to "
-                        "65535", src[O_MASTER_PORT], val[O_MASTER_PORT]);
-        o->master_port = (int)l;
-        o->master_port_given = 1;
-    }
-    o->local_addr = val[O_LOCAL_ADDR] && *val[O_LOCAL_ADDR]
-                        ? val[O_LOCAL_ADDR] : NULL;
-    o->signals_to_handle = val[O_SIGNALS] ? val[O_SIGNALS]
-                                          : "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
-    {
-        int sigs[64], n;
-        if (el_opts_signals(o->signals_to_handle, sigs, 64, &n) != 0)
-            return fail(err, errlen, "%s=%s: expected signal names or numbers "
-                        "separated by commas, e.g. SIGTERM,SIGUSR1 (not "
-                        "SIGKILL, SIGSTOP or SIGCHLD)", src[O_SIGNALS],
-                        o->signals_to_handle);
-    }
-    o->logs_specs = val[O_LOGS_SPECS];
-    o->numa_binding = val[O_NUMA_BINDING];
-    o->event_log_handler = val[O_EVENT_LOG_HANDLER];
-    o->stop_timeout = 30;
-    if (val[O_STOP_TIMEOUT]) {
-        if (parse_double(val[O_STOP_TIMEOUT], 0, &o->stop_timeout) != 0)
-            return fail(err, errlen, "%s=%s: expected seconds >= 0",
-                        src[O_STOP_TIMEOUT], val[O_STOP_TIMEOUT]);
-    } else {
-        const char *v = env_get(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
-        if (v && parse_double(v, 0, &d) == 0)
-            o->stop_timeout = d;
-    }
-    o->exit_barrier_timeout = 300;
-    if (val[O_EXIT_BARRIER_TIMEOUT] &&
-        parse_double(val[O_EXIT_BARRIER_TIMEOUT], 0,
-                     &o->exit_barrier_timeout) != 0)
-        return fail(err, errlen, "%s=%s: expected seconds >= 0",
-                    src[O_EXIT_BARRIER_TIMEOUT], val[O_EXIT_BARRIER_TIMEOUT]);
-
+/* What no single flag can check. */
+static int check_combinations(const struct el_opts *o, const opt_src *src,
+                              char *err, size_t errlen)
+{
     if (o->no_python && o->module && !o->run_path)
         return fail(err, errlen, "--no-python and -m/--module cannot be used "
                     "together; drop one of them");
@@ -669,8 +790,9 @@ int el_opts_parse(struct el_opts *o, int argc, char **argv, char **env,
     if (!o->standalone && strcmp(o->rdzv_backend, "static") == 0) {
         if (o->min_nodes != o->max_nodes)
             return fail(err, errlen, "%s=%d:%d: the static rendezvous needs "
-                        "a fixed number of nodes; use --nnodes=%d", src[O_NNODES],
-                        o->min_nodes, o->max_nodes, o->max_nodes);
+                        "a fixed number of nodes; use --nnodes=%d",
+                        src[O_NNODES], o->min_nodes, o->max_nodes,
+                        o->max_nodes);
         if (o->node_rank >= o->max_nodes)
             return fail(err, errlen, "%s=%d but there are only %d node(s); "
                         "node ranks go from 0 to %d", src[O_NODE_RANK][0]
@@ -678,4 +800,50 @@ int el_opts_parse(struct el_opts *o, int argc, char **argv, char **env,
                         o->max_nodes, o->max_nodes - 1);
     }
     return 0;
+}
+
+int el_opts_parse(struct el_opts *o, int argc, char **argv, char **env,
+                  char *err, size_t errlen)
+{
+    const char *val[O_COUNT] = {0};
+    opt_src src[O_COUNT];  /* where each value came from, for messages */
+    int rc;
+
+    if (!env)
+        env = environ;
+    memset(o, 0, sizeof *o);
+    for (int i = 0; i < O_COUNT; i++)
+        src[i][0] = 0;
+
+    int i = read_argv(argc, argv, val, src, err, errlen);
+    if (i < 0)
+        return EL_EUSAGE;
+    if (i < argc) {
+        o->script = argv[i];
+        o->script_args = argv + i + 1;
+        o->script_argc = argc - i - 1;
+    }
+    if ((rc = read_env(env, val, src, err, errlen)))
+        return rc;
+
+    o->help = val[O_HELP] != NULL;
+    o->version = val[O_VERSION] != NULL;
+    if (o->help || o->version)
+        return 0;
+
+    for (int id = 0; id < O_COUNT; id++) {
+        const struct opt_def *d = &defs[id];
+        if (!d->set)
+            continue;
+        if (!val[id] && d->alt_env) {
+            const char *alt = env_get(env, d->alt_env);
+            char ignored[8];
+            if (alt && d->set(o, d, alt, src, ignored, sizeof ignored) == 0)
+                continue;
+        }
+        const char *v = val[id] ? val[id] : d->def;
+        if (v && (rc = d->set(o, d, v, src, err, errlen)))
+            return rc;
+    }
+    return check_combinations(o, src, err, errlen);
 }

@@ -17,6 +17,21 @@
 
 #define EL_OPTS_MAX_RANKS 4096 /* highest local rank a map may name, + 1 */
 
+/* --rdzv-conf, parsed once (el_opts_rdzv_conf).  Keys not named here are
+ * accepted and ignored (torch passes backend-specific ones); the first of
+ * a repeated key wins. */
+struct el_opts_conf {
+    char buf[4096];               /* the value, split in place             */
+    /* Seconds; -1 when not given. */
+    double timeout, join_timeout, read_timeout, last_call_timeout,
+        keep_alive_interval, heartbeat_timeout, close_timeout;
+    int keep_alive_max_attempt;   /* 0 when not given                      */
+    int is_host;                  /* 1 true, -1 false, 0 not given         */
+    /* etcd's options; NULL when not given. */
+    const char *etcd_prefix, *protocol, *cacert, *cert, *key, *username,
+        *password;
+};
+
 struct el_opts {
     int min_nodes, max_nodes;     /* --nnodes N | MIN:MAX         [1:1]    */
     int nproc;                    /* --nproc-per-node N|cpu|auto  [1]      */
@@ -25,6 +40,7 @@ struct el_opts {
     const char *rdzv_endpoint;    /* --rdzv-endpoint              [""]     */
     const char *rdzv_id;          /* --rdzv-id                    [none]   */
     const char *rdzv_conf;        /* --rdzv-conf k=v,...          [""]     */
+    struct el_opts_conf conf;     /* rdzv_conf, parsed                     */
     int max_restarts;             /* --max-restarts               [0]      */
     double monitor_interval;      /* --monitor-interval (accepted) [0.1]   */
     const char *start_method;     /* --start-method (accepted)    [spawn]  */
@@ -48,6 +64,8 @@ struct el_opts {
     /* elrun's own flags. */
     double stop_timeout;          /* --stop-timeout S: TERM -> KILL grace [30] */
     double exit_barrier_timeout;  /* --exit-barrier-timeout S     [300]    */
+    double restart_backoff;       /* --restart-backoff S          [1]      */
+    double restart_backoff_max;   /* --restart-backoff-max S      [30]     */
     int help;                     /* -h, --help                             */
     int version;                  /* --version                              */
     /* The training script and its arguments (pointers into argv). */
@@ -60,8 +78,8 @@ struct el_opts {
  * environment (a NULL-terminated "K=V" array; NULL means environ).  Returns
  * 0, or EL_EUSAGE with a one-line message in err (what is wrong and how to
  * fix it).  With --help or --version, returns 0 with help/version set and
- * no script required.  Strings in *o point into argv, env or static
- * storage. */
+ * no script required.  Strings in *o point into argv, env, static
+ * storage or o->conf.buf. */
 int el_opts_parse(struct el_opts *o, int argc, char **argv, char **env,
                   char *err, size_t errlen);
 
@@ -77,6 +95,19 @@ int el_opts_ranks_filter(const char *spec, unsigned char *show, int n);
 /* Parse --signals-to-handle ("SIGTERM,SIGUSR1,10") into sigs (at most max);
  * *n gets the count.  Returns 0 or EL_EUSAGE. */
 int el_opts_signals(const char *spec, int *sigs, int max, int *n);
+
+/* Parse a --rdzv-conf value ("timeout=900, join_timeout=600") into *c:
+ * KEY=VALUE pairs separated by commas, spaces around either ignored, every
+ * known key's value checked.  src names where the value came from
+ * ("--rdzv-conf" or "PET_RDZV_CONF").  Returns 0 or EL_EUSAGE with a
+ * one-line message in err. */
+int el_opts_rdzv_conf(const char *spec, const char *src,
+                      struct el_opts_conf *c, char *err, size_t errlen);
+
+/* Format a usage message into err (when err and errlen) and return
+ * EL_EUSAGE: the one error path of opts.c and rdzv_conf.c. */
+int el__opts_fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* The --help text. */
 extern const char el_opts_help[];

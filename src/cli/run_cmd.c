@@ -88,56 +88,6 @@ static void uuid4(char out[37])
              b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
-/* The raw value of KEY in a k=v,k=v list (static buffer, valid until the
- * next call), or NULL. */
-static const char *conf_value(const char *conf, const char *key)
-{
-    static char v[1024];
-    size_t kl = strlen(key);
-    for (const char *p = conf; p && *p;) {
-        size_t len = strcspn(p, ",");
-        const char *k = p;
-        while (*k == ' ')
-            k++;
-        if (strncmp(k, key, kl) == 0) {
-            const char *e = k + kl;
-            while (*e == ' ')
-                e++;
-            if (*e == '=') {
-                e++;
-                while (*e == ' ')
-                    e++;
-                snprintf(v, sizeof v, "%.*s", (int)(p + len - e), e);
-                return v;
-            }
-        }
-        p += len;
-        if (*p == ',')
-            p++;
-    }
-    return NULL;
-}
-
-/* KEY's value in "k=v,k2=v2" as seconds: 0 and *out, -1 if absent, -2 (with
- * a message in err) if it is not a number of seconds. */
-static int conf_seconds(const char *conf, const char *key, double *out,
-                        char *err, size_t cap)
-{
-    const char *v = conf_value(conf, key);
-    if (!v)
-        return -1;
-    char *end;
-    double d = strtod(v, &end);
-    while (*end == ' ')
-        end++;
-    if (end == v || *end || d < 0) {
-        snprintf(err, cap, "--rdzv-conf %s=%s: expected seconds", key, v);
-        return -2;
-    }
-    *out = d;
-    return 0;
-}
-
 /* --rdzv-endpoint for etcd: members separated by commas, each HOST[:PORT]
  * (port 2379) or a URL, into "h:p,h2:p2".  0, or -1 with a message. */
 static int etcd_endpoints(const char *spec, char *out, size_t cap, char *err,
@@ -195,215 +145,326 @@ static void on_rdzv_event(void *arg, const char *msg)
                ? EL_LOG_WARN : EL_LOG_INFO, "%s", msg);
 }
 
-int cli_run_main(int argc, char **argv)
-{
-    struct el_opts o;
-    char err[1400];
-    el_log_init("elrun", EL_LOG_WARN);
-    if (el_opts_parse(&o, argc, argv, NULL, err, sizeof err) != 0)
-        return usage_error(err);
-    if (o.help) {
-        fputs(el_opts_help, stdout);
-        return 0;
-    }
-    if (o.version) {
-        puts("elrun 0.1.0");
-        return 0;
-    }
+/* ---- the workers' command line ---- */
 
-    /* The workers' command line. */
+/* python3 -u [-m | -c RUN_PATH_BOOT] SCRIPT ARGS, or the program itself
+ * (--no-python).  Returns 0 with a malloc'd *out (NULL-terminated, strings
+ * borrowed from o and the environment), 2 with a usage message in err, or
+ * 1 on ENOMEM. */
+static int worker_argv(const struct el_opts *o, char ***out,
+                       const char **binary, char *err, size_t cap)
+{
     const char *python = getenv("PYTHON_EXEC");
     if (!python || !*python)
         python = "python3";
-    int use_python = o.run_path || !o.no_python;
-    const char *binary = use_python ? python : o.script;
-    if (find_program(binary, err, sizeof err) != 0) {
+    int use_python = o->run_path || !o->no_python;
+    *binary = use_python ? python : o->script;
+    if (find_program(*binary, err, cap) != 0) {
         if (use_python) {
-            char why[1500];
-            snprintf(why, sizeof why, "%s (set PYTHON_EXEC or use "
-                     "--no-python)", err);
-            return usage_error(why);
+            size_t n = strlen(err);
+            snprintf(err + n, cap - n, " (set PYTHON_EXEC or use "
+                     "--no-python)");
         }
-        return usage_error(err);
+        return 2;
     }
-    if (use_python && !o.module && access(o.script, R_OK) != 0) {
-        snprintf(err, sizeof err, "training script '%s' cannot be read (%s); "
+    if (use_python && !o->module && access(o->script, R_OK) != 0) {
+        snprintf(err, cap, "training script '%s' cannot be read (%s); "
                  "check the path, or use -m for a module or --no-python for "
-                 "a program", o.script, strerror(errno));
-        return usage_error(err);
+                 "a program", o->script, strerror(errno));
+        return 2;
     }
-    char **wargv = calloc((size_t)o.script_argc + 8, sizeof *wargv);
+    char **wargv = calloc((size_t)o->script_argc + 8, sizeof *wargv);
     if (!wargv)
         return 1;
     int n = 0;
     if (use_python) {
         wargv[n++] = (char *)python;
         wargv[n++] = "-u";
-        if (o.run_path) {
+        if (o->run_path) {
             wargv[n++] = "-c";
             wargv[n++] = RUN_PATH_BOOT;
-        } else if (o.module) {
+        } else if (o->module) {
             wargv[n++] = "-m";
         }
     }
-    wargv[n++] = (char *)o.script;
-    for (int i = 0; i < o.script_argc; i++)
-        wargv[n++] = o.script_args[i];
+    wargv[n++] = (char *)o->script;
+    for (int i = 0; i < o->script_argc; i++)
+        wargv[n++] = o->script_args[i];
     wargv[n] = NULL;
+    *out = wargv;
+    return 0;
+}
 
-    /* Rendezvous. */
-    char run_id[64], endpoints[2048];
-    char *etcd_conf[7] = {0};
-    struct el_rdzv_config rc = {0};
+/* ---- the rendezvous ---- */
+
+/* Storage the rendezvous config points into until el_rdzv_open. */
+struct rdzv_strings {
+    char run_id[64];
     char host[EL_HOST_MAX];
-    int port = 0;
-    double d;
-    int r1;
-    rc.run_id = o.rdzv_id;
-    rc.min_nodes = o.min_nodes;
-    rc.max_nodes = o.max_nodes;
-    rc.node_rank = o.node_rank;
-    rc.local_addr = o.local_addr;
-    rc.on_event = on_rdzv_event;
-    rc.join_timeout_ms = 600000;
-    if (o.standalone) {
-        if (strcmp(o.rdzv_backend, "static") || *o.rdzv_endpoint ||
-            strcmp(o.rdzv_id, "none"))
-            el_log(EL_LOG_INFO, "--standalone: ignoring the given "
-                   "rendezvous backend, endpoint and id");
-        uuid4(run_id);
-        rc.run_id = run_id;
-        rc.backend = "standalone";
-        snprintf(host, sizeof host, "127.0.0.1");
-        port = 0;
-    } else if (strcmp(o.rdzv_backend, "static") == 0) {
-        rc.backend = "static";
-        if (*o.rdzv_endpoint) {
-            if (el_addr_parse(o.rdzv_endpoint, -1, host, &port) != 0) {
-                snprintf(err, sizeof err, "--rdzv-endpoint=%s: the static "
-                         "rendezvous needs HOST:PORT", o.rdzv_endpoint);
-                return usage_error(err);
-            }
-        } else {
-            if (el_addr_parse(o.master_addr, 0, host, &port) != 0) {
-                snprintf(err, sizeof err, "--master-addr=%s is not a host "
-                         "name or address", o.master_addr);
-                return usage_error(err);
-            }
-            port = o.master_port;
-        }
-        rc.join_timeout_ms = 900000;  /* torchrun's static store timeout */
-    } else if (strcmp(o.rdzv_backend, "c10d") == 0) {
-        rc.backend = "c10d";
-        const char *ep = *o.rdzv_endpoint ? o.rdzv_endpoint : "localhost";
-        if (el_addr_parse(ep, 29400, host, &port) != 0) {
-            snprintf(err, sizeof err, "--rdzv-endpoint=%s: expected HOST or "
-                     "HOST:PORT", ep);
-            return usage_error(err);
-        }
-    } else if (strncmp(o.rdzv_backend, "etcd", 4) == 0) {
-        rc.backend = "etcd";
-        if ((r1 = etcd_endpoints(o.rdzv_endpoint, endpoints,
-                                 sizeof endpoints, err, sizeof err)))
-            return usage_error(err);
-        rc.endpoints = endpoints;
-        static const char *const keys[] = {"etcd_prefix", "protocol",
-                                           "cacert", "cert", "key",
-                                           "username", "password"};
-        const char **dst[] = {&rc.etcd.prefix, &rc.etcd.protocol,
-                              &rc.etcd.cacert, &rc.etcd.cert, &rc.etcd.key,
-                              &rc.etcd.user, &rc.etcd.password};
-        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-            const char *v = conf_value(o.rdzv_conf, keys[i]);
-            if (v && !(*dst[i] = etcd_conf[i] = strdup(v)))
-                return 1;
+    char endpoints[2048];
+};
+
+/* A backend's part of the config: the address and what only it reads.
+ * Returns 0, or -1 with a usage message in err. */
+typedef int (*backend_setup)(const struct el_opts *o,
+                             struct el_rdzv_config *rc,
+                             struct rdzv_strings *s, char *err, size_t cap);
+
+static int setup_standalone(const struct el_opts *o, struct el_rdzv_config *rc,
+                            struct rdzv_strings *s, char *err, size_t cap)
+{
+    if (strcmp(o->rdzv_backend, "static") || *o->rdzv_endpoint ||
+        strcmp(o->rdzv_id, "none"))
+        el_log(EL_LOG_INFO, "--standalone: ignoring the given "
+               "rendezvous backend, endpoint and id");
+    uuid4(s->run_id);
+    rc->run_id = s->run_id;
+    rc->backend = "standalone";
+    snprintf(s->host, sizeof s->host, "127.0.0.1");
+    rc->port = 0;
+    return 0;
+}
+
+static int setup_static(const struct el_opts *o, struct el_rdzv_config *rc,
+                        struct rdzv_strings *s, char *err, size_t cap)
+{
+    rc->backend = "static";
+    if (*o->rdzv_endpoint) {
+        if (el_addr_parse(o->rdzv_endpoint, -1, s->host, &rc->port) != 0) {
+            snprintf(err, cap, "--rdzv-endpoint=%s: the static rendezvous "
+                     "needs HOST:PORT", o->rdzv_endpoint);
+            return -1;
         }
     } else {
-        snprintf(err, sizeof err, "--rdzv-backend=%s is not supported; use "
-                 "--standalone, static, c10d or etcd", o.rdzv_backend);
-        return usage_error(err);
+        if (el_addr_parse(o->master_addr, 0, s->host, &rc->port) != 0) {
+            snprintf(err, cap, "--master-addr=%s is not a host name or "
+                     "address", o->master_addr);
+            return -1;
+        }
+        rc->port = o->master_port;
     }
-    rc.host = host;
-    rc.port = port;
-    r1 = conf_seconds(o.rdzv_conf, "timeout", &d, err, sizeof err);
-    if (r1 == -2)
-        return usage_error(err);
-    if (r1 == 0)
-        rc.join_timeout_ms = (int)(d * 1000);
-    r1 = conf_seconds(o.rdzv_conf, "join_timeout", &d, err, sizeof err);
-    if (r1 == -2)
-        return usage_error(err);
-    if (r1 == 0)
-        rc.join_timeout_ms = (int)(d * 1000);
-    r1 = conf_seconds(o.rdzv_conf, "read_timeout", &d, err, sizeof err);
-    if (r1 == -2)
-        return usage_error(err);
-    if (r1 == 0)
-        rc.io_timeout_ms = (int)(d * 1000);
+    rc->join_timeout_ms = 900000;  /* torchrun's static store timeout */
+    return 0;
+}
+
+static int setup_c10d(const struct el_opts *o, struct el_rdzv_config *rc,
+                      struct rdzv_strings *s, char *err, size_t cap)
+{
+    rc->backend = "c10d";
+    const char *ep = *o->rdzv_endpoint ? o->rdzv_endpoint : "localhost";
+    if (el_addr_parse(ep, 29400, s->host, &rc->port) != 0) {
+        snprintf(err, cap, "--rdzv-endpoint=%s: expected HOST or HOST:PORT",
+                 ep);
+        return -1;
+    }
+    return 0;
+}
+
+static int setup_etcd(const struct el_opts *o, struct el_rdzv_config *rc,
+                      struct rdzv_strings *s, char *err, size_t cap)
+{
+    rc->backend = "etcd";
+    if (etcd_endpoints(o->rdzv_endpoint, s->endpoints, sizeof s->endpoints,
+                       err, cap))
+        return -1;
+    rc->endpoints = s->endpoints;
+    rc->etcd.prefix = o->conf.etcd_prefix;
+    rc->etcd.protocol = o->conf.protocol;
+    rc->etcd.cacert = o->conf.cacert;
+    rc->etcd.cert = o->conf.cert;
+    rc->etcd.key = o->conf.key;
+    rc->etcd.user = o->conf.username;
+    rc->etcd.password = o->conf.password;
+    return 0;
+}
+
+/* How each --rdzv-backend value is set up (opts.c accepted the name). */
+static const struct {
+    const char *name;
+    backend_setup setup;
+} backends[] = {
+    {"static", setup_static},
+    {"c10d", setup_c10d},
+    {"etcd", setup_etcd},
+    {"etcd-v2", setup_etcd},
+};
+
+/* The rendezvous config from the flags and --rdzv-conf (parsed by
+ * rdzv_conf.c).  Returns 0, or -1 with a usage message in err. */
+static int rdzv_config(const struct el_opts *o, struct el_rdzv_config *rc,
+                       struct rdzv_strings *s, char *err, size_t cap)
+{
+    const struct el_opts_conf *c = &o->conf;
+    backend_setup setup = NULL;
+    memset(rc, 0, sizeof *rc);
+    rc->run_id = o->rdzv_id;
+    rc->min_nodes = o->min_nodes;
+    rc->max_nodes = o->max_nodes;
+    rc->node_rank = o->node_rank;
+    rc->local_addr = o->local_addr;
+    rc->on_event = on_rdzv_event;
+    rc->join_timeout_ms = 600000;
     /* The elastic rendezvous' knobs, with torch's defaults. */
-    rc.last_call_timeout_ms = 30000;
-    rc.keep_alive_interval_ms = 5000;
-    rc.keep_alive_max_attempt = 3;
-    rc.max_restarts = o.max_restarts;
+    rc->last_call_timeout_ms = 30000;
+    rc->keep_alive_interval_ms = 5000;
+    rc->keep_alive_max_attempt = 3;
+    rc->max_restarts = o->max_restarts;
+    if (o->standalone)
+        setup = setup_standalone;
+    for (size_t i = 0; !setup && i < sizeof backends / sizeof backends[0];
+         i++)
+        if (strcmp(o->rdzv_backend, backends[i].name) == 0)
+            setup = backends[i].setup;
+    if (!setup) {
+        snprintf(err, cap, "--rdzv-backend=%s is not supported; use "
+                 "--standalone, static, c10d or etcd", o->rdzv_backend);
+        return -1;
+    }
+    if (setup(o, rc, s, err, cap))
+        return -1;
+    rc->host = s->host;
+    /* --rdzv-conf's times, in the order that decides (join_timeout wins
+     * over timeout). */
     const struct {
-        const char *key;
+        double s;
         int *ms;
-    } secs[] = {{"last_call_timeout", &rc.last_call_timeout_ms},
-                {"keep_alive_interval", &rc.keep_alive_interval_ms},
-                {"heartbeat_timeout", NULL},
-                {"close_timeout", NULL}};
-    for (size_t i = 0; i < sizeof secs / sizeof secs[0]; i++) {
-        r1 = conf_seconds(o.rdzv_conf, secs[i].key, &d, err, sizeof err);
-        if (r1 == -2)
-            return usage_error(err);
-        if (r1 == 0 && secs[i].ms)
-            *secs[i].ms = (int)(d * 1000);
-    }
-    r1 = conf_seconds(o.rdzv_conf, "keep_alive_max_attempt", &d, err,
-                      sizeof err);
-    if (r1 == -2)
-        return usage_error(err);
-    if (r1 == 0) {
-        if (d < 1 || d != (int)d) {
-            snprintf(err, sizeof err, "--rdzv-conf keep_alive_max_attempt="
-                     "%g: expected a whole number >= 1", d);
-            return usage_error(err);
+    } secs[] = {{c->timeout, &rc->join_timeout_ms},
+                {c->join_timeout, &rc->join_timeout_ms},
+                {c->read_timeout, &rc->io_timeout_ms},
+                {c->last_call_timeout, &rc->last_call_timeout_ms},
+                {c->keep_alive_interval, &rc->keep_alive_interval_ms}};
+    for (size_t i = 0; i < sizeof secs / sizeof secs[0]; i++)
+        if (secs[i].s >= 0)
+            *secs[i].ms = (int)(secs[i].s * 1000);
+    if (c->keep_alive_max_attempt)
+        rc->keep_alive_max_attempt = c->keep_alive_max_attempt;
+    if (c->is_host)
+        rc->is_host = c->is_host;
+    return 0;
+}
+
+/* ---- the outcome ---- */
+
+/* Exit status per outcome (torchrun's, and 2 for a program that cannot
+ * run), and whether the job ends for every node.  As torch: a job that
+ * ended closes the rendezvous for everyone, but an agent stopped by a
+ * signal leaves it open (a replacement node may join), and so does one
+ * that could not join at all. */
+static const struct {
+    int exit_code;
+    int close_job;
+} outcomes[] = {
+    [EL_AGENT_SUCCEEDED] = {0, 1},
+    [EL_AGENT_FAILED] = {1, 1},
+    [EL_AGENT_SIGNALED] = {1, 0},
+    [EL_AGENT_RDZV_ERROR] = {1, 0},
+    [EL_AGENT_EXEC_ERROR] = {2, 1},
+};
+
+/* Log the outcome; for a failure, torchrun's table on stderr and the
+ * agent's own error file. */
+static void report(const struct el_agent_result *res, const char *binary,
+                   const char *script, const char *own_ef)
+{
+    switch (res->outcome) {
+    case EL_AGENT_SUCCEEDED:
+        break;
+    case EL_AGENT_FAILED: {
+        const struct el_agent_failure *f = &res->failures[res->root];
+        char fqdn[256];
+        el_log(EL_LOG_ERROR, "failed (exitcode: %d) local_rank: %d "
+               "(pid: %d) of binary: %s", f->exitcode, f->local_rank,
+               (int)f->pid, binary);
+        if (own_ef) {
+            int w = el_agent_write_error_file(res, own_ef);
+            if (w)
+                el_log(EL_LOG_WARN, "cannot write the error file %s: %s",
+                       own_ef, el_strerror(w));
         }
-        rc.keep_alive_max_attempt = (int)d;
-    }
-    if (rc.keep_alive_interval_ms <= 0) {
-        snprintf(err, sizeof err, "--rdzv-conf keep_alive_interval must be "
-                 "more than 0 seconds");
-        return usage_error(err);
-    }
-    const char *is_host = conf_value(o.rdzv_conf, "is_host");
-    if (is_host) {
-        if (strchr("1tTyY", is_host[0]))
-            rc.is_host = 1;
-        else if (strchr("0fFnN", is_host[0]))
-            rc.is_host = -1;
-        else {
-            snprintf(err, sizeof err, "--rdzv-conf is_host=%s: expected "
-                     "true or false", is_host);
-            return usage_error(err);
+        el_agent_fqdn(fqdn, sizeof fqdn);
+        char *box = el_agent_format_failures(res, script, fqdn);
+        if (box) {
+            fprintf(stderr, "ChildFailedError: \n%s", box);
+            fflush(stderr);
+            free(box);
         }
+        break;
     }
+    case EL_AGENT_SIGNALED:
+        el_log(EL_LOG_WARN, "stopped by signal %d (%s); workers "
+               "stopped", res->signal, sigabbrev_np(res->signal)
+               ? sigabbrev_np(res->signal) : "?");
+        break;
+    case EL_AGENT_RDZV_ERROR:
+    case EL_AGENT_EXEC_ERROR:
+        el_log(EL_LOG_ERROR, "%s", res->errmsg);
+        break;
+    }
+}
+
+/* ---- the launcher ---- */
+
+/* Everything cli_run_main allocates, freed in one place. */
+struct run {
+    struct el_opts o;
+    char **wargv;
+    unsigned char *redir, *tee, *show;
+    char *own_ef;
+    struct el_agent *agent;
+    struct el_rdzv *rdzv;
+};
+
+static void run_free(struct run *run)
+{
+    el_rdzv_close(run->rdzv);
+    el_agent_close(run->agent);
+    free(run->own_ef);
+    free(run->wargv);
+    free(run->redir);
+    free(run->tee);
+    free(run->show);
+}
+
+static int run_main(struct run *run, int argc, char **argv)
+{
+    struct el_opts *o = &run->o;
+    char err[1400];
+    const char *binary;
+    int rc;
+    el_log_init("elrun", EL_LOG_WARN);
+    if (el_opts_parse(o, argc, argv, NULL, err, sizeof err) != 0)
+        return usage_error(err);
+    if (o->help) {
+        fputs(el_opts_help, stdout);
+        return 0;
+    }
+    if (o->version) {
+        puts("elrun 0.1.0");
+        return 0;
+    }
+    if ((rc = worker_argv(o, &run->wargv, &binary, err, sizeof err)))
+        return rc == 2 ? usage_error(err) : 1;
+
+    struct el_rdzv_config rc_cfg;
+    struct rdzv_strings strs;
+    if (rdzv_config(o, &rc_cfg, &strs, err, sizeof err))
+        return usage_error(err);
 
     /* Worker output. */
-    unsigned char *redir = calloc((size_t)o.nproc, 1);
-    unsigned char *tee = calloc((size_t)o.nproc, 1);
-    unsigned char *show = calloc((size_t)o.nproc, 1);
+    run->redir = calloc((size_t)o->nproc, 1);
+    run->tee = calloc((size_t)o->nproc, 1);
+    run->show = calloc((size_t)o->nproc, 1);
     int sigs[64], nsigs = 0;
-    if (!redir || !tee || !show)
+    if (!run->redir || !run->tee || !run->show)
         return 1;
-    el_opts_std_mask(o.redirects, redir, o.nproc);
-    el_opts_std_mask(o.tee, tee, o.nproc);
-    for (int i = 0; i < o.nproc; i++)
-        redir[i] |= tee[i];
-    el_opts_ranks_filter(o.local_ranks_filter, show, o.nproc);
-    el_opts_signals(o.signals_to_handle, sigs, 64, &nsigs);
+    el_opts_std_mask(o->redirects, run->redir, o->nproc);
+    el_opts_std_mask(o->tee, run->tee, o->nproc);
+    for (int i = 0; i < o->nproc; i++)
+        run->redir[i] |= run->tee[i];
+    el_opts_ranks_filter(o->local_ranks_filter, run->show, o->nproc);
+    el_opts_signals(o->signals_to_handle, sigs, 64, &nsigs);
 
-    if (o.nproc > 1 && !getenv("OMP_NUM_THREADS")) {
+    if (o->nproc > 1 && !getenv("OMP_NUM_THREADS")) {
         setenv("OMP_NUM_THREADS", "1", 1);
         el_log(EL_LOG_WARN, "setting OMP_NUM_THREADS=1 for each worker to "
                "avoid overloading the system; set it yourself to tune");
@@ -411,103 +472,61 @@ int cli_run_main(int argc, char **argv)
     /* The agent's own error file (if a scheduler gave one); the workers get
      * theirs from the agent. */
     const char *own_error_file = getenv("TORCHELASTIC_ERROR_FILE");
-    char *own_ef = own_error_file && *own_error_file ? strdup(own_error_file)
-                                                     : NULL;
+    run->own_ef = own_error_file && *own_error_file ? strdup(own_error_file)
+                                                    : NULL;
 
     struct el_agent_config ac = {0};
-    ac.argv = wargv;
-    ac.nproc = o.nproc;
-    ac.role = o.role;
-    ac.run_id = rc.run_id;
-    ac.max_restarts = o.max_restarts;
-    ac.log_dir = o.log_dir;
-    ac.redirect = redir;
-    ac.tee = tee;
-    ac.console = show;
+    ac.argv = run->wargv;
+    ac.nproc = o->nproc;
+    ac.role = o->role;
+    ac.run_id = rc_cfg.run_id;
+    ac.max_restarts = o->max_restarts;
+    ac.log_dir = o->log_dir;
+    ac.redirect = run->redir;
+    ac.tee = run->tee;
+    ac.console = run->show;
     ac.prefix_template = getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
-    ac.stop_grace_ms = (int)(o.stop_timeout * 1000);
-    ac.exit_barrier_ms = (int)(o.exit_barrier_timeout * 1000);
+    ac.stop_grace_ms = (int)(o->stop_timeout * 1000);
+    ac.exit_barrier_ms = (int)(o->exit_barrier_timeout * 1000);
+    ac.restart_backoff_ms = (int)(o->restart_backoff * 1000);
+    ac.restart_backoff_max_ms = (int)(o->restart_backoff_max * 1000);
     ac.signals = sigs;
     ac.nsignals = nsigs;
     ac.out_fd = 1;
     ac.err_fd = 2;
     ac.on_event = on_agent_event;
 
-    struct el_agent *agent;
-    int rcode = el_agent_open(&agent, &ac);
-    if (rcode) {
-        el_log(EL_LOG_ERROR, "cannot start the agent: %s", el_strerror(rcode));
+    if ((rc = el_agent_open(&run->agent, &ac))) {
+        el_log(EL_LOG_ERROR, "cannot start the agent: %s", el_strerror(rc));
         return 1;
     }
-    struct el_rdzv *rdzv;
-    rcode = el_rdzv_open(&rdzv, &rc, err, sizeof err);
-    for (size_t i = 0; i < sizeof etcd_conf / sizeof etcd_conf[0]; i++)
-        free(etcd_conf[i]); /* el_rdzv_open copied them */
-    if (rcode) {
-        el_agent_close(agent);
-        if (rcode == EL_EUSAGE)
+    if ((rc = el_rdzv_open(&run->rdzv, &rc_cfg, err, sizeof err))) {
+        if (rc == EL_EUSAGE)
             return usage_error(err);
         el_log(EL_LOG_ERROR, "rendezvous: %s", err);
         return 1;
     }
     struct el_agent_result res;
-    rcode = el_agent_run(agent, rdzv, &res);
-    int exit_code = 1;
-    if (rcode) {
-        el_log(EL_LOG_ERROR, "agent failed: %s", el_strerror(rcode));
-    } else {
-        switch (res.outcome) {
-        case EL_AGENT_SUCCEEDED:
-            exit_code = 0;
-            break;
-        case EL_AGENT_FAILED: {
-            const struct el_agent_failure *f = &res.failures[res.root];
-            char fqdn[256];
-            el_log(EL_LOG_ERROR, "failed (exitcode: %d) local_rank: %d "
-                   "(pid: %d) of binary: %s", f->exitcode, f->local_rank,
-                   (int)f->pid, binary);
-            if (own_ef) {
-                int w = el_agent_write_error_file(&res, own_ef);
-                if (w)
-                    el_log(EL_LOG_WARN, "cannot write the error file %s: %s",
-                           own_ef, el_strerror(w));
-            }
-            el_agent_fqdn(fqdn, sizeof fqdn);
-            char *box = el_agent_format_failures(&res, o.script, fqdn);
-            if (box) {
-                fprintf(stderr, "ChildFailedError: \n%s", box);
-                fflush(stderr);
-                free(box);
-            }
-            break;
-        }
-        case EL_AGENT_SIGNALED:
-            el_log(EL_LOG_WARN, "stopped by signal %d (%s); workers "
-                   "stopped", res.signal, sigabbrev_np(res.signal)
-                   ? sigabbrev_np(res.signal) : "?");
-            break;
-        case EL_AGENT_RDZV_ERROR:
-            el_log(EL_LOG_ERROR, "%s", res.errmsg);
-            break;
-        case EL_AGENT_EXEC_ERROR:
-            el_log(EL_LOG_ERROR, "%s", res.errmsg);
-            exit_code = 2;
-            break;
-        }
-        /* As torch: a job that ended closes the rendezvous for everyone,
-         * but an agent stopped by a signal leaves it open (a replacement
-         * node may join), and so does one that could not join at all. */
-        if (res.outcome != EL_AGENT_SIGNALED &&
-            res.outcome != EL_AGENT_RDZV_ERROR)
-            el_rdzv_set_closed(rdzv);
+    if ((rc = el_agent_run(run->agent, run->rdzv, &res))) {
+        el_log(EL_LOG_ERROR, "agent failed: %s", el_strerror(rc));
+        el_agent_result_free(&res);
+        return 1;
     }
+    report(&res, binary, o->script, run->own_ef);
+    if (outcomes[res.outcome].close_job)
+        el_rdzv_set_closed(run->rdzv);
+    int exit_code = outcomes[res.outcome].exit_code;
     el_agent_result_free(&res);
-    el_rdzv_close(rdzv);
-    el_agent_close(agent);
-    free(own_ef);
-    free(wargv);
-    free(redir);
-    free(tee);
-    free(show);
+    return exit_code;
+}
+
+int cli_run_main(int argc, char **argv)
+{
+    struct run *run = calloc(1, sizeof *run);
+    if (!run)
+        return 1;
+    int exit_code = run_main(run, argc, argv);
+    run_free(run);
+    free(run);
     return exit_code;
 }

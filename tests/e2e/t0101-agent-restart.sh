@@ -172,4 +172,63 @@ test_expect_success 'the log dir holds attempt_N/<rank> per restart' '
     [[ -f $d/attempt_1/0/stdout.log && -f $d/attempt_1/1/stderr.log ]]
 '
 
+# flaky.sh DIR: rank 1 fails in every attempt (a fault that persists, such
+# as a read-only checkpoint directory); each start is stamped in ns.
+cat >"$T/flaky.sh" <<'EOF'
+#!/bin/bash
+echo "$TORCHELASTIC_RESTART_COUNT $RANK $(date +%s%N)" >> "$1/starts"
+[[ $RANK == 1 ]] && exit 7
+exec sleep 60
+EOF
+chmod +x "$T/flaky.sh"
+
+# start_ns DIR ATTEMPT: when rank 1 started that attempt.
+start_ns() { sed -n "s/^$2 1 //p" "$1/starts"; }
+
+test_expect_success 'restart back-off: the first restart at once, then --restart-backoff, doubling' '
+    mkdir "$T/bo"
+    set +e
+    "$ELRUN" --standalone --nproc-per-node=2 --max-restarts=3 --restart-backoff=0.3 \
+        --no-python "$T/flaky.sh" "$T/bo" 2>"$T/bo/err"; st=$?
+    set -e
+    cat "$T/bo/err"
+    [[ $st == 1 ]]
+    [[ $(grep -c " 1 " "$T/bo/starts") == 4 ]]
+    # No wait before restart 1, 0.3 s before restart 2, 0.6 s before 3.
+    [[ $(grep -c "waiting .* s before restarting" "$T/bo/err") == 2 ]]
+    grep -q "waiting 0.3 s before restarting (back-off after 2 failures in a row)" "$T/bo/err"
+    grep -q "waiting 0.6 s before restarting (back-off after 3 failures in a row)" "$T/bo/err"
+    # The waits happened (lower bounds only: a busy machine makes them longer).
+    (( $(start_ns "$T/bo" 2) - $(start_ns "$T/bo" 1) >= 300000000 ))
+    (( $(start_ns "$T/bo" 3) - $(start_ns "$T/bo" 2) >= 600000000 ))
+'
+
+test_expect_success 'PET_RESTART_BACKOFF sets the back-off; 0 restarts at once' '
+    mkdir "$T/bo0" "$T/boe"
+    set +e
+    "$ELRUN" --standalone --nproc-per-node=2 --max-restarts=2 --restart-backoff=0 \
+        --no-python "$T/flaky.sh" "$T/bo0" 2>"$T/bo0/err"
+    PET_RESTART_BACKOFF=0.2 "$ELRUN" --standalone --nproc-per-node=2 --max-restarts=2 \
+        --no-python "$T/flaky.sh" "$T/boe" 2>"$T/boe/err"
+    set -e
+    [[ $(grep -c " 1 " "$T/bo0/starts") == 3 && $(grep -c " 1 " "$T/boe/starts") == 3 ]]
+    refute grep -q "before restarting" "$T/bo0/err"
+    grep -q "waiting 0.2 s before restarting" "$T/boe/err"
+'
+
+test_expect_success 'SIGTERM during the back-off ends the agent at once: no restart, exit 1' '
+    mkdir "$T/bos"
+    "$ELRUN" --standalone --nproc-per-node=2 --max-restarts=5 --restart-backoff=120 --restart-backoff-max=300 \
+        --no-python "$T/flaky.sh" "$T/bos" 2>"$T/bos/err" &
+    apid=$!
+    wait_for_line "$T/bos/err" "waiting 120 s before restarting"
+    kill -TERM $apid
+    # 10 s is a bound far under the 120 s wait, not a timing assertion.
+    set +e; timeout 10 tail --pid=$apid -f /dev/null; t=$?; wait $apid; st=$?; set -e
+    cat "$T/bos/err"
+    [[ $t == 0 && $st == 1 ]]
+    grep -q "received signal 15 (TERM) while waiting to restart; shutting down" "$T/bos/err"
+    refute grep -q "^2 " "$T/bos/starts"
+'
+
 test_done

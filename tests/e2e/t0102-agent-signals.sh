@@ -128,4 +128,41 @@ test_expect_success 'SIGTERM while waiting in the rendezvous ends the agent at o
     [[ $st == 0 && $ast == 1 ]]
 '
 
+# stopped.sh DIR: in attempt 0, rank 0 stops itself with SIGSTOP (a worker
+# under a debugger, or ^Z'd) and rank 1 fails once rank 0 is stopped;
+# attempt 1 succeeds.  A stopped process cannot act on SIGTERM until it is
+# continued, so unless the agent sends SIGCONT with it the stop waits the
+# whole grace (30 s by default) and ends in SIGKILL.
+cat >"$T/stopped.sh" <<'EOF'
+#!/bin/bash
+dir=$1
+echo "$TORCHELASTIC_RESTART_COUNT $RANK" >> "$dir/starts"
+[[ $TORCHELASTIC_RESTART_COUNT == 0 ]] || exit 0
+if [[ $RANK == 0 ]]; then
+    echo $$ > "$dir/pid.0.tmp"; mv "$dir/pid.0.tmp" "$dir/pid.0"
+    kill -STOP $$
+    exec sleep 300
+fi
+until [[ -s $dir/pid.0 && $(ps -o stat= -p "$(cat "$dir/pid.0")") == T* ]]; do sleep 0.01; done
+exit 1
+EOF
+chmod +x "$T/stopped.sh"
+
+test_expect_success 'a SIGSTOPped worker gets SIGCONT with the SIGTERM: the stop ends without the 30 s grace' '
+    mkdir "$T/cont"
+    # The default --stop-timeout (30 s).  The proof is an event, not a
+    # clock: rank 0 dies of the SIGTERM itself (it can only act on it once
+    # continued), and the grace never runs out (no SIGKILL).  timeout 60
+    # only keeps a broken build from hanging the suite.
+    set +e
+    ELRUN_LOG_LEVEL=debug timeout 60 "$ELRUN" --standalone --nproc-per-node=2 --max-restarts=1 \
+        --no-python "$T/stopped.sh" "$T/cont" 2>"$T/cont/err"; st=$?
+    set -e
+    cat "$T/cont/err"
+    [[ $st == 0 ]]
+    [[ $(grep -c "^1 " "$T/cont/starts") == 2 ]]
+    grep -q "worker local_rank 0 (rank 0, pid $(cat "$T/cont/pid.0")) killed by signal 15 (TERM)" "$T/cont/err"
+    refute grep -q "sending SIGKILL" "$T/cont/err"
+'
+
 test_done

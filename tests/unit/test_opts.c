@@ -1,8 +1,10 @@
 /* test_opts.c -- the launcher's flag parser: torchrun's spellings, prefixes,
  * PET_* fallbacks, value checks and the messages of usage errors.
- * src/cli is not part of libelrun, so the parser is compiled in here.
+ * src/cli is not part of libelrun, so the parser (opts.c, rdzv_conf.c) is
+ * compiled in here.
  */
 #include "cli/opts.c"
+#include "cli/rdzv_conf.c"
 #include "test.h"
 
 #include <signal.h>
@@ -11,7 +13,7 @@ static char *empty_env[] = {NULL};
 
 /* Parse a NULL-terminated list of words (argv[0] added) with env. */
 static int parse(struct el_opts *o, char **env, char *err, size_t errlen,
-                 const char **words)
+                 const char *const *words)
 {
     static char *argv[64];
     int argc = 0;
@@ -254,4 +256,149 @@ TEST(opts_torchx_ddp_command_line)
     CHECK_STR(o.role, "");
     CHECK_STR(o.tee, "3");
     CHECK_EQ(o.script_argc, 2);
+}
+
+TEST(opts_restart_backoff)
+{
+    struct el_opts o;
+    char err[512];
+    CHECK_OK(PARSE(&o, "x.py"));
+    CHECK(o.restart_backoff == 1);
+    CHECK(o.restart_backoff_max == 30);
+    CHECK_OK(PARSE(&o, "--restart-backoff=0.25", "--restart_backoff_max", "4",
+                   "x.py"));
+    CHECK(o.restart_backoff == 0.25);
+    CHECK(o.restart_backoff_max == 4);
+    char *env[] = {"PET_RESTART_BACKOFF=0", "PET_RESTART_BACKOFF_MAX=9", NULL};
+    CHECK_OK(PARSE_ENV(&o, env, "x.py"));
+    CHECK(o.restart_backoff == 0);
+    CHECK(o.restart_backoff_max == 9);
+    CHECK_EQ(PARSE(&o, "--restart-backoff=-1", "x.py"), EL_EUSAGE);
+    CHECK(strstr(err, "--restart-backoff=-1: expected seconds >= 0") != NULL);
+    CHECK_EQ(PARSE(&o, "--restart-backoff-max=0", "x.py"), EL_EUSAGE);
+    CHECK(strstr(err, "--restart-backoff=0 to restart at once") != NULL);
+    /* --restart could be either. */
+    CHECK_EQ(PARSE(&o, "--restart=1", "x.py"), EL_EUSAGE);
+    CHECK(strstr(err, "ambiguous") != NULL);
+}
+
+/* Every usage error el_opts_parse can give: the words, the environment,
+ * and a piece of the one-line message (what was wrong, how to fix it). */
+static const struct {
+    const char *words[8];
+    const char *env[3];
+    const char *want;
+} usage_errors[] = {
+    {{"--rdzv=x", "x.py"}, {0}, "ambiguous option --rdzv: it could be"},
+    {{"--bogus", "x.py"}, {0}, "unrecognized option '--bogus'; see 'elrun --help'"},
+    {{"-x", "x.py"}, {0}, "unrecognized option '-x'; see 'elrun --help'"},
+    {{"-m1", "x.py"}, {0}, "option -m takes no value (got '-m1')"},
+    {{"--standalone=1", "x.py"}, {0}, "option --standalone takes no value; drop '=1'"},
+    {{"--nproc-per-node"}, {0}, "option --nproc-per-node needs a value, as in --nproc-per-node=VALUE"},
+    {{"--role", "--tee=1", "x.py"}, {0}, "option --role needs a value"},
+    {{"x.py"}, {"PET_STANDALONE=yes"}, "PET_STANDALONE=yes is not an integer; set it to 1 (on) or 0 (off)"},
+    {{"--nnodes=3:2", "x.py"}, {0}, "--nnodes=3:2: expected N or MIN:MAX with 0 < MIN <= MAX"},
+    {{"--nnodes=0", "x.py"}, {0}, "--nnodes=0: expected N or MIN:MAX"},
+    {{"--nnodes=1:2:3", "x.py"}, {0}, "--nnodes=1:2:3: expected N or MIN:MAX"},
+    {{"x.py"}, {"PET_NNODES=two"}, "PET_NNODES=two: expected N or MIN:MAX"},
+    {{"--nproc-per-node=gpu", "x.py"}, {0}, "--nproc-per-node=gpu: no CUDA devices are visible to elrun"},
+    {{"--nproc-per-node=xpu", "x.py"}, {0}, "no XPU devices"},
+    {{"--nproc-per-node=0", "x.py"}, {0}, "--nproc-per-node=0: expected a number of workers from 1 to 4096, 'cpu' or 'auto'"},
+    {{"--nproc-per-node=4097", "x.py"}, {0}, "expected a number of workers from 1 to 4096"},
+    {{"x.py"}, {"PET_NPROC_PER_NODE=lots"}, "PET_NPROC_PER_NODE=lots: expected a number of workers"},
+    {{"--rdzv-backend=zk", "x.py"}, {0}, "--rdzv-backend=zk: unknown rendezvous backend; use static, c10d or etcd"},
+    {{"--rdzv-id=", "x.py"}, {0}, "--rdzv-id is empty; give a job id such as --rdzv-id=job42"},
+    {{"--rdzv-conf=timeout", "x.py"}, {0}, "--rdzv-conf=timeout: expected KEY=VALUE pairs separated by commas"},
+    {{"--rdzv-conf=a=1,=2", "x.py"}, {0}, "--rdzv-conf=a=1,=2: expected KEY=VALUE pairs"},
+    {{"--rdzv-conf=a=", "x.py"}, {0}, "--rdzv-conf=a=: expected KEY=VALUE pairs"},
+    {{"x.py"}, {"PET_RDZV_CONF=,,x"}, "PET_RDZV_CONF=,,x: expected KEY=VALUE pairs"},
+    {{"--rdzv-conf=timeout=soon", "x.py"}, {0}, "--rdzv-conf timeout=soon: expected seconds"},
+    {{"--rdzv-conf=join_timeout=-1", "x.py"}, {0}, "--rdzv-conf join_timeout=-1: expected seconds"},
+    {{"--rdzv-conf=read_timeout=9e9", "x.py"}, {0}, "--rdzv-conf read_timeout=9e9: expected seconds"},
+    {{"--rdzv-conf=last_call_timeout=x", "x.py"}, {0}, "--rdzv-conf last_call_timeout=x: expected seconds"},
+    {{"--rdzv-conf=heartbeat_timeout=x", "x.py"}, {0}, "--rdzv-conf heartbeat_timeout=x: expected seconds"},
+    {{"--rdzv-conf=close_timeout=x", "x.py"}, {0}, "--rdzv-conf close_timeout=x: expected seconds"},
+    {{"--rdzv-conf=keep_alive_interval=0", "x.py"}, {0}, "--rdzv-conf keep_alive_interval must be more than 0 seconds"},
+    {{"--rdzv-conf=keep_alive_max_attempt=0", "x.py"}, {0}, "--rdzv-conf keep_alive_max_attempt=0: expected a whole number >= 1"},
+    {{"--rdzv-conf=keep_alive_max_attempt=1.5", "x.py"}, {0}, "keep_alive_max_attempt=1.5: expected a whole number >= 1"},
+    {{"--rdzv-conf=is_host=maybe", "x.py"}, {0}, "--rdzv-conf is_host=maybe: expected true or false"},
+    {{"--max-restarts=-1", "x.py"}, {0}, "--max-restarts=-1: expected a whole number >= 0"},
+    {{"x.py"}, {"PET_MAX_RESTARTS=many"}, "PET_MAX_RESTARTS=many: expected a whole number >= 0"},
+    {{"--monitor-interval=-1", "x.py"}, {0}, "--monitor-interval=-1: expected seconds >= 0 (it is accepted and not needed"},
+    {{"--start-method=thread", "x.py"}, {0}, "--start-method=thread: expected spawn, fork or forkserver"},
+    {{"--redirects=4", "x.py"}, {0}, "--redirects=4: expected 0 (none), 1 (stdout), 2 (stderr), 3 (both), or a per-rank map such as 0:1,1:2"},
+    {{"--tee=0:1,", "x.py"}, {0}, "--tee=0:1,: expected 0 (none)"},
+    {{"--local-ranks-filter=a", "x.py"}, {0}, "--local-ranks-filter=a: expected local ranks separated by commas"},
+    {{"--node-rank=-1", "x.py"}, {0}, "--node-rank=-1: expected a node rank >= 0"},
+    {{"--master-port=70000", "x.py"}, {0}, "--master-port=70000: expected a TCP port from 0 to 65535"},
+    {{"--signals-to-handle=SIGKILL", "x.py"}, {0}, "--signals-to-handle=SIGKILL: expected signal names or numbers"},
+    {{"--signals-to-handle=SIGFOO", "x.py"}, {0}, "--signals-to-handle=SIGFOO: expected signal names"},
+    {{"--stop-timeout=-2", "x.py"}, {0}, "--stop-timeout=-2: expected seconds >= 0"},
+    {{"--stop-timeout=5e6", "x.py"}, {0}, "--stop-timeout=5e6: at most 2147483 seconds"},
+    {{"--exit-barrier-timeout=x", "x.py"}, {0}, "--exit-barrier-timeout=x: expected seconds >= 0"},
+    {{"--restart-backoff=-1", "x.py"}, {0}, "--restart-backoff=-1: expected seconds >= 0 (0 restarts at once)"},
+    {{"x.py"}, {"PET_RESTART_BACKOFF_MAX=0"}, "PET_RESTART_BACKOFF_MAX=0: expected seconds > 0 (use --restart-backoff=0 to restart at once)"},
+    {{"--no-python", "-m", "x"}, {0}, "--no-python and -m/--module cannot be used together; drop one of them"},
+    {{"--nproc-per-node=2"}, {0}, "missing the training script; usage: elrun [options] SCRIPT [ARGS...]"},
+    {{""}, {0}, "the training script is an empty string"},
+    {{"--standalone", "--nnodes=2", "x.py"}, {0}, "--standalone runs a single node but --nnodes asks for 2"},
+    {{"--nnodes=1:2", "x.py"}, {0}, "--nnodes=1:2: the static rendezvous needs a fixed number of nodes; use --nnodes=2"},
+    {{"--nnodes=2", "--node-rank=2", "x.py"}, {0}, "--node-rank=2 but there are only 2 node(s); node ranks go from 0 to 1"},
+    {{"x.py"}, {"PET_NNODES=2", "PET_NODE_RANK=3"}, "PET_NODE_RANK=3 but there are only 2 node(s)"},
+};
+
+TEST(opts_every_usage_error)
+{
+    for (size_t t = 0; t < sizeof usage_errors / sizeof usage_errors[0];
+         t++) {
+        struct el_opts o;
+        char err[512] = "";
+        int rc = parse(&o, (char **)usage_errors[t].env, err, sizeof err,
+                       usage_errors[t].words);
+        if (rc != EL_EUSAGE || !strstr(err, usage_errors[t].want) ||
+            strchr(err, '\n')) {
+            fprintf(stderr, "case %zu (%s ...): rc %d, message '%s', want "
+                    "'%s'\n", t, usage_errors[t].words[0], rc, err,
+                    usage_errors[t].want);
+            CHECK(0);
+        }
+    }
+}
+
+TEST(opts_rdzv_conf_parsed_once)
+{
+    struct el_opts o;
+    char err[512];
+    CHECK_OK(PARSE(&o, "--rdzv-conf= timeout = 5 ,join_timeout=6,"
+                   "keep_alive_max_attempt=4,is_host=no,cacert=/a b.pem ,"
+                   "timeout=99,unknown=1,", "x.py"));
+    CHECK(o.conf.timeout == 5);           /* the first one wins */
+    CHECK(o.conf.join_timeout == 6);
+    CHECK(o.conf.read_timeout == -1);     /* not given */
+    CHECK_EQ(o.conf.keep_alive_max_attempt, 4);
+    CHECK_EQ(o.conf.is_host, -1);
+    CHECK_STR(o.conf.cacert, "/a b.pem");
+    CHECK(o.conf.password == NULL);
+    CHECK_STR(o.rdzv_conf, " timeout = 5 ,join_timeout=6,"
+              "keep_alive_max_attempt=4,is_host=no,cacert=/a b.pem ,"
+              "timeout=99,unknown=1,");
+    CHECK_OK(PARSE(&o, "x.py"));
+    CHECK(o.conf.timeout == -1 && o.conf.is_host == 0 && !o.conf.key);
+}
+
+TEST(opts_stop_timeout_falls_back_to_torch_env)
+{
+    struct el_opts o;
+    char err[512];
+    char *env[] = {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=7", NULL};
+    CHECK_OK(PARSE_ENV(&o, env, "x.py"));
+    CHECK(o.stop_timeout == 7);
+    CHECK_OK(PARSE_ENV(&o, env, "--stop-timeout=2", "x.py"));
+    CHECK(o.stop_timeout == 2);
+    char *bad[] = {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=soon", NULL};
+    CHECK_OK(PARSE_ENV(&o, bad, "x.py"));  /* ignored, as before */
+    CHECK(o.stop_timeout == 30);
+    CHECK_EQ(o.master_port_given, 0);
+    CHECK_OK(PARSE(&o, "--master-port=29500", "x.py"));
+    CHECK_EQ(o.master_port_given, 1);
 }

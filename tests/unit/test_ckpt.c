@@ -74,6 +74,25 @@ static int count_entries(void)
     return n;
 }
 
+/* How many entries of the directory start with prefix; the last one's name
+ * goes to name. */
+static int find_prefixed(const char *prefix, char *name, size_t len)
+{
+    DIR *d = opendir(tmpdir);
+    CHECK(d != NULL);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (strncmp(de->d_name, prefix, strlen(prefix)) == 0) {
+            size_t l = strlen(de->d_name);
+            CHECK(l < len);
+            memcpy(name, de->d_name, l + 1);
+            n++;
+        }
+    closedir(d);
+    return n;
+}
+
 static void flip_byte(const char *name, off_t off)
 {
     char p[256];
@@ -254,9 +273,10 @@ TEST(ckpt_sigkill_before_rename)
     CHECK_EQ(waitpid(pid, &st, 0), pid);
     CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     /* The temporary file is there, complete, but not under its name. */
-    char tmpname[128];
-    snprintf(tmpname, sizeof tmpname, ".ckpt-%010d.elck.tmp.%ld", 20,
+    char prefix[128], tmpname[128];
+    snprintf(prefix, sizeof prefix, ".ckpt-%010d.elck.tmp.%ld.", 20,
              (long)pid);
+    CHECK(find_prefixed(prefix, tmpname, sizeof tmpname) == 1);
     CHECK(exists(tmpname));
     CHECK(!exists("ckpt-0000000020.elck"));
 

@@ -560,6 +560,14 @@ struct state {
     double epoch_seconds;    /* training time so far this epoch           */
 };
 
+/* A checkpoint's payload: state, weights, momentum. */
+static void ckpt_iov(struct iovec iov[3], struct mlp *m, const struct state *s)
+{
+    iov[0] = (struct iovec){(void *)s, sizeof *s};
+    iov[1] = (struct iovec){m->w, m->nparams * sizeof(float)};
+    iov[2] = (struct iovec){m->v, m->nparams * sizeof(float)};
+}
+
 /* Checkpoint the state of the last finished step in every checkpoint
  * directory of the job: each directory's writer writes it, then the ranks
  * agree on the outcome (collective).  Returns 0 if every directory has it,
@@ -568,9 +576,8 @@ struct state {
 static int save_ckpt(struct run *r, struct mlp *m, const struct state *s,
                      struct el_ckpt_dp_saved *sv)
 {
-    struct iovec iov[3] = {{(void *)s, sizeof *s},
-                           {m->w, m->nparams * sizeof(float)},
-                           {m->v, m->nparams * sizeof(float)}};
+    struct iovec iov[3];
+    ckpt_iov(iov, m, s);
     double t0 = now_s();
     int rc = el_ckpt_dp_savev(r->dp, s->step, iov, 3, sv);
     if (rc == 0 && r->rank == 0)
@@ -585,9 +592,8 @@ static int save_ckpt(struct run *r, struct mlp *m, const struct state *s,
 static int save_ckpt_alone(struct run *r, struct mlp *m,
                            const struct state *s)
 {
-    struct iovec iov[3] = {{(void *)s, sizeof *s},
-                           {m->w, m->nparams * sizeof(float)},
-                           {m->v, m->nparams * sizeof(float)}};
+    struct iovec iov[3];
+    ckpt_iov(iov, m, s);
     return el_ckpt_dp_save_alone(r->dp, s->step, iov, 3);
 }
 
@@ -719,8 +725,7 @@ static void save_on_exit(struct run *r, struct mlp *m, const struct state *s,
 
 /* After a failed save: exit, saying why on every rank. */
 static void save_failed(struct run *r, struct mlp *m, const struct state *s,
-                        int64_t last_saved, int rc,
-                        const struct el_ckpt_dp_saved *sv)
+                        int64_t last_saved, const struct el_ckpt_dp_saved *sv)
 {
     if (sv->saved < 0) { /* the round broke during the exchange */
         save_on_exit(r, m, s, last_saved, 1, "the round is broken");
@@ -729,7 +734,6 @@ static void save_failed(struct run *r, struct mlp *m, const struct state *s,
     }
     die("%s; exiting (the previous checkpoints are intact)",
         el_ckpt_dp_errmsg(r->dp));
-    (void)rc;
 }
 
 /* ------------------------------------------------------------------------
@@ -949,8 +953,8 @@ int main(int argc, char **argv)
             if (s.step % r.o.ckpt_every == 0 &&
                 (uint64_t)s.offset < (uint64_t)train.n && !stopping) {
                 struct el_ckpt_dp_saved sv;
-                if (r.dp && (rc = save_ckpt(&r, &m, &s, &sv)) != 0)
-                    save_failed(&r, &m, &s, last_saved, rc, &sv);
+                if (r.dp && save_ckpt(&r, &m, &s, &sv) != 0)
+                    save_failed(&r, &m, &s, last_saved, &sv);
                 last_saved = s.step;
             }
             if (stopping) {
@@ -984,8 +988,8 @@ int main(int argc, char **argv)
         s.offset = 0;
         s.epoch_loss = s.epoch_samples = s.epoch_seconds = 0;
         struct el_ckpt_dp_saved sv;
-        if (r.dp && (rc = save_ckpt(&r, &m, &s, &sv)) != 0)
-            save_failed(&r, &m, &s, last_saved, rc, &sv);
+        if (r.dp && save_ckpt(&r, &m, &s, &sv) != 0)
+            save_failed(&r, &m, &s, last_saved, &sv);
         last_saved = s.step;
     }
     if (run_samples == 0) /* resumed after the last epoch: just score */

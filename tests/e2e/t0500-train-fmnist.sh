@@ -201,6 +201,21 @@ test_expect_success 'SIGTERM to both nodes: all ranks stop after one step and ev
     grep -q "^final: .* (94 steps).*world 4$" "$T/out8b.0"
 '
 
+test_expect_success 'SIGTERM to node 0 alone: node 1 learns it in the step, stops after the same step and saves it too' '
+    FM_PORT=$(fm_port)
+    fm_node 1 "$T/ck10/node1" "$T/out10" --epochs 50 --ckpt-every 100000
+    fm_node 0 "$T/ck10/node0" "$T/out10" --epochs 50 --ckpt-every 100000
+    wait_for_line "$T/out10.0" "^epoch 1/50" 120
+    kill -TERM ${FM_PID[0]}
+    st=0; wait ${FM_PID[0]} || st=$?; wait ${FM_PID[1]} || st=$?
+    grep -E "rank 0: Terminated: saved checkpoint step [0-9]+ before exiting \(in 2 checkpoint directories\)" "$T/out10.0.err"
+    s0=$(sed -n "s/.*rank 0: Terminated: saved checkpoint step \([0-9]*\) .*/\1/p" "$T/out10.0.err")
+    grep "rank 2: another rank is stopped: saved checkpoint step $s0 before exiting (in 2 checkpoint directories)" "$T/out10.1.err"
+    grep "rank 3: another rank was stopped by a signal after step $s0; stopping with it" "$T/out10.1.err"
+    f=ckpt-$(printf %010d "$s0").elck
+    [[ -f $T/ck10/node0/$f && -f $T/ck10/node1/$f ]]
+'
+
 # A disk that is full for real: a 64 KiB tmpfs (needs root; skipped elsewhere).
 mkdir -p "$T/full"
 if mount -t tmpfs -o size=64k elrun-test "$T/full" 2>/dev/null && umount "$T/full"; then

@@ -16,11 +16,17 @@
  * The global batch (--batch) stays the same whatever the world size, so a
  * round with another number of workers continues the same optimisation.
  *
- * Fault tolerance: rank 0 checkpoints (elrun/ckpt.h) the weights, momentum
- * and position (epoch, global sample offset, step) every --ckpt-every steps
- * and at the end of each epoch; at start the ranks agree on the newest good
- * checkpoint any of them can see, and the one holding it broadcasts it.  A peer's death makes the allreduce fail at once: the
- * worker exits non-zero and the agent starts a new round, which resumes.
+ * Fault tolerance: the weights, momentum and position (epoch, global sample
+ * offset, step) are checkpointed every --ckpt-every steps and at the end of
+ * each epoch into every checkpoint directory of the job (elrun/ckpt.h's
+ * el_ckpt_dp: one writer per distinct --ckpt-dir, so one per node with
+ * node-local directories, one in all for a shared one), and every rank
+ * learns whether the save succeeded everywhere.  At start the ranks agree on
+ * the newest good checkpoint any directory holds and its holder broadcasts
+ * it, so losing a node and its disk loses no progress.  A peer's death makes
+ * the allreduce fail at once: the worker saves the last finished step in its
+ * own directory, exits non-zero and the agent starts a new round, which
+ * resumes.
  * --fail-at-step S kills one rank (SIGKILL; --fail-mode abort or exit) at
  * step S of the first attempt, for demonstrating exactly that.
  *
@@ -299,7 +305,8 @@ struct mlp {
     int size[MAX_LAYERS + 1];    /* size[0] = 784 ... size[nl] = 10        */
     size_t woff[MAX_LAYERS], boff[MAX_LAYERS];
     size_t nparams;
-    float *w, *v, *g;            /* weights, momentum, gradients (+2 stats) */
+    float *w, *v, *g;            /* weights, momentum, gradients (+3: loss,
+                                    right answers, ranks stopping)          */
     int maxrows;                 /* rows the activation buffers hold       */
     float *act[MAX_LAYERS + 1];  /* act[0] = input rows, act[nl] = logits  */
     float *delta, *delta2;       /* backprop buffers, maxrows x max width  */
@@ -338,7 +345,7 @@ static void mlp_init(struct mlp *m, const struct opts *o)
     m->nparams = off;
     m->w = xmalloc(off * sizeof(float));
     m->v = calloc(off, sizeof(float));
-    m->g = xmalloc((off + 2) * sizeof(float));
+    m->g = xmalloc((off + 3) * sizeof(float));
     if (!m->v)
         die("out of memory");
     /* He initialisation from the seed: the same on every rank. */
@@ -492,6 +499,7 @@ struct run {
     struct el_worker *w;
     const struct el_worker_info *info;
     struct el_comm *comm;  /* NULL with a world of 1 */
+    struct el_ckpt_dp *dp; /* NULL without --ckpt-dir */
     int rank, world;
 };
 
@@ -552,98 +560,76 @@ struct state {
     double epoch_seconds;    /* training time so far this epoch           */
 };
 
-/* Checkpoint the state of the last finished step.  Rank 0 writes; with
- * any_rank, this rank writes whatever its rank (every rank holds the same
- * state, and concurrent writers of one step rename identical files). */
-static void save_ckpt(struct run *r, struct mlp *m, const struct state *s,
-                      int any_rank)
+/* A checkpoint's payload: state, weights, momentum. */
+static void ckpt_iov(struct iovec iov[3], struct mlp *m, const struct state *s)
 {
-    if (!r->o.ckpt_dir)
-        return;
-    struct el_ckpt_opts co = {.dir = r->o.ckpt_dir,
-                              .rank = any_rank ? 0 : r->rank,
-                              .world = r->world, .keep = r->o.keep};
-    struct iovec iov[3] = {{(void *)s, sizeof *s},
-                           {m->w, m->nparams * sizeof(float)},
-                           {m->v, m->nparams * sizeof(float)}};
+    iov[0] = (struct iovec){(void *)s, sizeof *s};
+    iov[1] = (struct iovec){m->w, m->nparams * sizeof(float)};
+    iov[2] = (struct iovec){m->v, m->nparams * sizeof(float)};
+}
+
+/* Checkpoint the state of the last finished step in every checkpoint
+ * directory of the job: each directory's writer writes it, then the ranks
+ * agree on the outcome (collective).  Returns 0 if every directory has it,
+ * else the agreed error (el_ckpt_dp_errmsg() says who failed where), or a
+ * collective's error with sv->saved = -1 when the round broke meanwhile. */
+static int save_ckpt(struct run *r, struct mlp *m, const struct state *s,
+                     struct el_ckpt_dp_saved *sv)
+{
+    struct iovec iov[3];
+    ckpt_iov(iov, m, s);
     double t0 = now_s();
-    int rc = el_ckpt_savev(&co, s->step, iov, 3);
-    if (rc != 0)
-        die("checkpoint of step %lld in %s failed: %s", (long long)s->step,
-            r->o.ckpt_dir, el_strerror(rc));
-    if (r->rank == 0 || any_rank)
-        el_log(EL_LOG_DEBUG, "checkpoint step %lld saved in %.0f ms",
-               (long long)s->step, (now_s() - t0) * 1e3);
+    int rc = el_ckpt_dp_savev(r->dp, s->step, iov, 3, sv);
+    if (rc == 0 && r->rank == 0)
+        el_log(EL_LOG_DEBUG, "checkpoint step %lld saved in %d checkpoint "
+               "director%s in %.0f ms", (long long)s->step, sv->saved,
+               sv->saved == 1 ? "y" : "ies", (now_s() - t0) * 1e3);
+    return rc;
 }
 
-/* One int64 reduced over all ranks (a no-op alone). */
-static int64_t allreduce_i64(struct run *r, int64_t v, enum el_redop op)
+/* The same, alone, when the round is broken: this rank writes its own
+ * directory, whoever its writer was (it may be the rank that died). */
+static int save_ckpt_alone(struct run *r, struct mlp *m,
+                           const struct state *s)
 {
-    if (!r->comm)
-        return v;
-    int rc = el_allreduce(r->comm, &v, 1, EL_INT64, op);
-    if (rc != 0)
-        die("allreduce failed: %s (%s)", el_strerror(rc),
-            el_comm_errmsg(r->comm));
-    return v;
+    struct iovec iov[3];
+    ckpt_iov(iov, m, s);
+    return el_ckpt_dp_save_alone(r->dp, s->step, iov, 3);
 }
 
-/* Resume from the newest good checkpoint any rank can see.  The ranks agree
- * on the newest step (allreduce max); the lowest rank that has it reads it
- * and broadcasts state, weights and momentum, so that ranks on machines
- * without a shared file system resume together.  Returns 1 if resumed. */
+/* Resume from the newest good checkpoint any checkpoint directory holds:
+ * the ranks agree on the newest step and the lowest writer whose directory
+ * has it reads it and broadcasts state, weights and momentum, so that ranks
+ * on machines without a shared file system, or whose node lost its disk,
+ * resume together.  Returns 1 if resumed. */
 static int load_ckpt(struct run *r, struct mlp *m, struct state *s)
 {
-    if (!r->o.ckpt_dir)
+    if (!r->dp)
         return 0;
-    struct el_ckpt_info info = {0};
+    void *p;
+    size_t len;
+    struct el_ckpt_dp_found f;
     struct el_ckpt_scan scan;
-    int rc = el_ckpt_latest(r->o.ckpt_dir, &info, &scan);
-    for (int i = 0; r->info->local_rank == 0 && i < scan.nskipped &&
-                    i < EL_CKPT_MAX_SKIPPED; i++)
+    int rc = el_ckpt_dp_resume(r->dp, &p, &len, &f, &scan);
+    for (int i = 0; i < scan.nskipped && i < EL_CKPT_MAX_SKIPPED; i++)
         el_log(EL_LOG_WARN, "skipping checkpoint %s: %s",
                scan.skipped[i].what, el_strerror(scan.skipped[i].err));
-    if (rc != 0 && rc != -ENOENT)
-        die("cannot read checkpoints in %s: %s", r->o.ckpt_dir,
-            el_strerror(rc));
-    int64_t mine = rc == 0 ? info.step : -1;
-    int64_t best = allreduce_i64(r, mine, EL_MAX);
-    if (best < 0)
+    if (rc == -ENOENT)
         return 0;
-    int src = (int)allreduce_i64(r, mine == best ? r->rank : r->world,
-                                 EL_MIN);
-
+    if (rc != 0)
+        die("cannot resume: %s", el_ckpt_dp_errmsg(r->dp));
     size_t want = sizeof *s + 2 * m->nparams * sizeof(float);
-    char *buf = xmalloc(want);
-    int64_t saved_world = info.world;
-    if (r->rank == src) {
-        void *p;
-        size_t len;
-        rc = el_ckpt_load(r->o.ckpt_dir, best, 0, &p, &len, NULL);
-        if (rc != 0)
-            die("cannot load checkpoint %lld: %s", (long long)best,
-                el_strerror(rc));
-        if (len != want)
-            die("checkpoint %lld in %s is from another model (%zu bytes, "
-                "want %zu); use another --ckpt-dir", (long long)best,
-                r->o.ckpt_dir, len, want);
-        memcpy(buf, p, want);
-        free(p);
-    }
-    if (r->comm) {
-        rc = el_broadcast(r->comm, buf, want, src);
-        if (rc == 0)
-            rc = el_broadcast(r->comm, &saved_world, sizeof saved_world, src);
-        if (rc != 0)
-            die("broadcast of the checkpoint failed: %s (%s)",
-                el_strerror(rc), el_comm_errmsg(r->comm));
-    }
+    int64_t best = f.info.step;
+    if (len != want)
+        die("checkpoint %lld is from another model (%zu bytes, want %zu); "
+            "use another --ckpt-dir", (long long)best, len, want);
+    char *buf = p;
     struct state st;
     memcpy(&st, buf, sizeof st);
     if (memcmp(st.magic, "FMNIST01", 8) != 0 ||
         st.nparams != (int64_t)m->nparams)
-        die("checkpoint %lld in %s is from another model; use another "
-            "--ckpt-dir", (long long)best, r->o.ckpt_dir);
+        die("checkpoint %lld is from another model; use another "
+            "--ckpt-dir", (long long)best);
     for (int l = 0; l <= m->nl; l++)
         if (st.layers[l] != m->size[l])
             die("checkpoint %lld has other layer sizes; use another "
@@ -656,11 +642,11 @@ static int load_ckpt(struct run *r, struct mlp *m, struct state *s)
     if (r->rank == 0)
         el_log(EL_LOG_INFO,
                "resumed from checkpoint step %lld (epoch %lld, sample %lld; "
-               "saved by %lld ranks, now %d; global batch %lld; read by "
-               "rank %d)",
+               "saved by %d ranks, now %d; global batch %lld; in %d of %d "
+               "checkpoint directories; read by rank %d)",
                (long long)st.step, (long long)st.epoch + 1,
-               (long long)st.offset, (long long)saved_world, r->world,
-               (long long)st.global_batch, src);
+               (long long)st.offset, f.info.world, r->world,
+               (long long)st.global_batch, f.holders, f.dirs, f.src);
     return 1;
 }
 
@@ -668,9 +654,12 @@ static int load_ckpt(struct run *r, struct mlp *m, struct state *s)
  * Stopping early.  The agent stops the workers with SIGTERM when the job's
  * membership changes, and a peer's death makes the allreduce fail.  Either
  * way the ranks still hold the complete state of the last finished step
- * (the same on every rank), so it is saved before going: by rank 0 on a
- * signal, by every survivor when the round is broken (rank 0 may be the one
- * that died).  The next round loses no work.
+ * (the same on every rank), so it is saved before going.  A signal only
+ * sets a flag, which travels in the next step's allreduce: all ranks then
+ * stop after the same step and save it together, in every directory, with
+ * an outcome they agree on.  When the round is broken, every survivor saves
+ * in its own directory (its writer may be the rank that died).  The next
+ * round loses no work, whichever node is gone.
  */
 
 static volatile sig_atomic_t stop_signal;
@@ -680,22 +669,71 @@ static void on_stop_signal(int sig)
     stop_signal = sig;
 }
 
-/* Save the state of the last finished step (if it is not saved already)
- * before the process exits: rank 0 only, or every surviving rank when the
- * round is broken (rank 0 may be the one that died). */
+/* Save the state of the last finished step (unless every directory has it
+ * already) before the process exits, and say truthfully what happened:
+ * together (collective) after an agreed stop, alone when the round is
+ * broken.  Logged by each directory's writer, or by every survivor. */
 static void save_on_exit(struct run *r, struct mlp *m, const struct state *s,
-                         int64_t last_saved, int any_rank, const char *why)
+                         int64_t last_saved, int broken, const char *why)
 {
-    if ((r->rank != 0 && !any_rank) || !r->o.ckpt_dir)
+    if (!r->dp)
         return;
-    if (s->step == last_saved) { /* the periodic save just did it */
-        el_log(EL_LOG_INFO, "rank %d: %s: checkpoint step %lld is saved "
-               "already; exiting", r->rank, why, (long long)s->step);
+    int say = broken || el_ckpt_dp_is_writer(r->dp);
+    if (s->step == last_saved) { /* an agreed save of this step succeeded */
+        if (say)
+            el_log(EL_LOG_INFO, "rank %d: %s: checkpoint step %lld is saved "
+                   "already; exiting", r->rank, why, (long long)s->step);
         return;
     }
-    save_ckpt(r, m, s, any_rank);
-    el_log(EL_LOG_INFO, "rank %d: %s: saved checkpoint step %lld before "
-           "exiting", r->rank, why, (long long)s->step);
+    int rc;
+    if (!broken) {
+        struct el_ckpt_dp_saved sv;
+        rc = save_ckpt(r, m, s, &sv);
+        if (rc == 0) {
+            if (say)
+                el_log(EL_LOG_INFO, "rank %d: %s: saved checkpoint step %lld "
+                       "before exiting (in %d checkpoint director%s)",
+                       r->rank, why, (long long)s->step, sv.saved,
+                       sv.saved == 1 ? "y" : "ies");
+            return;
+        }
+        if (sv.saved >= 0) {
+            el_log(EL_LOG_ERROR, "rank %d: %s: %s; exiting", r->rank, why,
+                   el_ckpt_dp_errmsg(r->dp));
+            return;
+        }
+        /* The round broke during the save: fall through, alone. */
+        broken = 1;
+        if (el_ckpt_dp_is_writer(r->dp) && sv.local_rc == 0) {
+            el_log(EL_LOG_INFO, "rank %d: %s: saved checkpoint step %lld "
+                   "before exiting (in %s; the round broke, so the other "
+                   "directories are unknown)", r->rank, why,
+                   (long long)s->step, el_ckpt_dp_dir(r->dp));
+            return;
+        }
+    }
+    rc = save_ckpt_alone(r, m, s);
+    if (rc == 0)
+        el_log(EL_LOG_INFO, "rank %d: %s: saved checkpoint step %lld before "
+               "exiting (in %s)", r->rank, why, (long long)s->step,
+               el_ckpt_dp_dir(r->dp));
+    else
+        el_log(EL_LOG_ERROR, "rank %d: %s: checkpoint step %lld is not "
+               "saved: %s; exiting", r->rank, why, (long long)s->step,
+               el_ckpt_dp_errmsg(r->dp));
+}
+
+/* After a failed save: exit, saying why on every rank. */
+static void save_failed(struct run *r, struct mlp *m, const struct state *s,
+                        int64_t last_saved, const struct el_ckpt_dp_saved *sv)
+{
+    if (sv->saved < 0) { /* the round broke during the exchange */
+        save_on_exit(r, m, s, last_saved, 1, "the round is broken");
+        die("checkpoint step %lld: %s; exiting so that the agent starts a "
+            "new round", (long long)s->step, el_ckpt_dp_errmsg(r->dp));
+    }
+    die("%s; exiting (the previous checkpoints are intact)",
+        el_ckpt_dp_errmsg(r->dp));
 }
 
 /* ------------------------------------------------------------------------
@@ -749,6 +787,7 @@ int main(int argc, char **argv)
     r.rank = r.info->rank;
     r.world = r.info->world_size;
     r.comm = NULL;
+    r.dp = NULL;
     if (r.world > 1) {
         char prefix[128];
         el_worker_key(r.w, "fmnist", prefix, sizeof prefix);
@@ -758,6 +797,17 @@ int main(int argc, char **argv)
         if (rc != 0)
             die("cannot connect to the other ranks: %s (%s)",
                 el_strerror(rc), el_comm_open_errmsg());
+    }
+    if (r.o.ckpt_dir) {
+        rc = el_ckpt_dp_open(&r.dp, r.comm, r.o.ckpt_dir, r.o.keep, err,
+                             sizeof err);
+        if (rc != 0)
+            die("checkpoints: %s", err);
+        if (el_ckpt_dp_is_writer(r.dp))
+            el_log(EL_LOG_INFO, "rank %d writes checkpoints to %s (%d "
+                   "checkpoint director%s in the job)", r.rank, r.o.ckpt_dir,
+                   el_ckpt_dp_dirs(r.dp),
+                   el_ckpt_dp_dirs(r.dp) == 1 ? "y" : "ies");
     }
     int threads = r.o.threads;
     if (threads <= 0) {
@@ -867,10 +917,12 @@ int main(int argc, char **argv)
                 loss = mlp_loss(&m, rows, labels, 1, &correct);
             }
             mlp_backward(&m, rows);
-            /* Gradients and the loss travel in one allreduce. */
+            /* Gradients, the loss and who is being stopped travel in one
+             * allreduce. */
             m.g[m.nparams] = (float)loss;
             m.g[m.nparams + 1] = (float)correct;
-            rc = allreduce_sum_f32(&r, m.g, m.nparams + 2);
+            m.g[m.nparams + 2] = stop_signal ? 1.0f : 0.0f;
+            rc = allreduce_sum_f32(&r, m.g, m.nparams + 3);
             if (rc != 0) {
                 save_on_exit(&r, &m, &s, last_saved, 1,
                              "the round is broken");
@@ -897,14 +949,22 @@ int main(int argc, char **argv)
             run_samples += (long)b.global_count;
             progress(&r, &s, (uint64_t)train.n,
                      s.epoch_samples / (s.epoch_seconds + 1e-9), 0);
+            int stopping = m.g[m.nparams + 2] > 0; /* the same everywhere */
             if (s.step % r.o.ckpt_every == 0 &&
-                (uint64_t)s.offset < (uint64_t)train.n) {
-                save_ckpt(&r, &m, &s, 0);
+                (uint64_t)s.offset < (uint64_t)train.n && !stopping) {
+                struct el_ckpt_dp_saved sv;
+                if (r.dp && save_ckpt(&r, &m, &s, &sv) != 0)
+                    save_failed(&r, &m, &s, last_saved, &sv);
                 last_saved = s.step;
             }
-            if (stop_signal) {
+            if (stopping) {
                 int sig = stop_signal;
-                save_on_exit(&r, &m, &s, last_saved, 0, strsignal(sig));
+                save_on_exit(&r, &m, &s, last_saved, 0,
+                             sig ? strsignal(sig) : "another rank is stopped");
+                if (!sig)
+                    die("rank %d: another rank was stopped by a signal after "
+                        "step %lld; stopping with it", r.rank,
+                        (long long)s.step);
                 signal(sig, SIG_DFL);
                 raise(sig);
             }
@@ -927,7 +987,9 @@ int main(int argc, char **argv)
         s.epoch++;
         s.offset = 0;
         s.epoch_loss = s.epoch_samples = s.epoch_seconds = 0;
-        save_ckpt(&r, &m, &s, 0);
+        struct el_ckpt_dp_saved sv;
+        if (r.dp && save_ckpt(&r, &m, &s, &sv) != 0)
+            save_failed(&r, &m, &s, last_saved, &sv);
         last_saved = s.step;
     }
     if (run_samples == 0) /* resumed after the last epoch: just score */
@@ -946,6 +1008,7 @@ int main(int argc, char **argv)
     fflush(stdout);
     /* Rank 0 may serve the store; let the others finish with it first. */
     el_worker_barrier(r.w, "exit", 60000);
+    el_ckpt_dp_close(r.dp);
     el_comm_close(r.comm);
     el_shard_close(sh);
     el_worker_close(r.w);

@@ -16,7 +16,9 @@
  *   60  u32 CRC-32C of bytes 0..59
  * A marker's payload holds, per shard, u64 length, u32 CRC-32C, u32 0.
  * File names: ckpt-<step>.elck (whole), ckpt-<step>.r<rank>.elck (shard),
- * ckpt-<step>.done (marker), and .<name>.tmp.<pid> while being written.
+ * ckpt-<step>.done (marker), and .<name>.tmp.<pid>.<random> while being
+ * written (the random part keeps writers on two machines that share the
+ * directory, whose pids may be equal, out of each other's files).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -225,7 +228,7 @@ static int read_all(int fd, void *buf, size_t len)
     return 0;
 }
 
-static int mkdir_p(const char *dir)
+int el__ckpt_mkdir_p(const char *dir)
 {
     char path[4096];
     size_t n = strlen(dir);
@@ -258,14 +261,22 @@ static int write_atomic(int dirfd, const char *name, struct hdr *h,
                         const struct iovec *iov, int iovcnt)
 {
     char tmp[300];
-    if (snprintf(tmp, sizeof tmp, ".%s.tmp.%ld", name, (long)getpid()) >=
-        (int)sizeof tmp)
-        return EL_EUSAGE;
     unsigned char hb[EL_CKPT_HEADER_SIZE] = {0};
-    int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 8; tries++) {
+        uint32_t nonce;
+        if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != sizeof nonce)
+            nonce = (uint32_t)tries * 2654435761u; /* O_EXCL still guards */
+        if (snprintf(tmp, sizeof tmp, ".%s.tmp.%ld.%08x", name,
+                     (long)getpid(), nonce) >= (int)sizeof tmp)
+            return EL_EUSAGE;
+        fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
                     0644);
+        if (fd < 0 && errno != EEXIST)
+            return -errno;
+    }
     if (fd < 0)
-        return -errno;
+        return -EEXIST;
     uint32_t crc = 0;
     uint64_t len = 0, flushed = 0;
     int rc = write_all(fd, hb, sizeof hb);
@@ -651,7 +662,7 @@ int el_ckpt_savev(const struct el_ckpt_opts *o, int64_t step,
     if (!o->sharded && o->rank != 0)
         return 0;
     int keep = o->keep == 0 ? 3 : o->keep;
-    int rc = mkdir_p(o->dir);
+    int rc = el__ckpt_mkdir_p(o->dir);
     if (rc != 0)
         return rc;
     int dirfd = open_dir(o->dir);

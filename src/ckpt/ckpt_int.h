@@ -9,6 +9,9 @@
 uint32_t el__crc32c_sw(uint32_t crc, const void *buf, size_t len);
 int el__crc32c_hw_available(void);
 
+/* mkdir -p: 0, EL_EUSAGE (empty or too long), or -errno. */
+int el__ckpt_mkdir_p(const char *dir);
+
 /* Test hook: if set, called with the temporary file's name after it is
  * written and fsync'd and before it is renamed into place.  Tests use it to
  * kill the process at the worst moment.  Not thread-safe; tests only. */

@@ -1,7 +1,10 @@
 /* test_ckpt.c -- checkpoints: CRC-32C, atomic save under a SIGKILL between
  * write and rename, detection of flipped bytes and truncation, keep-last-K,
- * and sharded checkpoints written by several real processes with a
- * completion marker.
+ * sharded checkpoints written by several real processes with a
+ * completion marker, and replicated checkpoints among forked ranks: one
+ * writer per directory, resume from the newest any directory holds (node
+ * 0's lost), a failed save (EFBIG under RLIMIT_FSIZE, ENOSPC on a full
+ * tmpfs) reported as failed on every rank.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -11,6 +14,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +22,7 @@
 #include "elrun/ckpt.h"
 #include "elrun/err.h"
 #include "ckpt/ckpt_int.h"
+#include "ranks.h"
 #include "test.h"
 
 /* ------------------------------------------------------------------------
@@ -70,6 +75,25 @@ static int count_entries(void)
     while ((de = readdir(d)) != NULL)
         if (de->d_name[0] != '.' || (de->d_name[1] && de->d_name[1] != '.'))
             n++;
+    closedir(d);
+    return n;
+}
+
+/* How many entries of the directory start with prefix; the last one's name
+ * goes to name. */
+static int find_prefixed(const char *prefix, char *name, size_t len)
+{
+    DIR *d = opendir(tmpdir);
+    CHECK(d != NULL);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (strncmp(de->d_name, prefix, strlen(prefix)) == 0) {
+            size_t l = strlen(de->d_name);
+            CHECK(l < len);
+            memcpy(name, de->d_name, l + 1);
+            n++;
+        }
     closedir(d);
     return n;
 }
@@ -254,9 +278,10 @@ TEST(ckpt_sigkill_before_rename)
     CHECK_EQ(waitpid(pid, &st, 0), pid);
     CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     /* The temporary file is there, complete, but not under its name. */
-    char tmpname[128];
-    snprintf(tmpname, sizeof tmpname, ".ckpt-%010d.elck.tmp.%ld", 20,
+    char prefix[128], tmpname[128];
+    snprintf(prefix, sizeof prefix, ".ckpt-%010d.elck.tmp.%ld.", 20,
              (long)pid);
+    CHECK(find_prefixed(prefix, tmpname, sizeof tmpname) == 1);
     CHECK(exists(tmpname));
     CHECK(!exists("ckpt-0000000020.elck"));
 
@@ -709,5 +734,351 @@ TEST(ckpt_sharded_failed_rewrite)
     CHECK_EQ(scan.nskipped, 1);
     CHECK(strstr(scan.skipped[0].what, "r00001.elck: missing") != NULL);
     munmap(sh, sizeof *sh);
+    cleanup();
+}
+
+/* ------------------------------------------------------------------------
+ * Replicated checkpoints (el_ckpt_dp_*) among forked ranks (ranks.h).
+ */
+
+/* Where each rank keeps its checkpoints, and what a run does. */
+struct dp_case {
+    char dir[16][160];
+    int64_t steps[4];   /* steps to save, in order; -1 ends the list       */
+    size_t bytes;       /* payload size of each save                       */
+    int resume;         /* resume first and check what comes back          */
+    int64_t want_step;  /* the step resume must find (-1: -ENOENT)         */
+    int want_src, want_holders, want_dirs, want_world;
+    int fsize_rank;     /* this rank gets RLIMIT_FSIZE = fsize_limit       */
+    long fsize_limit;
+    int fail_expected;  /* saves must fail, agreed, with this error        */
+    int want_saved;     /* and this many directories holding the step      */
+};
+
+static int wrote_here; /* the rename hook counts this process's writes */
+static void count_write(const char *tmpname)
+{
+    (void)tmpname;
+    wrote_here++;
+}
+
+static int dp_body(struct el_comm *c, int rank, int world, void *arg)
+{
+    const struct dp_case *k = arg;
+    el__ckpt_before_rename = count_write;
+    if (rank == k->fsize_rank) {
+        /* A real file-system failure without privileges: writes past the
+         * limit fail with EFBIG (SIGXFSZ ignored). */
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {(rlim_t)k->fsize_limit, (rlim_t)k->fsize_limit};
+        if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+            RANK_FAIL("setrlimit: %s", strerror(errno));
+    }
+    struct el_ckpt_dp *dp;
+    char err[512];
+    int rc = el_ckpt_dp_open(&dp, c, k->dir[rank], 3, err, sizeof err);
+    if (rc != 0)
+        RANK_FAIL("el_ckpt_dp_open: %s: %s", el_strerror(rc), err);
+    if (el_ckpt_dp_dirs(dp) != k->want_dirs)
+        RANK_FAIL("%d directories, want %d", el_ckpt_dp_dirs(dp),
+                  k->want_dirs);
+    /* The writer of a directory is the lowest rank that uses it. */
+    int writer = 1;
+    for (int r = 0; r < rank; r++)
+        if (strcmp(k->dir[r], k->dir[rank]) == 0)
+            writer = 0;
+    if (el_ckpt_dp_is_writer(dp) != writer)
+        RANK_FAIL("writer %d, want %d", el_ckpt_dp_is_writer(dp), writer);
+
+    if (k->resume) {
+        void *p = NULL;
+        size_t len = 0;
+        struct el_ckpt_dp_found f;
+        rc = el_ckpt_dp_resume(dp, &p, &len, &f, NULL);
+        if (k->want_step < 0) {
+            if (rc != -ENOENT)
+                RANK_FAIL("resume: %s, want ENOENT", el_strerror(rc));
+        } else {
+            if (rc != 0)
+                RANK_FAIL("resume: %s: %s", el_strerror(rc),
+                          el_ckpt_dp_errmsg(dp));
+            unsigned char *want = malloc(k->bytes);
+            fill(want, k->bytes, (unsigned)k->want_step);
+            int same = len == k->bytes && memcmp(p, want, len) == 0;
+            free(want);
+            free(p);
+            if (!same)
+                RANK_FAIL("resumed payload differs (%zu bytes)", len);
+            if (f.info.step != k->want_step || f.src != k->want_src ||
+                f.holders != k->want_holders || f.dirs != k->want_dirs ||
+                f.info.world != k->want_world ||
+                f.info.bytes != k->bytes)
+                RANK_FAIL("found step %lld src %d holders %d dirs %d world "
+                          "%d", (long long)f.info.step, f.src, f.holders,
+                          f.dirs, f.info.world);
+        }
+    }
+    unsigned char *buf = malloc(k->bytes);
+    for (int i = 0; i < 4 && k->steps[i] >= 0; i++) {
+        fill(buf, k->bytes, (unsigned)k->steps[i]);
+        struct iovec iov = {buf, k->bytes};
+        struct el_ckpt_dp_saved sv;
+        wrote_here = 0;
+        rc = el_ckpt_dp_savev(dp, k->steps[i], &iov, 1, &sv);
+        if (rc != k->fail_expected)
+            RANK_FAIL("save %lld: %s (%s), want %s", (long long)k->steps[i],
+                      el_strerror(rc), el_ckpt_dp_errmsg(dp),
+                      el_strerror(k->fail_expected));
+        int renames = writer && !(rank == k->fsize_rank && rc != 0);
+        if (wrote_here != renames)
+            RANK_FAIL("wrote %d files, want %d", wrote_here, renames);
+        int want_saved = k->fail_expected ? k->want_saved : k->want_dirs;
+        if (sv.dirs != k->want_dirs || sv.saved != want_saved)
+            RANK_FAIL("saved in %d of %d, want %d of %d", sv.saved, sv.dirs,
+                      want_saved, k->want_dirs);
+        if (rc != 0) {
+            /* Every rank says the same thing: who failed, where, why. */
+            char want[256];
+            snprintf(want, sizeof want, "checkpoint step %lld is not saved "
+                     "in %d of %d checkpoint directories: rank %d (%s): %s",
+                     (long long)k->steps[i], k->want_dirs - want_saved,
+                     k->want_dirs, k->fsize_rank, k->dir[k->fsize_rank],
+                     el_strerror(k->fail_expected));
+            if (strcmp(el_ckpt_dp_errmsg(dp), want) != 0)
+                RANK_FAIL("message \"%s\", want \"%s\"",
+                          el_ckpt_dp_errmsg(dp), want);
+            if (sv.local_rc != (rank == k->fsize_rank ? k->fail_expected
+                                                      : 0))
+                RANK_FAIL("local_rc %d", sv.local_rc);
+        }
+    }
+    free(buf);
+    el_ckpt_dp_close(dp);
+    (void)world;
+    return 0;
+}
+
+static void dp_run(int world, struct dp_case *k)
+{
+    int status[16];
+    int bad = ranks_run(world, 0, dp_body, k, status);
+    for (int r = 0; r < world; r++)
+        if (status[r] != 0)
+            fprintf(stderr, "  rank %d exited %d\n", r, status[r]);
+    CHECK_EQ(bad, 0);
+}
+
+static struct dp_case dp_case_new(void)
+{
+    struct dp_case k;
+    memset(&k, 0, sizeof k);
+    for (int i = 0; i < 4; i++)
+        k.steps[i] = -1;
+    k.bytes = 3000;
+    k.want_step = -1;
+    k.fsize_rank = -1;
+    return k;
+}
+
+/* Only files that are checkpoints (no probes or temporaries left). */
+static int only_checkpoints(const char *dir)
+{
+    DIR *d = opendir(dir);
+    CHECK(d != NULL);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (strncmp(de->d_name, "ckpt-", 5) != 0)
+            TEST_FAIL_("%s/%s is not a checkpoint", dir, de->d_name);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* One directory shared by three ranks: rank 0 alone writes it (the others
+ * would replace and prune the same files), every rank is told it is saved,
+ * and each resumes the newest. */
+TEST(ckpt_dp_shared_dir_one_writer)
+{
+    mktmp();
+    struct dp_case k = dp_case_new();
+    for (int r = 0; r < 3; r++)
+        snprintf(k.dir[r], sizeof k.dir[r], "%s/shared", tmpdir);
+    k.want_dirs = 1;
+    k.steps[0] = 10, k.steps[1] = 20;
+    dp_run(3, &k);
+    CHECK_EQ(only_checkpoints(k.dir[0]), 2);
+
+    k.steps[0] = 30, k.steps[1] = -1;
+    k.resume = 1, k.want_step = 20, k.want_src = 0, k.want_holders = 1;
+    k.want_world = 3;
+    dp_run(3, &k);
+    CHECK_EQ(only_checkpoints(k.dir[0]), 3);
+    cleanup();
+}
+
+/* Two "nodes" of two ranks, each node with its own directory: both nodes
+ * keep every checkpoint; after node 0's directory is lost the ranks resume
+ * from node 1's (rank 2 broadcasts it), not from scratch. */
+TEST(ckpt_dp_newest_from_any_node)
+{
+    mktmp();
+    struct dp_case k = dp_case_new();
+    for (int r = 0; r < 4; r++)
+        snprintf(k.dir[r], sizeof k.dir[r], "%s/node%d", tmpdir, r / 2);
+    k.want_dirs = 2;
+    k.steps[0] = 100, k.steps[1] = 200;
+    dp_run(4, &k);
+    for (int n = 0; n < 2; n++) {
+        struct el_ckpt_info info;
+        CHECK_OK(el_ckpt_latest(k.dir[2 * n], &info, NULL));
+        CHECK_EQ(info.step, 200);
+        CHECK_EQ(only_checkpoints(k.dir[2 * n]), 2);
+    }
+
+    /* Both hold step 200: the lowest writer (rank 0) sends it. */
+    k.steps[0] = -1;
+    k.resume = 1, k.want_step = 200, k.want_src = 0, k.want_holders = 2;
+    k.want_world = 4;
+    dp_run(4, &k);
+
+    /* Node 0's disk is lost. */
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", k.dir[0]);
+    CHECK_EQ(system(cmd), 0);
+    k.want_src = 2, k.want_holders = 1;
+    dp_run(4, &k);
+
+    /* Node 1 alone has a newer one (saved alone when the round broke). */
+    unsigned char buf[3000];
+    fill(buf, sizeof buf, 300);
+    struct el_ckpt_opts o = {.dir = k.dir[2], .rank = 0, .world = 4};
+    CHECK_OK(el_ckpt_save(&o, 300, buf, sizeof buf));
+    k.want_step = 300;
+    dp_run(4, &k);
+    cleanup();
+}
+
+/* No checkpoint anywhere: -ENOENT on every rank; a world of one with no
+ * communicator works the same way. */
+TEST(ckpt_dp_nothing_to_resume_and_world_of_one)
+{
+    mktmp();
+    struct dp_case k = dp_case_new();
+    for (int r = 0; r < 2; r++)
+        snprintf(k.dir[r], sizeof k.dir[r], "%s/r%d", tmpdir, r);
+    k.want_dirs = 2, k.resume = 1;
+    dp_run(2, &k);
+
+    struct dp_case one = dp_case_new();
+    snprintf(one.dir[0], sizeof one.dir[0], "%s/alone", tmpdir);
+    one.want_dirs = 1, one.resume = 1;
+    int st;
+    CHECK_EQ(ranks_run(1, 1, dp_body, &one, &st), 0);
+    one.steps[0] = 5;
+    CHECK_EQ(ranks_run(1, 1, dp_body, &one, &st), 0);
+    one.steps[0] = -1, one.want_step = 5, one.want_holders = 1;
+    one.want_world = 1;
+    CHECK_EQ(ranks_run(1, 1, dp_body, &one, &st), 0);
+    cleanup();
+}
+
+/* A save that fails in one directory is a failed save on every rank, with
+ * the same message naming the rank, its directory and the error; the other
+ * directory has it, and the failed one keeps its previous checkpoint. */
+TEST(ckpt_dp_failed_save_is_failed_everywhere)
+{
+    mktmp();
+    struct dp_case k = dp_case_new();
+    for (int r = 0; r < 2; r++)
+        snprintf(k.dir[r], sizeof k.dir[r], "%s/node%d", tmpdir, r);
+    k.want_dirs = 2;
+    k.steps[0] = 6;
+    dp_run(2, &k);
+    k.bytes = 200000, k.steps[0] = 7;
+    k.fsize_rank = 0, k.fsize_limit = 65536;
+    k.fail_expected = -EFBIG, k.want_saved = 1;
+    dp_run(2, &k);
+    struct el_ckpt_info info;
+    CHECK_OK(el_ckpt_latest(k.dir[0], &info, NULL));
+    CHECK_EQ(info.step, 6);
+    CHECK_EQ(only_checkpoints(k.dir[0]), 1); /* no temporary left */
+    CHECK_OK(el_ckpt_latest(k.dir[1], &info, NULL));
+    CHECK_EQ(info.step, 7);
+
+    /* One shared directory whose writer fails: saved nowhere. */
+    for (int r = 0; r < 3; r++)
+        snprintf(k.dir[r], sizeof k.dir[r], "%s/shared", tmpdir);
+    k.want_dirs = 1, k.want_saved = 0;
+    dp_run(3, &k);
+    cleanup();
+}
+
+/* The disk full for real (ENOSPC on a 64 KiB tmpfs), where this process may
+ * mount one (root); elsewhere the EFBIG test above stands for it. */
+TEST(ckpt_dp_enospc_is_failed_everywhere)
+{
+    mktmp();
+    struct dp_case k = dp_case_new();
+    snprintf(k.dir[0], sizeof k.dir[0], "%s/full", tmpdir);
+    snprintf(k.dir[1], sizeof k.dir[1], "%s/node1", tmpdir);
+    CHECK_EQ(mkdir(k.dir[0], 0755), 0);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=64k elrun-test %s "
+             "2>/dev/null", k.dir[0]);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "  (cannot mount a tmpfs here: not tested)\n");
+        cleanup();
+        return;
+    }
+    k.want_dirs = 2;
+    k.bytes = 200000, k.steps[0] = 200;
+    k.fsize_rank = 0, k.fsize_limit = RLIM_INFINITY;
+    k.fail_expected = -ENOSPC, k.want_saved = 1;
+    int status[2];
+    int bad = ranks_run(2, 0, dp_body, &k, status);
+    int left = only_checkpoints(k.dir[0]);
+    snprintf(cmd, sizeof cmd, "umount %s", k.dir[0]);
+    CHECK_EQ(system(cmd), 0);
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(left, 0);
+    cleanup();
+}
+
+/* A rank whose directory cannot be created fails the open on every rank,
+ * with a message naming it. */
+static int dp_open_body(struct el_comm *c, int rank, int world, void *arg)
+{
+    const struct dp_case *k = arg;
+    struct el_ckpt_dp *dp = NULL;
+    char err[512], want[512];
+    int rc = el_ckpt_dp_open(&dp, c, k->dir[rank], 3, err, sizeof err);
+    snprintf(want, sizeof want, "rank 1 cannot create files in its "
+             "checkpoint directory %s: %s", k->dir[1],
+             el_strerror(-ENOTDIR));
+    if (rc != -ENOTDIR || dp != NULL || strcmp(err, want) != 0)
+        RANK_FAIL("open: %s: \"%s\"", el_strerror(rc), err);
+    (void)world;
+    return 0;
+}
+
+TEST(ckpt_dp_unusable_dir_fails_open_everywhere)
+{
+    mktmp();
+    struct dp_case k = dp_case_new();
+    snprintf(k.dir[0], sizeof k.dir[0], "%s/ok", tmpdir);
+    snprintf(k.dir[1], sizeof k.dir[1], "%s/file/sub", tmpdir);
+    snprintf(k.dir[2], sizeof k.dir[2], "%s/ok", tmpdir);
+    char path[256];
+    snprintf(path, sizeof path, "%s/file", tmpdir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    fclose(f);
+    int status[3];
+    CHECK_EQ(ranks_run(3, 0, dp_open_body, &k, status), 0);
+    CHECK_EQ(only_checkpoints(k.dir[0]), 0); /* the probe is gone */
     cleanup();
 }

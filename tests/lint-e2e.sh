@@ -5,7 +5,9 @@
 #   1. the lint itself, on tests/lint/fixtures/*: it must report exactly the
 #      lines marked "# expect: RULE..." (with those rules), and exit 1 when
 #      it reports any, 0 when none;
-#   2. every tests/e2e/*.sh and *.bash: nothing to report.
+#   2. refute and wait_until (tests/e2e/lib.sh) fail a case when they must,
+#      and say why (tests/lint/lib_selftest.sh);
+#   3. every tests/e2e/*.sh and *.bash: nothing to report.
 # Prints TAP lines and "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -39,6 +41,27 @@ for f in tests/lint/fixtures/*; do
         ((st == want_st)) || { echo "exit status $st, not $want_st"; cat "$tmp/out"; }
     } >"$tmp/why"
     result "$([[ -s $tmp/why ]] && echo 1 || echo 0)" "lint fixture ${f##*/}: $(wc -l <"$tmp/want") findings, as marked" "$tmp/why"
+done
+
+# refute and wait_until themselves (tests/lint/lib_selftest.sh)
+bash tests/lint/lib_selftest.sh >"$tmp/lib.out" 2>&1
+awk -v T="$tmp" '
+    /^(not )?ok [0-9]+ - / { if (name != "") { print body > (T "/case." sprintf("%03d", ++k)) }
+                             ok = ($1 == "ok"); name = $0; sub(/^(not )?ok [0-9]+ - /, "", name)
+                             body = ok "\t" name "\n"; next }
+    /^    / { body = body $0 "\n" }
+    END { if (name != "") print body > (T "/case." sprintf("%03d", ++k)) }' "$tmp/lib.out"
+for c in "$tmp"/case.*; do
+    [[ -e $c ]] || { result 1 "lib.sh self-test ran" "$tmp/lib.out"; break; }
+    IFS=$'\t' read -r ok name <"$c"
+    case $name in
+        passes:*) [[ $ok == 1 ]]; st=$? ;;
+        "fails loudly:"*) [[ $ok == 0 ]] && grep -qE "^    (refute|wait_until): " "$c"; st=$? ;;
+        fails:*) [[ $ok == 0 ]]; st=$? ;;
+        *) st=1 ;;
+    esac
+    { echo "the case $([[ $ok == 1 ]] && echo passed || echo failed); its log:"; sed -n "2,\$p" "$c"; } >"$tmp/why"
+    result $st "lib.sh: $name" "$tmp/why"
 done
 
 for f in tests/e2e/*.sh tests/e2e/*.bash; do

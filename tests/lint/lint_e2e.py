@@ -120,7 +120,13 @@ class Lexer:
                     self.heredoc_word(op == "<<-")
                 return t
         if s.startswith("((", self.i):
-            return self.word(line)  # (( arithmetic )), also in for (( ))
+            # (( arithmetic )), also in for (( )); else, as bash does, two (
+            start = self.i
+            try:
+                return self.word(line)
+            except ParseError:
+                self.i = start + 1
+                return Tok("OP", "(", line)
         for op in OPS:
             if s.startswith(op, self.i):
                 self.i += len(op)
@@ -480,9 +486,9 @@ class Parser:
             self.take()
             self.redirs()
             return Node("compound", line, what="subshell", lists=[("body", body)], words=[])
-        if tk.kind != "WORD":
+        if tk.kind != "WORD" and not (tk.kind == "OP" and tk.value in REDIRS + ["&>", "&>>"]):
             raise ParseError(line, "expected a command, found %r" % tk.value)
-        if tk.plain() and tk.value in RESERVED:
+        if tk.kind == "WORD" and tk.plain() and tk.value in RESERVED:
             return self.parse_compound()
         words = []
         while True:

@@ -26,14 +26,16 @@ workers() {
 ranks() { cat "$T/$1"/w."$2".* | sed 's/.*rank=\([0-9]*\).*/\1/' | sort -n | tr '\n' ' '; }
 
 # wait_exit I [TIMEOUT]: wait (up to TIMEOUT s, default 30) for agent I to
-# end; sets RC to its exit status, or 124 if it still runs (a bare `wait`
-# would hang the script instead).
+# end; sets RC to its exit status, or to 124 if it still ran, and then kills
+# it, so that it cannot disturb the next cases (a bare `wait` would hang the
+# script instead).
 wait_exit() {
     local pid=${AGENT_PID[$1]}
     if timeout "${2:-30}" tail --pid="$pid" -f /dev/null; then
         wait "$pid"; RC=$?
     else
         RC=124
+        kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
     fi
 }
 

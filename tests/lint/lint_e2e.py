@@ -14,8 +14,9 @@ own), each function body, each $( ) and the file itself, reports:
   bang        a `!`-negated command that is not the last command of its
               body: nothing fails when it "fails" (use `refute CMD`); also
               inside loops, `if` branches and braces, where even the last
-              line does not decide the body's status.  `! CMD || ...`
-              (a condition) and `if`/`while`/`until` conditions are fine.
+              line does not decide the body's status; and `! CMD && ...`,
+              which stops quietly when CMD succeeds.  `! CMD || ...` (a
+              condition) and `if`/`while`/`until` conditions are fine.
   dollar-q    `[[ $? ]]`, `[ $? ]`, `test $?`: always true (`$?` is
               never empty); compare the status instead.
   silent-loop `for ... in $(seq ...)` with a `break` in a case body: a
@@ -63,9 +64,9 @@ class Tok:
 
 
 class Lexer:
-    def __init__(self, src, line0=1):
+    def __init__(self, src, line0=1, nl=None):
         self.s, self.i, self.line0 = src, 0, line0
-        self.nl = [m.start() for m in re.finditer("\n", src)]
+        self.nl = nl if nl is not None else [m.start() for m in re.finditer("\n", src)]
         self.heredocs = []  # (delimiter, strip tabs) awaiting the next newline
         self.queue = []     # tokens lexed ahead (a here-document's delimiter)
 
@@ -371,8 +372,7 @@ class Lexer:
         """Past the ')' that closes the code of a $( ) (tokens, so quotes,
         here-documents and nested $( ) count)."""
         depth = 0
-        sub = Lexer(self.s, self.line0)
-        sub.nl = self.nl
+        sub = Lexer(self.s, self.line0, self.nl)
         sub.i = self.i
         while True:
             tk = sub.next()
@@ -459,7 +459,7 @@ class Parser:
         while self.is_word("!", "time"):
             if self.take().value == "!":
                 neg = True
-            while self.cur().kind == "WORD" and self.cur().value.startswith("-") and self.cur().value == "-p":
+            while self.is_word("-p"):  # time -p
                 self.take()
         cmds = [self.parse_command()]
         while self.is_op("|", "|&"):

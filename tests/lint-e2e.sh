@@ -10,7 +10,7 @@
 #   3. every tests/e2e/*.sh and *.bash: nothing to report.
 # Prints TAP lines and "N passed, N failed".
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 LINT=tests/lint/lint_e2e.py
 PY=${LINT_PYTHON:-python3}
 pass=0 fail=0 n=0

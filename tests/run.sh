@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Run every test: the C unit tests, the fuzz corpus replay, and the end-to-end
-# scripts in tests/e2e (which use real processes, signals and PyTorch).
+# Run every test: the lint of the e2e scripts (tests/lint-e2e.sh: no
+# assertion that can never fail), the C unit tests, the fuzz corpus replay,
+# and the end-to-end scripts in tests/e2e (which use real processes, signals
+# and PyTorch).
 # Each part prints "N passed, N failed"; this adds them up into the last line.
 #   tests/run.sh               everything
+#   tests/run.sh lint          only the lint (and its own fixtures)
 #   tests/run.sh e2e t0101     only e2e scripts whose name contains t0101
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +36,9 @@ run_part() { # name, command...
 }
 
 what=${1:-all} filter=${2:-}
+if [[ $what == all || $what == lint ]]; then
+    run_part lint-e2e bash tests/lint-e2e.sh
+fi
 if [[ $what == all || $what == unit ]]; then
     run_part unit "$BUILD/unit_tests"
     for f in "$BUILD"/fuzz_replay_*; do

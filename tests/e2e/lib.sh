@@ -46,7 +46,9 @@ test_expect_success() {
     local name=$1 script=$2 st
     _n=$((_n + 1))
     local log="$T/case.$_n.log"
-    ( set -eo pipefail; [[ -n ${TEST_TRACE:-} ]] && set -x; eval "$script" ) \
+    # _case_fd: the case log, where refute and wait_until report even when
+    # the command at fault has its stderr redirected.
+    ( set -eo pipefail; exec {_case_fd}>&2; [[ -n ${TEST_TRACE:-} ]] && set -x; eval "$script" ) \
         >"$log" 2>&1
     st=$?
     if ((st == 0)); then
@@ -65,17 +67,27 @@ test_done() {
 }
 
 # refute CMD [ARG...]: assert that CMD fails.  Use it instead of `! CMD`,
-# which set -e ignores anywhere but on a case's last line.  When CMD
-# succeeds, says so (and what it printed) and ends the case as failed.
+# which set -e ignores anywhere but on a case's last line.  CMD's output and
+# redirections are its own (`refute "$ELRUN" --bogus 2>"$T/err"` fills
+# $T/err).  Only a plain "no" counts as failing: the case fails when CMD
+# succeeds, cannot run (126, 127) or dies from a signal (> 128); for grep
+# and pgrep, on anything but 1 (no match; 2 is an error such as a missing
+# file); for timeout, on 124 (it timed out).
 refute() {
-    local out st
-    out=$("$@" 2>&1) && st=0 || st=$?
+    local st=0 why=""
+    "$@" || st=$?
     if ((st == 0)); then
-        echo "refute: this succeeded but must fail: $*" >&2
-        [[ -n $out ]] && printf '%s\n' "$out" | head -20 | sed 's/^/    | /' >&2
-        exit 1
+        why="this succeeded but must fail"
+    elif ((st == 126 || st == 127 || st > 128)); then
+        why="this must fail, but could not run or was killed (status $st)"
+    elif [[ ${1##*/} == grep || ${1##*/} == pgrep ]] && ((st != 1)); then
+        why="this must find nothing, but failed with status $st (an error, not \"no match\")"
+    elif [[ ${1##*/} == timeout ]] && ((st == 124)); then
+        why="this must fail, but timed out"
     fi
-    return 0
+    [[ -z $why ]] && return 0
+    echo "refute: $why: $*" >&"${_case_fd:-2}"
+    exit 1
 }
 
 # wait_until COND [TIMEOUT_S]: evaluate the shell condition COND (a string)
@@ -86,7 +98,7 @@ wait_until() {
     local cond=$1 deadline=$((SECONDS + ${2:-20}))
     until eval "$cond"; do
         if ((SECONDS >= deadline)); then
-            echo "wait_until: timed out after ${2:-20} s waiting until: $cond" >&2
+            echo "wait_until: timed out after ${2:-20} s waiting until: $cond" >&"${_case_fd:-2}"
             exit 1
         fi
         sleep 0.02

@@ -25,10 +25,28 @@ workers() {
 # ranks JOB ROUND: the sorted ranks of ROUND's workers, one line.
 ranks() { cat "$T/$1"/w."$2".* | sed 's/.*rank=\([0-9]*\).*/\1/' | sort -n | tr '\n' ' '; }
 
-# finish JOB I...: tell the workers to end, then each agent I must exit 0.
+# wait_exit I [TIMEOUT]: wait (up to TIMEOUT s, default 30) for agent I to
+# end; sets RC to its exit status, or to 124 if it still ran, and then kills
+# it, so that it cannot disturb the next cases (a bare `wait` would hang the
+# script instead).
+wait_exit() {
+    local pid=${AGENT_PID[$1]}
+    if timeout "${2:-30}" tail --pid="$pid" -f /dev/null; then
+        wait "$pid"; RC=$?
+    else
+        RC=124
+        kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+    fi
+}
+
+# finish JOB I...: tell the workers to end, then each agent I must exit 0
+# within 60 s.
 finish() {
     local job=$1 i rc=0; shift
     touch "$T/$job/finish"
-    for i in "$@"; do wait "${AGENT_PID[$i]}" || { echo "agent $i exited $?"; tail -n 20 "$T/$job/agent.$i.log"; rc=1; }; done
+    for i in "$@"; do
+        wait_exit "$i" 60
+        ((RC == 0)) || { echo "agent $i exited $RC"; tail -n 20 "$T/$job/agent.$i.log"; rc=1; }
+    done
     return $rc
 }

@@ -23,13 +23,13 @@ test_expect_success 'PyTorch gloo process group of two on the store' '
 exec 7>&-
 
 test_expect_success 'bad flags and a busy port give a clear one-line error' '
-    ! "$ELRUN" store --listen nowhere >"$T/e1" 2>&1
+    refute "$ELRUN" store --listen nowhere >"$T/e1" 2>&1
     grep -q "needs HOST:PORT" "$T/e1"
-    ! "$ELRUN" store --max-key-len -3 >"$T/e2" 2>&1
+    refute "$ELRUN" store --max-key-len -3 >"$T/e2" 2>&1
     grep -q "positive integer" "$T/e2"
-    ! "$ELRUN" store --bogus >"$T/e3" 2>&1
+    refute "$ELRUN" store --bogus >"$T/e3" 2>&1
     grep -q "unknown or incomplete option" "$T/e3"
-    ! "$ELRUN" store --listen "127.0.0.1:$STORE_PORT" >"$T/e4" 2>&1
+    refute "$ELRUN" store --listen "127.0.0.1:$STORE_PORT" >"$T/e4" 2>&1
     grep -q "cannot listen" "$T/e4"
 '
 

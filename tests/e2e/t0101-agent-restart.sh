@@ -37,7 +37,7 @@ for how in exit segv kill; do
         grep -q "^0 1 " $T/'$how'/starts
         [[ $(grep -c "^1 " $T/'$how'/starts) == 3 ]]
         grep -q "restarting (1 of 1 restarts used)" "$T/$how/err"
-        ! grep -q "ChildFailedError" "$T/$how/err"
+        refute grep -q "ChildFailedError" "$T/$how/err"
     '
 done
 
@@ -94,8 +94,8 @@ EOF
     sed -i "s/^  time      : .*/  time      : TIME/; s/^  host      : .*/  host      : HOST/" "$T/ex/box"
     diff "$T/ex/want" "$T/ex/box"
     grep -q "failed (exitcode: -9) local_rank: 1 (pid: $pid) of binary: $T/always.sh" "$T/ex/err"
-    ! kill -0 $pid 2>/dev/null
-    ! pgrep -f "$T/always.sh" >/dev/null
+    refute alive $pid
+    refute pgrep -f "$T/always.sh"
 '
 
 # raise.sh: rank 1 writes an error file as PyTorch's @record does and exits
@@ -160,7 +160,8 @@ test_expect_success 'a worker that ignores SIGTERM is killed after --stop-timeou
     [[ $st == 1 ]]
     grep -q "sending SIGKILL" "$T/st/err"
     (( el < 5000 ))
-    ! kill -0 $(cat "$T/st/pid.0") 2>/dev/null
+    p0=$(cat "$T/st/pid.0"); [[ -n $p0 ]]
+    refute alive "$p0"
 '
 
 test_expect_success 'the log dir holds attempt_N/<rank> per restart' '

@@ -51,7 +51,7 @@ test_expect_success '--signals-to-handle=SIGUSR1 (Slurm preemption) is forwarded
     run_and_signal USR1 "$T/usr1" --signals-to-handle=SIGTERM,SIGUSR1
     [[ $ST == 1 ]]
     [[ $(cat $T/usr1/got.0) == USR1 && $(cat $T/usr1/got.1) == USR1 ]]
-    for p in $TREE; do ! alive $p; done
+    for p in $TREE; do refute alive $p; done
 '
 
 test_expect_success 'the agent killed with SIGKILL takes its workers along' '
@@ -61,9 +61,8 @@ test_expect_success 'the agent killed with SIGKILL takes its workers along' '
     wait_for_file "$T/k9/ready.0"; wait_for_file "$T/k9/ready.1"
     w0=$(cat $T/k9/ready.0) w1=$(cat $T/k9/ready.1)
     kill -KILL $apid; wait $apid || true
-    for i in $(seq 200); do kill -0 $w0 2>/dev/null || kill -0 $w1 2>/dev/null || break; sleep 0.01; done
-    ! kill -0 $w0 2>/dev/null
-    ! kill -0 $w1 2>/dev/null
+    [[ -n $w0 && -n $w1 ]]
+    wait_until "! alive $w0 && ! alive $w1" 10
 '
 
 # stubborn.sh: ignores SIGTERM.
@@ -85,7 +84,8 @@ test_expect_success 'a second SIGTERM ends the grace: workers are killed at once
     kill -TERM $apid
     set +e; timeout 10 tail --pid=$apid -f /dev/null; st=$?; set -e
     [[ $st == 0 ]]
-    ! kill -0 $(cat $T/two/ready.0) 2>/dev/null
+    p0=$(cat $T/two/ready.0); [[ -n $p0 ]]
+    refute alive "$p0"
 '
 
 # failstub.sh: rank 0 ignores SIGTERM (a long grace); rank 1 fails as soon
@@ -113,8 +113,8 @@ test_expect_success 'a signal that arrives while a failed group stops: no restar
     kill -TERM $apid
     set +e; timeout 10 tail --pid=$apid -f /dev/null; t=$?; wait $apid; st=$?; set -e
     [[ $t == 0 && $st == 1 ]]
-    ! grep -q "^1 " "$T/ss/starts"
-    ! grep -q "restarting" "$T/ss/err"
+    refute grep -q "^1 " "$T/ss/starts"
+    refute grep -q "restarting" "$T/ss/err"
 '
 
 test_expect_success 'SIGTERM while waiting in the rendezvous ends the agent at once' '
@@ -122,7 +122,7 @@ test_expect_success 'SIGTERM while waiting in the rendezvous ends the agent at o
     "$ELRUN" --nnodes=2 --node-rank=0 --master-port=$port --no-python true 2>"$T/rd.err" &
     apid=$!
     # Node 0 hosts the store, so the port answers once it waits.
-    for i in $(seq 500); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.01; done
+    wait_until "(exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null" 10
     kill -TERM $apid
     set +e; timeout 5 tail --pid=$apid -f /dev/null; st=$?; wait $apid; ast=$?; set -e
     [[ $st == 0 && $ast == 1 ]]

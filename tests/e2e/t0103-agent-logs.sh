@@ -29,7 +29,7 @@ test_expect_success '--tee 3: every console line prefixed and whole' '
         grep -q "^\[default$r\]:tail $r$" "$T/t.out"
     done
     # No line that is not prefixed (no interleaved fragments).
-    ! grep -v "^\[default[0-2]\]:" "$T/t.out"
+    refute grep -v "^\[default[0-2]\]:" "$T/t.out"
     [[ $(wc -l <"$T/t.out") == 18 ]]
 '
 
@@ -45,7 +45,7 @@ test_expect_success '--redirects 3: nothing on the console, all in files' '
     "$ELRUN" --standalone --nproc-per-node=2 -r 3 --log-dir "$T/l2" --rdzv-id ignored \
         --no-python "$T/chatty.sh" >"$T/r.out" 2>"$T/r.err"
     [[ ! -s $T/r.out ]]
-    ! grep -v OMP_NUM_THREADS "$T/r.err"
+    refute grep -v OMP_NUM_THREADS "$T/r.err"
     d=$(echo "$T"/l2/*_*/attempt_0)
     [[ $(grep -c "part-b" $d/1/stdout.log) == 5 && $(grep -c "^err 1" $d/1/stderr.log) == 5 ]]
 '
@@ -56,7 +56,7 @@ test_expect_success 'per-rank maps: -r 0:1 -t 1:2' '
     d=$(echo "$T"/l3/*_*/attempt_0)
     # rank 0: stdout to file only, stderr to console unprefixed.
     [[ $(grep -c "part-b" $d/0/stdout.log) == 5 ]]
-    ! grep -q "out 0" "$T/m.out"
+    refute grep -q "out 0" "$T/m.out"
     grep -q "^err 0 line 1$" "$T/m.err"
     # rank 1: stdout to console unprefixed, stderr teed with prefix.
     grep -q "^out 1 line 1 part-a part-b$" "$T/m.out"
@@ -69,14 +69,14 @@ test_expect_success '--local-ranks-filter: only those ranks reach the console' '
         --log-dir "$T/l4" --no-python "$T/chatty.sh" >"$T/f.out" 2>"$T/f.err"
     grep -q "^\[trainer0\]:out 0" "$T/f.out"
     grep -q "^\[trainer2\]:out 2" "$T/f.out"
-    ! grep -q "trainer1" "$T/f.out" "$T/f.err"
+    refute grep -q "trainer1" "$T/f.out" "$T/f.err"
     d=$(echo "$T"/l4/*_*/attempt_0)
     [[ $(grep -c "part-b" $d/1/stdout.log) == 5 ]]
     # Without redirects a filtered-out rank goes to /dev/null.
     "$ELRUN" --standalone --nproc-per-node=2 --local-ranks-filter=1 \
         --no-python "$T/chatty.sh" >"$T/g.out" 2>/dev/null
     grep -q "^out 1 line 1" "$T/g.out"
-    ! grep -q "^out 0" "$T/g.out"
+    refute grep -q "^out 0" "$T/g.out"
 '
 
 test_expect_success 'TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE sets the prefix' '
@@ -88,7 +88,7 @@ test_expect_success 'TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE sets the prefix' '
 test_expect_success 'a long line without a newline is cut, not lost' '
     "$ELRUN" --standalone --tee=1 --no-python python3 -c "import sys; sys.stdout.write(\"x\" * 200000)" >"$T/long.out"
     [[ $(tr -d "\n" <"$T/long.out" | sed "s/\[default0\]://g" | wc -c) == 200000 ]]
-    ! grep -v "^\[default0\]:x*$" "$T/long.out"
+    refute grep -v "^\[default0\]:x*$" "$T/long.out"
 '
 
 test_done

@@ -64,7 +64,7 @@ test_expect_success 'a failure on node 1 restarts both nodes into round 1' '
     [[ $(grep -c "^1 " $T/rs/starts) == 4 ]]
     grep -q "restarting (1 of 1 restarts used)" "$T/rs/err.1"
     grep -q "other nodes are waiting for a new round" "$T/rs/err.0"
-    ! grep -q "restarting (" "$T/rs/err.0"
+    refute grep -q "restarting (" "$T/rs/err.0"
 '
 
 test_expect_success 'node 1 failing for good ends node 0 too (exit 1 both)' '
@@ -129,7 +129,7 @@ test_expect_success 'two agents with the same --node-rank: a clear error' '
     PORT=$(free_port); mkdir "$T/dup"
     node 0 1 "$T/dup" --no-python sh -c "touch $T/dup/up.\$RANK; exec sleep 60"
     node 1 1 "$T/dup" --no-python sh -c "touch $T/dup/up.\$RANK; exec sleep 60"
-    for i in $(seq 1000); do [[ -e $T/dup/up.0 && -e $T/dup/up.1 ]] && break; sleep 0.01; done
+    wait_until "[[ -e \$T/dup/up.0 && -e \$T/dup/up.1 ]]" 20
     set +e
     "$ELRUN" --nnodes=2 --node-rank=1 --master-addr=127.0.0.1 --master-port=$PORT \
         --rdzv-id=job2 --rdzv-conf=timeout=20 --no-python true 2>"$T/dup/err.x"; st=$?
@@ -157,7 +157,8 @@ test_expect_success 'node 0 lost: node 1 stops its workers and exits 1' '
     kill -KILL ${NODE_PID[0]}
     set +e; timeout 10 tail --pid=${NODE_PID[1]} -f /dev/null; st=$?; wait ${NODE_PID[1]}; s1=$?; set -e
     [[ $st == 0 && $s1 == 1 ]]
-    ! alive $(cat $T/lost/w1)
+    p1=$(cat $T/lost/w1); [[ -n $p1 ]]
+    refute alive "$p1"
     grep -q "lost the connection to the rendezvous store" "$T/lost/err.1"
 '
 

@@ -27,7 +27,8 @@ final_acc() { sed -n 's/^final: test accuracy \([0-9.]*\)%.*/\1/p' "$1" | tail -
 at_least() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a >= b) }'; }
 
 test_expect_success 'outside elrun: exit 1 naming the missing variable' '
-    env -u RANK -u ELRUN_STANDALONE "$TRAIN" $ARGS >"$T/out0" 2>"$T/err0" && false
+    set +e; env -u RANK -u ELRUN_STANDALONE "$TRAIN" $ARGS >"$T/out0" 2>"$T/err0"; st=$?; set -e
+    [[ $st == 1 ]]
     grep "RANK is not set" "$T/err0"
     grep "ELRUN_STANDALONE=1" "$T/err0"
 '
@@ -93,9 +94,12 @@ test_expect_success 'SIGTERM (how the agent stops a round): rank 0 saves the las
 '
 
 test_expect_success 'a round with another world size resumes the same run' '
-    ! timeout 120 "$ELRUN" --standalone --nproc-per-node=2 --no-python \
+    set +e
+    timeout 120 "$ELRUN" --standalone --nproc-per-node=2 --no-python \
         "$TRAIN" $ARGS --ckpt-dir "$T/ck4" --fail-at-step 70 \
-        >"$T/out4a" 2>"$T/err4a"
+        >"$T/out4a" 2>"$T/err4a"; st=$?
+    set -e
+    [[ $st == 1 ]]
     ls "$T/ck4" | grep -q "ckpt-0000000070.elck"
     timeout 120 "$ELRUN" --standalone --nproc-per-node=3 --no-python \
         "$TRAIN" $ARGS --ckpt-dir "$T/ck4" >"$T/out4" 2>"$T/err4"
@@ -108,9 +112,12 @@ test_expect_success 'a round with another world size resumes the same run' '
 test_expect_success 'without a shared directory the rank holding the checkpoint shares it' '
     # Each rank gets its own directory, and each directory every checkpoint;
     # then only the directory of rank 1 holds the newest.
-    ! timeout 120 "$ELRUN" --standalone --nproc-per-node=2 --no-python \
+    set +e
+    timeout 120 "$ELRUN" --standalone --nproc-per-node=2 --no-python \
         "$TRAIN" $ARGS --ckpt-dir "$T/ck6/\${local_rank}" --fail-at-step 70 \
-        >"$T/out6a" 2>"$T/err6a"
+        >"$T/out6a" 2>"$T/err6a"; st=$?
+    set -e
+    [[ $st == 1 ]]
     ls "$T/ck6/1" | grep -q "ckpt-0000000050.elck" # rank 1 (killed at 70) wrote its own
     rm -r "$T/ck6/1"
     mv "$T/ck6/0" "$T/ck6/1"

@@ -32,7 +32,7 @@ trap 'bash "$INFRA/etcd-stop.sh" all >/dev/null 2>&1
 # Ports are picked below the kernel's ephemeral range, so that no outgoing
 # connection (etcd's members dial each other) takes one before etcd binds it.
 LOW=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-port_free() { ! ss -Htan "sport = :$1" | grep -q .; }
+port_free() { [[ -z $(ss -Htan "sport = :$1") ]]; }
 
 # free_port: a free port whose peer port (+10000) is free too.
 free_port() {

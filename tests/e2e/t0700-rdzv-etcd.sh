@@ -59,7 +59,7 @@ trap '[[ -n ${T0700_KEEP:-} ]] && { mkdir -p "$T0700_KEEP"; cp -a "$T"/. "$T0700
 # Ports below the kernel's ephemeral range, so that no outgoing connection
 # (etcd members dial each other) takes one before etcd binds it.
 LOW=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-port_free() { ! ip netns exec "$1" ss -Htan "sport = :$2" | grep -q .; }
+port_free() { [[ -z $(ip netns exec "$1" ss -Htan "sport = :$2") ]]; }
 
 # free_port NS: a port free in namespace NS, with its etcd peer port (+10000).
 free_port() {
@@ -137,16 +137,6 @@ worker_pids() { pgrep -f "^(/bin/)?sh [^ ]*/rdzv_worker\.sh $T/$1\$" | sort -n |
 # alive PID: the process exists and is not a zombie.
 alive() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) && [[ -n $st && $st != Z* ]]; }
 
-# wait_exit I [TIMEOUT]: wait for agent I to end; sets RC (124: still running).
-wait_exit() {
-    local pid=${AGENT_PID[$1]}
-    if timeout "${2:-30}" tail --pid="$pid" -f /dev/null; then
-        wait "$pid"; RC=$?
-    else
-        RC=124
-    fi
-}
-
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
 KA="keep_alive_interval=1,keep_alive_max_attempt=2"   # lease TTL 2 s
@@ -178,20 +168,22 @@ case1() {
     agent 3 $J 2:4 "$E1" "$c"
     workers $J 6; r_g0=$?; RG0=$ROUND
     nk_run=$(nkeys elhub "$EP1" "/t0700/$J/")
-    nk_out=$(ctl elhub "$EP1" get "" --prefix --keys-only | grep -v "^/t0700/$J/" | grep -c . || true)
+    # -1 if etcdctl failed (a count of 0 must not come from an empty answer)
+    nk_out=$(ctl elhub "$EP1" get "" --prefix --keys-only) &&
+        nk_out=$(grep -v "^/t0700/$J/" <<<"$nk_out" | grep -c . || true) || nk_out=-1
     ttls=$(for l in $(ctl elhub "$EP1" lease list | sed -n 's/^\([0-9a-f]\{6,\}\)$/\1/p'); do
                ctl elhub "$EP1" lease timetolive "$l"; done)
     test_expect_success '3 hosts form one job over etcd: WORLD_SIZE 6, ranks 0-5, a 2 s lease each' '
         [[ $r_g0 -eq 0 ]]
         [[ "$(ranks $J $RG0)" == "0 1 2 3 4 5 " ]]
-        ! grep -v "world=6 " "$T"/$J/w.$RG0.*
+        refute grep -v "world=6 " "$T"/$J/w.$RG0.*
         [[ "$(hosts $J $RG0)" == "elh1 elh2 elh3 " ]]
         grep -qE "round $RG0: 3 nodes \(joined: .*\); this node \($(name 1)\) is rank [0-2]$" "$T/$J/agent.1.log"
         echo "$nk_run keys under /t0700/$J/, $nk_out elsewhere"
         (( nk_run > 0 && nk_out == 0 ))   # every key under <etcd_prefix>/<run_id>/
         echo "$ttls"
         [[ $(grep -c "granted with TTL(2s)" <<<"$ttls") -ge 3 ]]   # 1 s x 2
-        ! grep "granted with" <<<"$ttls" | grep -v "TTL(2s)"
+        [[ -z $(grep "granted with" <<<"$ttls" | grep -v "TTL(2s)") ]]
     '
 
     local t0; t0=$(date +%s%N)
@@ -288,11 +280,12 @@ case2() {
         m=$(masters $J $RS1); echo "round $RS1: rank 0 on elh$h1, master $m (was $M0)"
         [[ $h1 != "$h0" ]]
         [[ $m =~ ^10\.77\.0\.$h1:[0-9]+\ $ ]]
-        ! grep -q "host=elh$h0 " "$T"/$J/w.$RS1.*
+        refute grep -q "host=elh$h0 " "$T"/$J/w.$RS1.*
         grep -qE "node $(name $h0) is gone; re-forming" "$T/$J/agent.$h1.log"
         cat "$T"/$J/s.$RS1.*
         for f in "$T"/$J/s.$RS1.*; do grep -q "^store=ok hosts=" "$f"; done
-        [[ $(sort -u "$T"/$J/s.$RS1.* | wc -l) -eq 1 ]] && ! grep -q "elh$h0" "$T"/$J/s.$RS1.*
+        [[ $(sort -u "$T"/$J/s.$RS1.* | wc -l) -eq 1 ]]
+        refute grep -q "elh$h0" "$T"/$J/s.$RS1.*
     '
     local rest=()
     for i in 1 2 3; do [[ $i == "$h0" ]] || rest+=("$i"); done
@@ -390,7 +383,7 @@ case3() {
         echo "worker pids before: $pids0; after: $pids1"
         [[ -n $pids0 && $pids0 == "$pids1" && $(wc -w <<<"$pids0") -eq 6 ]]
         [[ $nlines0 == "$nlines1" ]]
-        ! grep -E "re-forming|ERROR" "$T"/$J/agent.*.log
+        refute grep -E "re-forming|ERROR" "$T"/$J/agent.*.log
     '
     echo "# etcd leader killed: a new leader after $t_elect ms"
     finish $J 1 2 3; r_fin=$?

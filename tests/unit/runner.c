@@ -1,10 +1,12 @@
 /* runner.c -- runs the registered unit tests, each in a forked process with
- * a time limit, and prints TAP lines and a closing "N passed, N failed".
+ * a time limit, and prints TAP (the plan "1..N" first, then one line per
+ * test) and a closing "N passed, N failed".
  *
  *   build/unit_tests            run all
  *   build/unit_tests store_     run the tests whose name starts with store_
  *   build/unit_tests -l         list the tests
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,10 +39,16 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* Runs test IDX in a child; 0 if it passed.  A failure to fork or to wait
+ * for the child is reported and counts as a failed test. */
 static int run_one(int idx, int timeout_s)
 {
     fflush(NULL);
     pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "  %s: fork: %s\n", tests[idx].name, strerror(errno));
+        return 1;
+    }
     if (pid == 0) {
         setpgid(0, 0);
         alarm((unsigned)timeout_s);
@@ -49,9 +57,18 @@ static int run_one(int idx, int timeout_s)
         _exit(0);
     }
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0)
-        ;
+    pid_t r;
+    while ((r = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
+        ; /* a signal interrupted the wait: the child may still run */
+    int wait_errno = errno;
+    if (r < 0)
+        kill(pid, SIGKILL); /* before its setpgid, the group is not its own */
     kill(-pid, SIGKILL); /* whatever the test forked and left behind */
+    if (r < 0) {
+        fprintf(stderr, "  %s: waitpid: %s\n", tests[idx].name,
+                strerror(wait_errno));
+        return 1;
+    }
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
         return 0;
     if (WIFSIGNALED(st))
@@ -76,6 +93,13 @@ int main(int argc, char **argv)
     int timeout_s = t ? atoi(t) : 60;
     signal(SIGPIPE, SIG_IGN);
     int passed = 0, failed = 0, n = 0;
+    if (!list) {
+        int plan = 0;
+        for (int i = 0; i < ntests; i++)
+            if (!prefix || strncmp(tests[i].name, prefix, strlen(prefix)) == 0)
+                plan++;
+        printf("1..%d\n", plan);
+    }
     for (int i = 0; i < ntests; i++) {
         if (prefix && strncmp(tests[i].name, prefix, strlen(prefix)) != 0)
             continue;

@@ -15,17 +15,20 @@
 PREFIX  ?= /usr/local
 CC      ?= cc
 BUILD   ?= build
-PKGS    := libuv jansson libcurl
+PKGS    := libuv jansson
 VERSION := 0.1.0
 
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+# libcurl is not linked: the etcd client dlopen()s it on first use
+# (src/etcd/curl_dl.c), so a job on the built-in store never loads it and its
+# ~30 dependencies.  Only its headers are needed to build.
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) libcurl 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 WARN    := -Wall -Wextra -Wshadow -Wvla -Wmissing-prototypes -Wstrict-prototypes \
            -Wpointer-arith -Wformat=2 -Wno-unused-parameter -Werror
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Isrc $(PKG_CFLAGS)
-LDLIBS  += $(PKG_LIBS) -lpthread -lm
+LDLIBS  += $(PKG_LIBS) -lpthread -lm -ldl
 
 # Per-program extra libraries: the training example needs BLAS and zlib.
 EXAMPLE_CFLAGS_train_fmnist := $(shell pkg-config --cflags openblas zlib 2>/dev/null)
@@ -76,7 +79,7 @@ $(BUILD)/elrun: $(CLI_OBJ) $(BUILD)/libelrun.a
 
 $(BUILD)/elrun.pc: Makefile
 	@mkdir -p $(dir $@)
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: elrun\nDescription: elastic distributed-training runtime\nVersion: %s\nRequires.private: %s\nLibs: -L$${libdir} -lelrun\nLibs.private: -lpthread -lm\nCflags: -I$${includedir}\n' \
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: elrun\nDescription: elastic distributed-training runtime\nVersion: %s\nRequires.private: %s\nLibs: -L$${libdir} -lelrun\nLibs.private: -lpthread -lm -ldl\nCflags: -I$${includedir}\n' \
 	    '$(PREFIX)' '$(VERSION)' '$(PKGS)' > $@
 
 $(BUILD)/unit_tests: $(UNIT_OBJ) $(BUILD)/libelrun.a

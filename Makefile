@@ -71,8 +71,18 @@ $(BUILD)/libelrun.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/libelrun.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libelrun.so.0 $(LDFLAGS) -o $@ $^ $(LDLIBS)
+# The shared library exports only what include/elrun/*.h declare (a version
+# script generated from them); the el__ internals stay inside.  The static
+# archive keeps everything: unit tests, helpers and benches use internals.
+# scripts/check-exports.sh (run by make test) checks the result.
+$(BUILD)/libelrun.map: $(wildcard include/elrun/*.h) scripts/public-symbols.sh
+	@mkdir -p $(dir $@)
+	CC='$(CC)' scripts/public-symbols.sh --map > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/libelrun.so: $(LIB_OBJ) $(BUILD)/libelrun.map
+	$(CC) -shared -Wl,-soname,libelrun.so.0 \
+	    -Wl,--version-script=$(BUILD)/libelrun.map $(LDFLAGS) -o $@ \
+	    $(LIB_OBJ) $(LDLIBS)
 
 $(BUILD)/elrun: $(CLI_OBJ) $(BUILD)/libelrun.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libelrun.a $(LDLIBS)

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The agent's footprint and libelrun's hygiene: libcurl (and its ~30
+# dependencies) is loaded only by an etcd backend, never by a job on the
+# built-in store; a missing libcurl is a clear one-line error for etcd; the
+# shared library exports its public API and nothing else.
+#
+# A missing libcurl is simulated with ELRUN_LIBCURL, the library name the
+# etcd client dlopen()s (src/etcd/curl_dl.c; default libcurl.so.4), pointed
+# at a file that does not exist.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/t01-common.bash"
+
+# The worker: copy its parent's (the agent's) memory map to $1.
+cat >"$T/maps.sh" <<'EOS'
+#!/bin/sh
+cat "/proc/$PPID/maps" > "$1"
+EOS
+chmod +x "$T/maps.sh"
+
+test_expect_success 'elrun and libelrun.so do not link libcurl' '
+    readelf -d "$ELRUN" | grep -q "NEEDED.*libuv"
+    refute grep -q libcurl <(readelf -d "$ELRUN")
+    refute grep -q libcurl <(readelf -d "$ROOT/$BUILD/libelrun.so")
+'
+
+test_expect_success 'a standalone job: the running agent has no libcurl mapped' '
+    "$ELRUN" --standalone --nproc-per-node=1 --no-python "$T/maps.sh" "$T/maps.std"
+    grep -q "/elrun$" "$T/maps.std"            # the agent'"'"'s map, not the worker'"'"'s
+    grep -q libuv "$T/maps.std"
+    refute grep -q libcurl "$T/maps.std"
+'
+
+test_expect_success 'a c10d job (built-in store): no libcurl mapped' '
+    PORT=$(free_port)
+    "$ELRUN" --nnodes=1 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$PORT \
+        --rdzv-id=fp --nproc-per-node=1 --no-python "$T/maps.sh" "$T/maps.c10d"
+    grep -q "/elrun$" "$T/maps.c10d"
+    refute grep -q libcurl "$T/maps.c10d"
+'
+
+test_expect_success 'an etcd job loads libcurl (so the cases above can see it)' '
+    PORT=$(free_port)   # no etcd there: the agent keeps trying, libcurl loaded
+    "$ELRUN" --nnodes=1 --rdzv-backend=etcd --rdzv-endpoint=127.0.0.1:$PORT \
+        --rdzv-id=fp --nproc-per-node=1 --no-python /bin/true \
+        >"$T/etcd.out" 2>&1 &
+    pid=$!; track_pid $pid
+    wait_until "grep -q libcurl /proc/$pid/maps" 20
+    kill -TERM $pid; wait $pid || true
+'
+
+test_expect_success 'etcd without libcurl: one clear line, prompt failure' '
+    PORT=$(free_port)
+    st=0
+    ELRUN_LIBCURL=$T/none/libcurl.so.4 timeout 60 "$ELRUN" --nnodes=1 \
+        --rdzv-backend=etcd --rdzv-endpoint=127.0.0.1:$PORT --rdzv-id=fp \
+        --nproc-per-node=1 --no-python /bin/true 2>"$T/nocurl.err" || st=$?
+    cat "$T/nocurl.err"
+    ((st != 0 && st != 124))
+    grep -q "cannot load $T/none/libcurl.so.4 (.*No such file" "$T/nocurl.err"
+    grep -q "need libcurl; install it" "$T/nocurl.err"
+'
+
+test_expect_success 'etcd with a library that is not libcurl: named as such' '
+    PORT=$(free_port)
+    st=0
+    ELRUN_LIBCURL=libc.so.6 timeout 60 "$ELRUN" --nnodes=1 \
+        --rdzv-backend=etcd --rdzv-endpoint=127.0.0.1:$PORT --rdzv-id=fp \
+        --nproc-per-node=1 --no-python /bin/true 2>"$T/badcurl.err" || st=$?
+    ((st != 0 && st != 124))
+    grep -q "libc.so.6 has no curl_global_init: not a usable libcurl" "$T/badcurl.err"
+'
+
+test_expect_success 'libelrun.so exports exactly the functions of include/elrun/*.h' '
+    "$ROOT/scripts/check-exports.sh" "$ROOT/$BUILD/libelrun.so"
+'
+
+test_done

@@ -24,8 +24,8 @@
  *                   (expired or revoked)
  *   -EACCES         etcd refused: permission denied, no user given while
  *                   auth is on, wrong password
- *   -EPROTO         TLS failure (bad CA, bad certificate, handshake); the
- *                   message has curl's reason
+ *   EL_ETLS         TLS failure with every member (bad CA, bad
+ *                   certificate, handshake); the message has curl's reason
  *   -ESTALE         watch: the start revision was compacted
  *   EL_EPROTO       etcd answered something this client does not understand
  *   EL_EUSAGE       bad argument or option (bad endpoint list, TLS files

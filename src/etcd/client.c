@@ -704,7 +704,7 @@ static int call_once(struct el_etcd *c, const char *path, json_t *body,
         start = c->cur;
         if (all_tls) {
             list_tried(c, "etcd: TLS failure with every member:", tried, 0);
-            rc = -EPROTO;
+            rc = EL_ETLS;
             goto done;
         }
         int64_t left = deadline - el__etcd_now_ms();

@@ -309,7 +309,7 @@ unreachable: {
         off += (size_t)snprintf(c->errmsg + off, sizeof c->errmsg - off,
                                 "%s %s (%s)", i ? ";" : "", c->m[i].url,
                                 c->m[i].last_err);
-    return tls_all ? -EPROTO : -EHOSTUNREACH;
+    return tls_all ? EL_ETLS : -EHOSTUNREACH;
 }
 }
 

@@ -129,7 +129,7 @@ static int efail(struct etcd_rdzv *r, struct el_etcd *c, int rc,
                     " expired (the node was cut off from etcd for longer "
                     "than its %" PRId64 " s TTL)", what, r->lease, r->ttl_s);
     const char *m = el_etcd_errmsg(c);
-    return FAIL(r, rc == -EHOSTUNREACH || rc == -EPROTO || rc == -EACCES
+    return FAIL(r, rc == -EHOSTUNREACH || rc == EL_ETLS || rc == -EACCES
                        ? EL_EPEERLOST : rc,
                 "%s: %s", what, *m ? m : el_strerror(rc));
 }

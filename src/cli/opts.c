@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli/opts.h"
+#include "common/errfmt.h"
 #include "elrun/err.h"
 
 extern char **environ;
@@ -129,8 +130,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    if (err && errlen)
-        vsnprintf(err, errlen, fmt, ap);
+    el__verrf(err, errlen, EL_EUSAGE, fmt, ap);
     va_end(ap);
     return EL_EUSAGE;
 }

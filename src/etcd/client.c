@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/errfmt.h"
 #include "elrun/err.h"
 #include "etcd/etcd_int.h"
 
@@ -43,7 +44,7 @@ int el__etcd_fail(struct el_etcd *c, int rc, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+    el__verrf(c->errmsg, sizeof c->errmsg, rc, fmt, ap);
     va_end(ap);
     return rc;
 }

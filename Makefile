@@ -87,10 +87,13 @@ $(BUILD)/libelrun.so: $(LIB_OBJ) $(BUILD)/libelrun.map
 $(BUILD)/elrun: $(CLI_OBJ) $(BUILD)/libelrun.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libelrun.a $(LDLIBS)
 
+# pc_file PREFIX: the pkg-config file's text for an install under PREFIX.
+pc_file = printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: elrun\nDescription: elastic distributed-training runtime\nVersion: %s\nRequires.private: %s\nLibs: -L$${libdir} -lelrun\nLibs.private: -lpthread -lm -ldl\nCflags: -I$${includedir}\n' \
+	    '$(1)' '$(VERSION)' '$(PKGS)'
+
 $(BUILD)/elrun.pc: Makefile
 	@mkdir -p $(dir $@)
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: elrun\nDescription: elastic distributed-training runtime\nVersion: %s\nRequires.private: %s\nLibs: -L$${libdir} -lelrun\nLibs.private: -lpthread -lm -ldl\nCflags: -I$${includedir}\n' \
-	    '$(PREFIX)' '$(VERSION)' '$(PKGS)' > $@
+	$(call pc_file,$(PREFIX)) > $@
 
 $(BUILD)/unit_tests: $(UNIT_OBJ) $(BUILD)/libelrun.a
 	$(CC) $(LDFLAGS) -o $@ $(UNIT_OBJ) $(BUILD)/libelrun.a $(LDLIBS)
@@ -140,7 +143,9 @@ fuzz: $(FUZZ_NAMES:%=tests/fuzz/fuzz_%.c) $(LIB_SRC)
 bench: all
 	@bench/run.sh
 
-install: all
+# Builds only what it installs (not the example, which needs OpenBLAS), and
+# writes the .pc for this PREFIX even if `make` ran with another.
+install: $(BUILD)/elrun $(BUILD)/libelrun.a $(BUILD)/libelrun.so
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	    $(DESTDIR)$(PREFIX)/include/elrun $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(BUILD)/elrun $(DESTDIR)$(PREFIX)/bin/
@@ -148,7 +153,7 @@ install: all
 	install -m 755 $(BUILD)/libelrun.so $(DESTDIR)$(PREFIX)/lib/libelrun.so.0
 	ln -sf libelrun.so.0 $(DESTDIR)$(PREFIX)/lib/libelrun.so
 	install -m 644 include/elrun/*.h $(DESTDIR)$(PREFIX)/include/elrun/
-	install -m 644 $(BUILD)/elrun.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	$(call pc_file,$(PREFIX)) > $(DESTDIR)$(PREFIX)/lib/pkgconfig/elrun.pc
 	[ ! -f docs/elrun.1 ] || install -m 644 docs/elrun.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 
 clean:

@@ -74,4 +74,30 @@ test_expect_success 'libelrun.so exports exactly the functions of include/elrun/
     "$ROOT/scripts/check-exports.sh" "$ROOT/$BUILD/libelrun.so"
 '
 
+test_expect_success 'make install builds only what it installs; a program links the installed library' '
+    make -C "$ROOT" -n install BUILD="$T/nobuild" PREFIX="$T/p" >"$T/install.n"
+    grep -q "libelrun.so" "$T/install.n"
+    refute grep -q "examples/" "$T/install.n"       # the example needs OpenBLAS
+    make -C "$ROOT" --no-print-directory install BUILD="$BUILD" PREFIX="$T/p" >/dev/null
+    cat >"$T/prog.c" <<EOC
+#include <stdio.h>
+#include <elrun/err.h>
+#include <elrun/etcd.h>
+int main(void)
+{
+    struct el_etcd *c;
+    char err[256];
+    struct el_etcd_opts o = {.endpoints = "127.0.0.1:12x"};
+    int rc = el_etcd_open(&c, &o, err, sizeof err);
+    printf("%d %s | %s\n", rc, el_strerror(EL_ETLS), err);
+    return 0;
+}
+EOC
+    cc -o "$T/prog" "$T/prog.c" $(PKG_CONFIG_PATH="$T/p/lib/pkgconfig" pkg-config --cflags --libs elrun)
+    LD_LIBRARY_PATH="$T/p/lib" "$T/prog" >"$T/prog.out"
+    cat "$T/prog.out"
+    grep -q "^-5009 TLS failure .*| etcd: endpoint .127.0.0.1:12x. is not host:port" "$T/prog.out"
+    LD_LIBRARY_PATH="$T/p/lib" ldd "$T/prog" | grep -q "libelrun.so.0 => $T/p/lib/"
+'
+
 test_done

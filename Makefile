@@ -5,7 +5,8 @@
 #   make demo         install missing packages, build, run the main job
 #   make demo-elastic the same training growing 1 -> 2 -> 1 nodes
 #   make deps         install missing Debian packages (idempotent, quiet)
-#   make SAN=address,undefined unit   sanitizer build of the unit tests
+#   make SAN=address,undefined unit   sanitizer build of the unit tests (build-san/)
+#   make SAN=thread unit              ThreadSanitizer build (build-tsan/)
 #   make fuzz         libFuzzer targets (clang)
 #   make install PREFIX=/usr/local
 #
@@ -34,8 +35,19 @@ LDLIBS  += $(PKG_LIBS) -lpthread -lm -ldl
 EXAMPLE_CFLAGS_train_fmnist := $(shell pkg-config --cflags openblas zlib 2>/dev/null)
 EXAMPLE_LIBS_train_fmnist   := $(shell pkg-config --libs openblas zlib 2>/dev/null)
 
+# Each sanitizer set builds into its own directory, so that an address and a
+# thread build do not overwrite each other's objects: build-san for
+# address,undefined (CI, t0700 with BUILD=build-san), build-tsan for thread,
+# build-san-<set> for anything else.
+comma := ,
 ifdef SAN
+ifeq ($(SAN),address,undefined)
 BUILD   := build-san
+else ifeq ($(SAN),thread)
+BUILD   := build-tsan
+else
+BUILD   := build-san-$(subst $(comma),-,$(SAN))
+endif
 CFLAGS  += -O1 -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=$(SAN)
 endif
@@ -157,6 +169,6 @@ install: $(BUILD)/elrun $(BUILD)/libelrun.a $(BUILD)/libelrun.so
 	[ ! -f docs/elrun.1 ] || install -m 644 docs/elrun.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-san-* build-tsan build-fuzz
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -29,7 +29,8 @@ static int sym(void *lib, const char *soname, const char *name, void *slot)
 {
     void *p = dlsym(lib, name);
     if (!p) {
-        snprintf(load_err, sizeof load_err, "etcd: %s has no %s: not a "
+        snprintf(load_err, sizeof load_err,
+                 "etcd: %s has no %s: not a "
                  "usable libcurl (set ELRUN_LIBCURL to another one)",
                  soname, name);
         return -ELIBBAD;
@@ -48,16 +49,17 @@ static void load(void)
     void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         const char *why = dlerror();
-        snprintf(load_err, sizeof load_err, "etcd: cannot load %s (%s): "
+        snprintf(load_err, sizeof load_err,
+                 "etcd: cannot load %s (%s): "
                  "the etcd rendezvous and client need libcurl; install it "
-                 "(Debian: apt-get install libcurl4)", name,
-                 why ? why : "not found");
+                 "(Debian: apt-get install libcurl4)",
+                 name, why ? why : "not found");
         load_rc = -ELIBACC;
         return;
     }
     struct el__curl_api a;
-#define EL_CURL_SYM_(field, fn)                                             \
-    if ((load_rc = sym(lib, name, #fn, &a.field)))                          \
+#define EL_CURL_SYM_(field, fn)                    \
+    if ((load_rc = sym(lib, name, #fn, &a.field))) \
         goto fail;
     EL_CURL_SYMS(EL_CURL_SYM_)
 #undef EL_CURL_SYM_

@@ -1187,7 +1187,7 @@ static int start(struct etcd_rdzv *r, char *err, size_t errlen)
     char eb[512], k[KEY_MAX];
     int rc = el_etcd_open(&r->c, &r->eo, eb, sizeof eb);
     if (rc) {
-        snprintf(err, errlen, "etcd: %s", eb);
+        snprintf(err, errlen, "%s", eb); /* says "etcd: " itself */
         return rc;
     }
     struct el_store_server_opts so = {.host = "0.0.0.0", .port = 0};

@@ -56,7 +56,8 @@ test_expect_success 'etcd without libcurl: one clear line, prompt failure' '
         --nproc-per-node=1 --no-python /bin/true 2>"$T/nocurl.err" || st=$?
     cat "$T/nocurl.err"
     ((st != 0 && st != 124))
-    grep -q "cannot load $T/none/libcurl.so.4 (.*No such file" "$T/nocurl.err"
+    grep -q "rendezvous: etcd: cannot load $T/none/libcurl.so.4 (.*No such file" "$T/nocurl.err"
+    refute grep -q "etcd: etcd:" "$T/nocurl.err"
     grep -q "need libcurl; install it" "$T/nocurl.err"
 '
 

@@ -8,13 +8,14 @@ set -euo pipefail
 pkgs=(
   gcc make pkg-config          # toolchain
   libuv1-dev libjansson-dev    # store event loop, JSON (error files, rendezvous state)
-  libcurl4-openssl-dev         # etcd v3 gateway (HTTP)
+  libcurl4-openssl-dev         # etcd v3 gateway (HTTP): headers; libcurl.so.4 is dlopen()ed by etcd jobs only
   etcd-server etcd-client      # a real etcd for the etcd tests
   openssl                      # test CA for etcd over TLS
   libopenblas-dev zlib1g-dev   # the training example: matrix products, gzip'd IDX files
   dataset-fashion-mnist        # the example's data set
   python3-torch                # the real PyTorch client and torchrun anchor in tests/benches
   procps iproute2 psmisc       # ps/pgrep, ip netns, fuser in tests
+  clang-format                 # scripts/format-check.sh
 )
 
 missing=()

@@ -24,7 +24,8 @@ extern "C" {
     X(EMISMATCH,   -5007, "compare-and-set: value did not match")           \
     X(EPEERLOST,   -5008, "a peer died or its connection was lost")         \
     X(EUSAGE,      -5009, "invalid argument or configuration")              \
-    X(ENOTELASTIC, -5010, "not running under elrun (no worker environment)")
+    X(ENOTELASTIC, -5010, "not running under elrun (no worker environment)") \
+    X(ETLS,        -5011, "TLS failure (certificate, CA or handshake)")
 
 enum el_err {
     EL_OK = 0,

@@ -24,8 +24,8 @@
  *                   (expired or revoked)
  *   -EACCES         etcd refused: permission denied, no user given while
  *                   auth is on, wrong password
- *   -EPROTO         TLS failure (bad CA, bad certificate, handshake); the
- *                   message has curl's reason
+ *   EL_ETLS         TLS failure with every member (bad CA, bad
+ *                   certificate, handshake); the message has curl's reason
  *   -ESTALE         watch: the start revision was compacted
  *   EL_EPROTO       etcd answered something this client does not understand
  *   EL_EUSAGE       bad argument or option (bad endpoint list, TLS files
@@ -81,7 +81,9 @@ struct el_etcd;
 
 /* Parse the options and prepare a client.  Does not contact any member (the
  * first call does), so it fails only for bad options (EL_EUSAGE, with the
- * reason in *errbuf if errbuf is not NULL) or -ENOMEM. */
+ * reason in *errbuf if errbuf is not NULL), -ENOMEM, or when libcurl, which
+ * the first open in a process dlopen()s (libcurl.so.4, or $ELRUN_LIBCURL),
+ * cannot be loaded (-ELIBACC) or is not libcurl (-ELIBBAD). */
 int el_etcd_open(struct el_etcd **out, const struct el_etcd_opts *opts,
                  char *errbuf, size_t errlen);
 /* Close the client.  Close its watches first (a keeper has a client of its

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli/opts.h"
+#include "common/errfmt.h"
 #include "elrun/err.h"
 
 extern char **environ;
@@ -255,8 +256,7 @@ int el__opts_fail(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    if (err && errlen)
-        vsnprintf(err, errlen, fmt, ap);
+    el__verrf(err, errlen, EL_EUSAGE, fmt, ap);
     va_end(ap);
     return EL_EUSAGE;
 }

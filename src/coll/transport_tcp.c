@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "coll/transport.h"
+#include "common/errfmt.h"
 #include "elrun/err.h"
 #include "elrun/net.h"
 #include "elrun/store.h"
@@ -43,7 +44,7 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    el__verrf(err, errlen, 0, fmt, ap);
     va_end(ap);
 }
 

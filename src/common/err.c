@@ -1,6 +1,10 @@
-/* err.c -- descriptions of elrun's error codes (see include/elrun/err.h). */
+/* err.c -- descriptions of elrun's error codes (see include/elrun/err.h),
+ * and el__errf(), which every module uses to keep an error message
+ * (common/errfmt.h). */
+#include <stdio.h>
 #include <string.h>
 
+#include "common/errfmt.h"
 #include "elrun/err.h"
 
 const char *el_strerror(int err)
@@ -17,4 +21,20 @@ const char *el_strerror(int err)
     if (err < 0 && err > -4096)
         return strerror(-err);
     return "unknown error";
+}
+
+int el__verrf(char *buf, size_t cap, int rc, const char *fmt, va_list ap)
+{
+    if (buf && cap)
+        vsnprintf(buf, cap, fmt, ap);
+    return rc;
+}
+
+int el__errf(char *buf, size_t cap, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    el__verrf(buf, cap, rc, fmt, ap);
+    va_end(ap);
+    return rc;
 }

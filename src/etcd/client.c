@@ -21,16 +21,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/errfmt.h"
 #include "elrun/err.h"
 #include "etcd/etcd_int.h"
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-
-static void curl_init(void)
-{
-    curl_init_rc = curl_global_init(CURL_GLOBAL_ALL);
-}
 
 int64_t el__etcd_now_ms(void)
 {
@@ -51,7 +44,7 @@ int el__etcd_fail(struct el_etcd *c, int rc, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+    el__verrf(c->errmsg, sizeof c->errmsg, rc, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -173,16 +166,13 @@ int el_etcd_open(struct el_etcd **out, const struct el_etcd_opts *opts,
         snprintf(errbuf, errlen, "etcd: no endpoint given");
         return EL_EUSAGE;
     }
-    pthread_once(&curl_once, curl_init);
-    if (curl_init_rc != CURLE_OK) {
-        snprintf(errbuf, errlen, "etcd: curl_global_init: %s",
-                 curl_easy_strerror(curl_init_rc));
-        return -ENOMEM;
-    }
+    int rc = el__etcd_curl_load(errbuf, errlen);
+    if (rc)
+        return rc;
     struct el_etcd *c = calloc(1, sizeof *c);
     if (!c)
         return -ENOMEM;
-    int bad = 0, rc;
+    int bad = 0;
     c->opts = *opts;
     c->cancel_fd = -1;
     c->s_endpoints = dup_opt(opts->endpoints, &bad);
@@ -236,7 +226,7 @@ int el_etcd_open(struct el_etcd **out, const struct el_etcd_opts *opts,
         rc = EL_EUSAGE;
     }
     if (rc == 0) {
-        c->easy = curl_easy_init();
+        c->easy = el__curl.easy_init();
         c->hdrs = el__etcd_headers(c);
         if (!c->easy || !c->hdrs)
             rc = -ENOMEM;
@@ -254,8 +244,9 @@ void el_etcd_close(struct el_etcd *c)
     if (!c)
         return;
     if (c->easy)
-        curl_easy_cleanup(c->easy);
-    curl_slist_free_all(c->hdrs);
+        el__curl.easy_cleanup(c->easy);
+    if (c->hdrs)
+        el__curl.slist_free_all(c->hdrs);
     for (size_t i = 0; i < c->nm; i++)
         free(c->m[i].url);
     free(c->m);
@@ -278,27 +269,27 @@ void el_etcd_close(struct el_etcd *c)
 
 struct curl_slist *el__etcd_headers(const struct el_etcd *c)
 {
-    struct curl_slist *h = curl_slist_append(NULL,
-                                             "Content-Type: application/json");
+    struct curl_slist *h =
+        el__curl.slist_append(NULL, "Content-Type: application/json");
     if (h)
-        h = curl_slist_append(h, "Expect:");
+        h = el__curl.slist_append(h, "Expect:");
     /* etcd's "require leader" (gRPC metadata through the gateway): a member
      * that has lost its leader says so at once instead of holding the
      * request, and cancels watches, so the client moves on. */
     if (h)
-        h = curl_slist_append(h, "Grpc-Metadata-hasleader: true");
+        h = el__curl.slist_append(h, "Grpc-Metadata-hasleader: true");
     if (h && c->token) {
         size_t n = strlen(c->token) + 32;
         char *line = malloc(n);
         if (!line) {
-            curl_slist_free_all(h);
+            el__curl.slist_free_all(h);
             return NULL;
         }
         snprintf(line, n, "Authorization: %s", c->token);
-        struct curl_slist *h2 = curl_slist_append(h, line);
+        struct curl_slist *h2 = el__curl.slist_append(h, line);
         free(line);
         if (!h2)
-            curl_slist_free_all(h);
+            el__curl.slist_free_all(h);
         h = h2;
     }
     return h;
@@ -314,7 +305,7 @@ static int set_token(struct el_etcd *c, const char *token)
     struct curl_slist *h = el__etcd_headers(c);
     if (!h)
         return -ENOMEM;
-    curl_slist_free_all(c->hdrs);
+    el__curl.slist_free_all(c->hdrs);
     c->hdrs = h;
     return 0;
 }
@@ -414,25 +405,26 @@ static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut,
 
 void el__etcd_setup_easy(struct el_etcd *c, CURL *h)
 {
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-                     (long)c->opts.connect_timeout_ms);
-    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, c->hdrs);
-    curl_easy_setopt(h, CURLOPT_PROXY, ""); /* never an environment proxy */
-    curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+    el__curl.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    el__curl.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                         (long)c->opts.connect_timeout_ms);
+    el__curl.easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    el__curl.easy_setopt(h, CURLOPT_HTTPHEADER, c->hdrs);
+    el__curl.easy_setopt(h, CURLOPT_PROXY, ""); /* no environment proxy */
+    el__curl.easy_setopt(h, CURLOPT_NOPROXY, "*");
     if (c->s_cacert)
-        curl_easy_setopt(h, CURLOPT_CAINFO, c->s_cacert);
+        el__curl.easy_setopt(h, CURLOPT_CAINFO, c->s_cacert);
     if (c->s_cert) {
-        curl_easy_setopt(h, CURLOPT_SSLCERT, c->s_cert);
-        curl_easy_setopt(h, CURLOPT_SSLKEY, c->s_key);
+        el__curl.easy_setopt(h, CURLOPT_SSLCERT, c->s_cert);
+        el__curl.easy_setopt(h, CURLOPT_SSLKEY, c->s_key);
     }
 }
 
 int el__etcd_describe_curl(CURLcode rc, const char *errbuf, char *buf,
                           size_t len)
 {
-    const char *detail = errbuf && errbuf[0] ? errbuf : curl_easy_strerror(rc);
+    const char *detail =
+        errbuf && errbuf[0] ? errbuf : el__curl.easy_strerror(rc);
     int tls = 0;
     switch (rc) {
     case CURLE_SSL_CONNECT_ERROR:
@@ -499,28 +491,28 @@ static enum attempt attempt(struct el_etcd *c, size_t i, const char *path,
     char url[512];
     snprintf(url, sizeof url, "%s%s", m->url, path);
     CURL *h = c->easy;
-    curl_easy_reset(h);
+    el__curl.easy_reset(h);
     el__etcd_setup_easy(c, h);
-    curl_easy_setopt(h, CURLOPT_URL, url);
+    el__curl.easy_setopt(h, CURLOPT_URL, url);
     struct upload up = {.p = body, .len = blen};
-    curl_easy_setopt(h, CURLOPT_POST, 1L);
-    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
-    curl_easy_setopt(h, CURLOPT_READDATA, &up);
-    curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
-    curl_easy_setopt(h, CURLOPT_SEEKDATA, &up);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)blen);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &c->resp);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->curl_err);
+    el__curl.easy_setopt(h, CURLOPT_POST, 1L);
+    el__curl.easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+    el__curl.easy_setopt(h, CURLOPT_READDATA, &up);
+    el__curl.easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
+    el__curl.easy_setopt(h, CURLOPT_SEEKDATA, &up);
+    el__curl.easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)blen);
+    el__curl.easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+    el__curl.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    el__curl.easy_setopt(h, CURLOPT_WRITEDATA, &c->resp);
+    el__curl.easy_setopt(h, CURLOPT_ERRORBUFFER, c->curl_err);
     if (c->cancel_fd >= 0) {
-        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-        curl_easy_setopt(h, CURLOPT_XFERINFODATA, c);
+        el__curl.easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        el__curl.easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        el__curl.easy_setopt(h, CURLOPT_XFERINFODATA, c);
     }
     c->curl_err[0] = '\0';
     c->resp.len = 0;
-    CURLcode rc = curl_easy_perform(h);
+    CURLcode rc = el__curl.easy_perform(h);
     if (rc == CURLE_ABORTED_BY_CALLBACK)
         return ATT_CANCELED;
     if (rc != CURLE_OK) {
@@ -532,7 +524,7 @@ static enum attempt attempt(struct el_etcd *c, size_t i, const char *path,
         return ATT_LOST;
     }
     long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    el__curl.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     json_error_t jerr;
     json_t *root = c->resp.len
                        ? json_loadb(c->resp.p, c->resp.len, 0, &jerr)
@@ -713,7 +705,7 @@ static int call_once(struct el_etcd *c, const char *path, json_t *body,
         start = c->cur;
         if (all_tls) {
             list_tried(c, "etcd: TLS failure with every member:", tried, 0);
-            rc = -EPROTO;
+            rc = EL_ETLS;
             goto done;
         }
         int64_t left = deadline - el__etcd_now_ms();

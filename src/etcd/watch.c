@@ -105,7 +105,7 @@ static size_t on_data(char *p, size_t sz, size_t nm, void *arg)
 static void stop_stream(struct el_etcd_watch *w)
 {
     if (w->running) {
-        curl_multi_remove_handle(w->multi, w->easy);
+        el__curl.multi_remove_handle(w->multi, w->easy);
         w->running = 0;
     }
     w->line.len = 0;
@@ -144,16 +144,16 @@ static int start_stream(struct el_etcd_watch *w, size_t i)
     if (!w->body)
         return -ENOMEM;
     snprintf(url, sizeof url, "%s/v3/watch", c->m[i].url);
-    curl_easy_reset(w->easy);
+    el__curl.easy_reset(w->easy);
     el__etcd_setup_easy(c, w->easy);
-    curl_easy_setopt(w->easy, CURLOPT_URL, url);
-    curl_easy_setopt(w->easy, CURLOPT_POST, 1L);
-    curl_easy_setopt(w->easy, CURLOPT_POSTFIELDS, w->body);
-    curl_easy_setopt(w->easy, CURLOPT_POSTFIELDSIZE, (long)strlen(w->body));
-    curl_easy_setopt(w->easy, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(w->easy, CURLOPT_WRITEDATA, w);
-    curl_easy_setopt(w->easy, CURLOPT_ERRORBUFFER, w->curl_err);
-    curl_easy_setopt(w->easy, CURLOPT_TCP_KEEPALIVE, 1L);
+    el__curl.easy_setopt(w->easy, CURLOPT_URL, url);
+    el__curl.easy_setopt(w->easy, CURLOPT_POST, 1L);
+    el__curl.easy_setopt(w->easy, CURLOPT_POSTFIELDS, w->body);
+    el__curl.easy_setopt(w->easy, CURLOPT_POSTFIELDSIZE, (long)strlen(w->body));
+    el__curl.easy_setopt(w->easy, CURLOPT_WRITEFUNCTION, on_data);
+    el__curl.easy_setopt(w->easy, CURLOPT_WRITEDATA, w);
+    el__curl.easy_setopt(w->easy, CURLOPT_ERRORBUFFER, w->curl_err);
+    el__curl.easy_setopt(w->easy, CURLOPT_TCP_KEEPALIVE, 1L);
     w->last_data = el__etcd_now_ms();
     w->curl_err[0] = '\0';
     w->created = 0;
@@ -168,10 +168,10 @@ static int start_stream(struct el_etcd_watch *w, size_t i)
     struct curl_slist *h = el__etcd_headers(c);
     if (!h)
         return -ENOMEM;
-    curl_slist_free_all(w->hdrs);
+    el__curl.slist_free_all(w->hdrs);
     w->hdrs = h;
-    curl_easy_setopt(w->easy, CURLOPT_HTTPHEADER, w->hdrs);
-    if (curl_multi_add_handle(w->multi, w->easy) != CURLM_OK)
+    el__curl.easy_setopt(w->easy, CURLOPT_HTTPHEADER, w->hdrs);
+    if (el__curl.multi_add_handle(w->multi, w->easy) != CURLM_OK)
         return -ENOMEM;
     w->running = 1;
     return 0;
@@ -183,20 +183,20 @@ static int pump(struct el_etcd_watch *w, int timeout_ms)
     struct curl_waitfd extra = {.fd = w->c->cancel_fd,
                                 .events = CURL_WAIT_POLLIN};
     int still = 0, numfds = 0;
-    curl_multi_perform(w->multi, &still);
+    el__curl.multi_perform(w->multi, &still);
     if (still && timeout_ms > 0) {
-        curl_multi_poll(w->multi, w->c->cancel_fd >= 0 ? &extra : NULL,
-                        w->c->cancel_fd >= 0 ? 1 : 0, timeout_ms, &numfds);
+        el__curl.multi_poll(w->multi, w->c->cancel_fd >= 0 ? &extra : NULL,
+                            w->c->cancel_fd >= 0 ? 1 : 0, timeout_ms, &numfds);
         if (extra.revents)
             return -ECANCELED;
-        curl_multi_perform(w->multi, &still);
+        el__curl.multi_perform(w->multi, &still);
     }
     int q;
     CURLMsg *m;
-    while ((m = curl_multi_info_read(w->multi, &q))) {
+    while ((m = el__curl.multi_info_read(w->multi, &q))) {
         if (m->msg == CURLMSG_DONE && m->easy_handle == w->easy) {
             w->end_rc = m->data.result;
-            curl_multi_remove_handle(w->multi, w->easy);
+            el__curl.multi_remove_handle(w->multi, w->easy);
             w->running = 0;
         }
     }
@@ -296,8 +296,8 @@ static int establish(struct el_etcd_watch *w, size_t first)
             return el__etcd_fail(c, -ECANCELED, "etcd watch: canceled");
         struct curl_waitfd extra = {.fd = c->cancel_fd,
                                     .events = CURL_WAIT_POLLIN};
-        curl_multi_poll(w->multi, c->cancel_fd >= 0 ? &extra : NULL,
-                        c->cancel_fd >= 0 ? 1 : 0, ms, NULL);
+        el__curl.multi_poll(w->multi, c->cancel_fd >= 0 ? &extra : NULL,
+                            c->cancel_fd >= 0 ? 1 : 0, ms, NULL);
         backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
         first = (first + 1) % c->nm;
     }
@@ -309,7 +309,7 @@ unreachable: {
         off += (size_t)snprintf(c->errmsg + off, sizeof c->errmsg - off,
                                 "%s %s (%s)", i ? ";" : "", c->m[i].url,
                                 c->m[i].last_err);
-    return tls_all ? -EPROTO : -EHOSTUNREACH;
+    return tls_all ? EL_ETLS : -EHOSTUNREACH;
 }
 }
 
@@ -324,19 +324,19 @@ static int probe_member(struct el_etcd_watch *w)
     struct el_etcd *c = w->c;
     struct el_etcd_member *m = &c->m[w->member];
     char url[512];
-    if (!w->probe && !(w->probe = curl_easy_init()))
+    if (!w->probe && !(w->probe = el__curl.easy_init()))
         return 0; /* cannot tell: assume alive */
     snprintf(url, sizeof url, "%s/v3/maintenance/status", m->url);
-    curl_easy_reset(w->probe);
+    el__curl.easy_reset(w->probe);
     el__etcd_setup_easy(c, w->probe);
-    curl_easy_setopt(w->probe, CURLOPT_URL, url);
-    curl_easy_setopt(w->probe, CURLOPT_POSTFIELDS, "{}");
-    curl_easy_setopt(w->probe, CURLOPT_TIMEOUT_MS,
-                     (long)c->opts.request_timeout_ms);
-    curl_easy_setopt(w->probe, CURLOPT_WRITEFUNCTION, discard);
-    curl_easy_setopt(w->probe, CURLOPT_ERRORBUFFER, w->curl_err);
+    el__curl.easy_setopt(w->probe, CURLOPT_URL, url);
+    el__curl.easy_setopt(w->probe, CURLOPT_POSTFIELDS, "{}");
+    el__curl.easy_setopt(w->probe, CURLOPT_TIMEOUT_MS,
+                         (long)c->opts.request_timeout_ms);
+    el__curl.easy_setopt(w->probe, CURLOPT_WRITEFUNCTION, discard);
+    el__curl.easy_setopt(w->probe, CURLOPT_ERRORBUFFER, w->curl_err);
     w->curl_err[0] = '\0';
-    CURLcode rc = curl_easy_perform(w->probe);
+    CURLcode rc = el__curl.easy_perform(w->probe);
     if (rc == CURLE_OK)
         return 0;
     char why[160];
@@ -368,8 +368,8 @@ int el_etcd_watch_open_filtered(struct el_etcd *c, const char *key,
     w->filter = filter;
     w->next_rev = start_revision > 0 ? start_revision : 0;
     w->key = strdup(key);
-    w->multi = curl_multi_init();
-    w->easy = curl_easy_init();
+    w->multi = el__curl.multi_init();
+    w->easy = el__curl.easy_init();
     if (!w->key || !w->multi || !w->easy) {
         el_etcd_watch_close(w);
         return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
@@ -465,12 +465,12 @@ void el_etcd_watch_close(struct el_etcd_watch *w)
         return;
     stop_stream(w);
     if (w->easy)
-        curl_easy_cleanup(w->easy);
+        el__curl.easy_cleanup(w->easy);
     if (w->probe)
-        curl_easy_cleanup(w->probe);
-    curl_slist_free_all(w->hdrs);
+        el__curl.easy_cleanup(w->probe);
+    el__curl.slist_free_all(w->hdrs);
     if (w->multi)
-        curl_multi_cleanup(w->multi);
+        el__curl.multi_cleanup(w->multi);
     el_etcd_events_free(w->evs, w->n);
     free(w->line.p);
     free(w->body);

@@ -129,7 +129,7 @@ static int efail(struct etcd_rdzv *r, struct el_etcd *c, int rc,
                     " expired (the node was cut off from etcd for longer "
                     "than its %" PRId64 " s TTL)", what, r->lease, r->ttl_s);
     const char *m = el_etcd_errmsg(c);
-    return FAIL(r, rc == -EHOSTUNREACH || rc == -EPROTO || rc == -EACCES
+    return FAIL(r, rc == -EHOSTUNREACH || rc == EL_ETLS || rc == -EACCES
                        ? EL_EPEERLOST : rc,
                 "%s: %s", what, *m ? m : el_strerror(rc));
 }
@@ -1187,7 +1187,7 @@ static int start(struct etcd_rdzv *r, char *err, size_t errlen)
     char eb[512], k[KEY_MAX];
     int rc = el_etcd_open(&r->c, &r->eo, eb, sizeof eb);
     if (rc) {
-        snprintf(err, errlen, "etcd: %s", eb);
+        snprintf(err, errlen, "%s", eb); /* says "etcd: " itself */
         return rc;
     }
     struct el_store_server_opts so = {.host = "0.0.0.0", .port = 0};

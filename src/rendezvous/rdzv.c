@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/errfmt.h"
 #include "elrun/err.h"
 #include "rendezvous/rdzv_impl.h"
 
@@ -37,7 +38,7 @@ int el__rdzv_fail(struct el_rdzv *r, int rc, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->errmsg, sizeof r->errmsg, fmt, ap);
+    el__verrf(r->errmsg, sizeof r->errmsg, rc, fmt, ap);
     va_end(ap);
     return rc;
 }

@@ -16,6 +16,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/errfmt.h"
 #include "elrun/err.h"
 #include "elrun/net.h"
 #include "elrun/store.h"
@@ -36,7 +37,7 @@ static int fail(struct el_store *s, int rc, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
+    el__verrf(s->errmsg, sizeof s->errmsg, rc, fmt, ap);
     va_end(ap);
     return rc;
 }

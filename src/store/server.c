@@ -752,7 +752,7 @@ static int handle(struct conn *c, const struct el_req *rq)
     struct el_store_server *srv = c->srv;
     const uint8_t *frame = rq->frame;
     int rc;
-    srv->n_requests++;
+    __atomic_add_fetch(&srv->n_requests, 1, __ATOMIC_RELAXED);
     if (c->parked && frame != c->parked) {
         /* A new request while one is parked: the client gave up waiting
          * (a 1.13 client's socket timeout) or cancels (2.x CANCEL_WAIT).
@@ -926,8 +926,7 @@ static void conn_close(struct conn *c, const char *why)
         srv->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    srv->n_conns--;
-    stat_set(&srv->n_conns, srv->n_conns);
+    __atomic_sub_fetch(&srv->n_conns, 1, __ATOMIC_RELAXED);
     if (c->timer) {
         uv_close((uv_handle_t *)c->timer, on_timer_close);
         c->timer = NULL;
@@ -1072,8 +1071,7 @@ static void on_connection(uv_stream_t *l, int status)
     if (srv->conns)
         srv->conns->prev = c;
     srv->conns = c;
-    srv->n_conns++;
-    stat_set(&srv->n_conns, srv->n_conns);
+    __atomic_add_fetch(&srv->n_conns, 1, __ATOMIC_RELAXED);
     /* Past the descriptor limit libuv accepts and drops connections without
      * telling us: say so while there is still room. */
     if (!srv->fd_warned && srv->fd_limit &&

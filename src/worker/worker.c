@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/errfmt.h"
 #include "elrun/err.h"
 #include "elrun/store.h"
 #include "elrun/worker.h"
@@ -33,12 +34,10 @@ static int say(char *err, size_t errlen, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int say(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    el__verrf(err, errlen, rc, fmt, ap);
+    va_end(ap);
     return rc;
 }
 

@@ -218,13 +218,13 @@ test_expect_success 'TLS: bare host:port with protocol=https' '
 test_expect_success 'TLS: a server certificate from another CA is a clear TLS failure' '
     ETCD_CACERT=$PK/other.pem ETCD_CERT=$PK/client.pem ETCD_KEY=$PK/client.key \
         "$CHECK" error "$TLS_EP" | tee "$T/badca.out"
-    grep -q "rc=-71" "$T/badca.out"
+    grep -q "rc=-5011" "$T/badca.out"
     grep -q "TLS failure with every member: $TLS_EP (TLS failure: SSL certificate problem" "$T/badca.out"
 '
 
 test_expect_success 'TLS: no client certificate is a clear TLS failure' '
     ETCD_CACERT=$PK/ca.pem "$CHECK" error "$TLS_EP" | tee "$T/nocert.out"
-    grep -q "rc=-71" "$T/nocert.out"
+    grep -q "rc=-5011" "$T/nocert.out"
     grep -q "TLS failure" "$T/nocert.out"
 '
 

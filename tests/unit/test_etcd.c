@@ -283,3 +283,30 @@ TEST(etcd_open_parses_endpoints)
     o = (struct el_etcd_opts){.endpoints = "h:1", .protocol = "grpc"};
     CHECK_EQ(el_etcd_open(&c, &o, eb, sizeof eb), EL_EUSAGE);
 }
+
+/* Each test runs in a fresh forked process, so libcurl is not loaded yet. */
+TEST(etcd_open_without_libcurl_says_so)
+{
+    struct el_etcd *c = NULL;
+    char eb[512];
+    struct el_etcd_opts o = {.endpoints = "127.0.0.1:2379"};
+    setenv("ELRUN_LIBCURL", "/nonexistent/libcurl.so.4", 1);
+    CHECK_EQ(el_etcd_open(&c, &o, eb, sizeof eb), -ELIBACC);
+    CHECK(c == NULL);
+    CHECK(strstr(eb, "cannot load /nonexistent/libcurl.so.4 (") != NULL);
+    CHECK(strstr(eb, "need libcurl; install it") != NULL);
+    /* the first result stands for the life of the process */
+    unsetenv("ELRUN_LIBCURL");
+    CHECK_EQ(el_etcd_open(&c, &o, NULL, 0), -ELIBACC);
+}
+
+TEST(etcd_open_loads_libcurl_on_first_use)
+{
+    struct el_etcd *c = NULL;
+    char eb[256];
+    struct el_etcd_opts o = {.endpoints = "127.0.0.1:2379"};
+    CHECK(el__curl.easy_init == NULL);
+    CHECK_EQ(el_etcd_open(&c, &o, eb, sizeof eb), 0);
+    CHECK(el__curl.easy_init != NULL && el__curl.multi_poll != NULL);
+    el_etcd_close(c);
+}

@@ -24,15 +24,24 @@ extern "C" {
 
 /* Hard limits; a request that breaks one gets its connection closed (the
  * server reports why through on_event) and never affects other clients.
- * A zero field takes the default in brackets. */
+ * A zero field takes the default in brackets.  docs/PROTOCOL.md ("Limits")
+ * says how each is enforced. */
 struct el_store_limits {
     size_t max_key_len;        /* bytes per key [8 KiB]                      */
     size_t max_value_len;      /* bytes per value [64 MiB]                   */
     size_t max_keys_per_req;   /* keys in one CHECK/WAIT/MULTI_* [128 Ki]    */
-    size_t max_conn_buffer;    /* unprocessed input or unsent output per
-                                  connection [max_value_len + 1 MiB]         */
+    size_t max_conn_buffer;    /* per connection, each of: the partial request
+                                  held, and the replies not yet sent (queued
+                                  or in flight) [max_value_len + 1 MiB]      */
+    size_t max_total_buffer;   /* the same summed over every connection, plus
+                                  parked requests; a connection holding more
+                                  than 128 KiB that would cross it is closed
+                                  [512 MiB]                                  */
+    size_t stall_timeout_ms;   /* a connection that holds a partial request
+                                  or unread replies and makes no progress
+                                  (no byte received / written) for this long
+                                  is closed [60000]                          */
 };
-
 struct el_store_server_opts {
     const char *host;          /* address to bind ["0.0.0.0"]                */
     int port;                  /* 0 picks a free port                        */
@@ -50,6 +59,12 @@ struct el_store_server_stats {
     uint64_t requests;         /* requests served since start                */
     uint64_t rejected;         /* connections closed for a bad request       */
     uint64_t parked;           /* requests waiting for keys (GET, WAIT ...)  */
+    uint64_t buffered;         /* bytes buffered by all connections now      */
+    uint64_t buffered_peak;    /* the most bytes ever buffered at once       */
+    uint64_t paused;           /* connections not read from because their
+                                  replies are not being read (back-pressure) */
+    uint64_t limited;          /* connections closed by a limit: buffers,
+                                  stall timeout, peer limit, descriptors     */
 };
 
 struct el_store_server;

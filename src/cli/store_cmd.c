@@ -30,7 +30,12 @@ static const char usage[] =
     "  --max-key-len N        longest key in bytes [8192]\n"
     "  --max-value-len N      largest value in bytes [67108864]\n"
     "  --max-keys N           most keys in one request [131072]\n"
-    "  --max-conn-buffer N    bytes buffered per connection [value limit + 1 MiB]\n"
+    "  --max-conn-buffer N    bytes one connection may hold, each of: its partial\n"
+    "                         request, its unsent replies [value limit + 1 MiB]\n"
+    "  --max-total-buffer N   the same summed over all connections; past it a\n"
+    "                         connection holding over 128 KiB is closed [512 MiB]\n"
+    "  --stall-timeout MS     close a connection that holds a partial request or\n"
+    "                         unread replies and makes no progress [60000]\n"
     "  --backlog N            listen backlog [65535, capped by net.core.somaxconn]\n"
     "  -h, --help             this text\n";
 
@@ -72,6 +77,8 @@ int cli_store_main(int argc, char **argv)
         {"max-value-len", required_argument, NULL, 'v'},
         {"max-keys", required_argument, NULL, 'n'},
         {"max-conn-buffer", required_argument, NULL, 'b'},
+        {"max-total-buffer", required_argument, NULL, 't'},
+        {"stall-timeout", required_argument, NULL, 's'},
         {"backlog", required_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
@@ -108,6 +115,16 @@ int cli_store_main(int argc, char **argv)
             rc = parse_size("--max-conn-buffer", optarg,
                             &so.limits.max_conn_buffer);
             if (rc)
+                return 2;
+            break;
+        case 't':
+            if (parse_size("--max-total-buffer", optarg,
+                           &so.limits.max_total_buffer))
+                return 2;
+            break;
+        case 's':
+            if (parse_size("--stall-timeout", optarg,
+                           &so.limits.stall_timeout_ms))
                 return 2;
             break;
         case 'B':

@@ -54,6 +54,10 @@ void el__proto_limits_fill(struct el_store_limits *l)
         l->max_keys_per_req = 128 * 1024;
     if (!l->max_conn_buffer)
         l->max_conn_buffer = l->max_value_len + 1024 * 1024;
+    if (!l->max_total_buffer)
+        l->max_total_buffer = 512u * 1024 * 1024;
+    if (!l->stall_timeout_ms)
+        l->stall_timeout_ms = 60000;
 }
 
 const char *el__proto_op_name(enum el_op op)

@@ -10,6 +10,14 @@
  * Memory per idle connection is the libuv handle plus this file's struct
  * conn: reads land in one shared buffer, and a connection owns a buffer only
  * while it holds a partial request or unsent replies.
+ *
+ * Bounds (struct el_store_limits): each connection's partial request and its
+ * unsent replies (queued plus in flight) are capped at max_conn_buffer, and
+ * every buffer is counted in a server-wide total capped at max_total_buffer.
+ * Back-pressure: a connection whose replies sit unread (a write in flight,
+ * the kernel's socket buffer full) is not read from, and its remaining
+ * requests wait, until the client reads; one that holds a partial request
+ * or unread replies without progress for stall_timeout_ms is closed.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -27,6 +35,12 @@
 #include "store/table.h"
 
 #define READ_CHUNK (64 * 1024)
+/* Replies queued past this are handed to the kernel before the next request
+ * is served; if it cannot take them all, the connection pauses. */
+#define OUT_HIGH (64 * 1024)
+/* A connection's buffers up to this are never refused by max_total_buffer
+ * (small requests and replies keep flowing when the total is full). */
+#define CONN_FLOOR (128 * 1024)
 
 struct conn;
 
@@ -61,6 +75,11 @@ struct conn {
     size_t in_len, in_cap;
     uint8_t *out;                    /* replies not yet handed to libuv   */
     size_t out_len, out_cap;
+    size_t inflight, inflight_cap;   /* the buffer of the write in flight */
+    size_t mem;                      /* what this adds to srv->buffered   */
+    uv_timer_t *stall;               /* closes a connection stuck mid-way */
+    size_t stall_queue;              /* write queue size when it was armed */
+    size_t refused;                  /* on_alloc refused to grow by this  */
     uint8_t *parked;                 /* copy of the parked request        */
     size_t parked_len;
     struct el_waiter *waiters;
@@ -70,6 +89,7 @@ struct conn {
     struct close_hook *hooks;
     int handles;                     /* open libuv handles (tcp, timer)   */
     unsigned writing : 1, closing : 1, dirty : 1, waking : 1;
+    unsigned paused : 1;             /* not reading: replies unread       */
 };
 
 struct el_store_server {
@@ -94,10 +114,12 @@ struct el_store_server {
     uv_async_t stop_async;
     /* Counters, read from any thread. */
     uint64_t n_conns, n_requests, n_rejected, n_keys, n_parked;
+    uint64_t buffered, buffered_peak, n_paused, n_limited;
 };
 
 static void conn_close(struct conn *c, const char *why);
 static int handle(struct conn *c, const struct el_req *rq);
+static void stall_arm(struct conn *c, int progress);
 
 static void stat_set(uint64_t *p, uint64_t v)
 {
@@ -139,6 +161,46 @@ static void peer_name(struct conn *c, char *buf, size_t len)
 }
 
 /* ------------------------------------------------------------------------
+ * Memory accounting
+ */
+
+/* Bring srv->buffered up to date with c's buffers (call after any change). */
+static void account(struct conn *c)
+{
+    struct el_store_server *srv = c->srv;
+    size_t m = c->in_cap + c->out_cap + c->inflight_cap + c->parked_len;
+    srv->buffered += (uint64_t)m - (uint64_t)c->mem;
+    c->mem = m;
+    stat_set(&srv->buffered, srv->buffered);
+    if (srv->buffered > srv->buffered_peak)
+        stat_set(&srv->buffered_peak, srv->buffered);
+}
+
+static void limit_close(struct conn *c, const char *why)
+{
+    __atomic_add_fetch(&c->srv->n_limited, 1, __ATOMIC_RELAXED);
+    conn_close(c, why);
+}
+
+/* May c grow its buffers by 'grow' bytes?  No when that takes the total
+ * past max_total_buffer and c holds more than CONN_FLOOR; the message says
+ * what was refused (c is not closed here). */
+static int total_allows(struct conn *c, size_t grow, const char *what,
+                        char *why, size_t cap)
+{
+    struct el_store_server *srv = c->srv;
+    size_t max = srv->opts.limits.max_total_buffer;
+    if (c->mem + grow <= CONN_FLOOR || srv->buffered + grow <= max)
+        return 1;
+    snprintf(why, cap, "%s of %zu bytes would take the buffers of all "
+             "connections past max_total_buffer (%zu bytes, %llu held); "
+             "raise it (--max-total-buffer) if clients really move that "
+             "much at once", what, grow, max,
+             (unsigned long long)srv->buffered);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
  * Replies
  */
 
@@ -151,19 +213,32 @@ static void mark_dirty(struct conn *c)
     }
 }
 
-/* Room for n more reply bytes, or NULL (connection closed: a client that
- * does not read its replies may not grow the server without bound). */
+/* Room for n more reply bytes, or NULL (connection closed: the replies
+ * queued and in flight may not pass max_conn_buffer, nor the buffers of all
+ * connections max_total_buffer). */
 static uint8_t *out_reserve(struct conn *c, size_t n)
 {
+    size_t max = c->srv->opts.limits.max_conn_buffer;
+    char why[320];
     if (c->closing)
         return NULL;
+    if (c->inflight > max || n > max - c->inflight ||
+        c->out_len > max - c->inflight - n) {
+        snprintf(why, sizeof why, "unsent replies would exceed "
+                 "max_conn_buffer (%zu bytes; %zu queued, %zu in flight, "
+                 "%zu more)", max, c->out_len, c->inflight, n);
+        limit_close(c, why);
+        return NULL;
+    }
     if (c->out_len + n > c->out_cap) {
         size_t cap = c->out_cap ? c->out_cap : 64;
         while (cap < c->out_len + n)
             cap *= 2;
-        if (c->out_len + n > c->srv->opts.limits.max_conn_buffer) {
-            conn_close(c, "unsent replies exceed max_conn_buffer "
-                          "(the client does not read)");
+        if (cap > max - c->inflight)
+            cap = max - c->inflight; /* still >= out_len + n */
+        if (!total_allows(c, cap - c->out_cap, "a reply buffer", why,
+                          sizeof why)) {
+            limit_close(c, why);
             return NULL;
         }
         uint8_t *p = realloc(c->out, cap);
@@ -173,6 +248,7 @@ static uint8_t *out_reserve(struct conn *c, size_t n)
         }
         c->out = p;
         c->out_cap = cap;
+        account(c);
     }
     uint8_t *p = c->out + c->out_len;
     c->out_len += n;
@@ -214,17 +290,32 @@ static void out_bytes(struct conn *c, const uint8_t *b, size_t n)
 
 static void flush(struct conn *c);
 
+static void resume(struct conn *c);
+static void flush_dirty(struct el_store_server *srv);
+
 static void on_write(uv_write_t *req, int status)
 {
     struct write_req *w = (struct write_req *)req;
     struct conn *c = (struct conn *)req->handle;
+    struct el_store_server *srv = c->srv;
     free(w->data);
     free(w);
     c->writing = 0;
-    if (status < 0 && !c->closing)
+    c->inflight = c->inflight_cap = 0;
+    account(c);
+    if (c->closing)
+        return;
+    if (status < 0) {
         conn_close(c, uv_strerror(status));
-    else
-        flush(c);
+        flush_dirty(srv);
+        return;
+    }
+    flush(c);
+    if (c->paused && !c->writing && !c->closing)
+        resume(c);
+    if (!c->closing)
+        stall_arm(c, 1);
+    flush_dirty(srv);
 }
 
 static void flush(struct conn *c)
@@ -239,6 +330,7 @@ static void flush(struct conn *c)
             free(c->out);
             c->out = NULL;
             c->out_cap = 0;
+            account(c);
         }
         return;
     }
@@ -256,16 +348,21 @@ static void flush(struct conn *c)
     }
     w->data = c->out;
     b = uv_buf_init((char *)c->out + n, (unsigned)(c->out_len - (size_t)n));
+    c->inflight = c->out_len - (size_t)n;
+    c->inflight_cap = c->out_cap;
     c->out = NULL;
     c->out_len = c->out_cap = 0;
     int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
     if (rc < 0) {
         free(w->data);
         free(w);
+        c->inflight = c->inflight_cap = 0;
+        account(c);
         conn_close(c, uv_strerror(rc));
         return;
     }
     c->writing = 1;
+    stall_arm(c, 0);
 }
 
 static void run_pending_hooks(struct el_store_server *srv);
@@ -318,6 +415,7 @@ static void park_end(struct conn *c)
     free(c->parked);
     c->parked = NULL;
     c->parked_len = 0;
+    account(c);
     if (c->timer)
         uv_timer_stop(c->timer);
 }
@@ -392,6 +490,7 @@ static int park(struct conn *c, const struct el_req *rq, const uint8_t *frame,
         free(c->parked);
         c->parked = copy;
         c->parked_len = rq->frame_len;
+        account(c);
     }
     if (first && timeout_ms >= 0) {
         if (!c->timer) {
@@ -896,6 +995,14 @@ static void on_conn_close(uv_handle_t *h)
         free(c);
 }
 
+static void close_timer(struct conn *c, uv_timer_t **t)
+{
+    if (*t) {
+        uv_close((uv_handle_t *)*t, on_timer_close);
+        *t = NULL;
+    }
+}
+
 static void conn_close(struct conn *c, const char *why)
 {
     struct el_store_server *srv = c->srv;
@@ -920,6 +1027,11 @@ static void conn_close(struct conn *c, const char *why)
     free(c->out);
     c->in = c->out = NULL;
     c->in_len = c->in_cap = c->out_len = c->out_cap = 0;
+    account(c); /* a write in flight is counted until its callback */
+    if (c->paused) {
+        c->paused = 0;
+        __atomic_sub_fetch(&srv->n_paused, 1, __ATOMIC_RELAXED);
+    }
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -928,14 +1040,9 @@ static void conn_close(struct conn *c, const char *why)
         c->next->prev = c->prev;
     srv->n_conns--;
     stat_set(&srv->n_conns, srv->n_conns);
-    if (c->timer) {
-        uv_close((uv_handle_t *)c->timer, on_timer_close);
-        c->timer = NULL;
-    }
-    if (c->idle) {
-        uv_close((uv_handle_t *)c->idle, on_timer_close);
-        c->idle = NULL;
-    }
+    close_timer(c, &c->timer);
+    close_timer(c, &c->idle);
+    close_timer(c, &c->stall);
     uv_close((uv_handle_t *)&c->tcp, on_conn_close);
 }
 
@@ -945,33 +1052,123 @@ static void reject(struct conn *c, const char *why)
     conn_close(c, why);
 }
 
+/* ------------------------------------------------------------------------
+ * Stalls and back-pressure
+ */
+
+static void on_stall(uv_timer_t *t)
+{
+    struct conn *c = t->data;
+    struct el_store_server *srv = c->srv;
+    char why[160];
+    if (c->writing && c->tcp.write_queue_size < c->stall_queue) {
+        stall_arm(c, 1); /* the client reads, slowly */
+        return;
+    }
+    if (c->writing)
+        snprintf(why, sizeof why, "%zu bytes of replies unread for %zu ms "
+                 "(stall timeout)", c->inflight + c->out_len,
+                 srv->opts.limits.stall_timeout_ms);
+    else
+        snprintf(why, sizeof why, "a partial request of %zu bytes with "
+                 "nothing more for %zu ms (stall timeout)", c->in_len,
+                 srv->opts.limits.stall_timeout_ms);
+    limit_close(c, why);
+    flush_dirty(srv);
+}
+
+/* Keep the stall timer running while c waits for its client: for the rest
+ * of a partial request, or for it to read its replies.  progress restarts
+ * the period. */
+static void stall_arm(struct conn *c, int progress)
+{
+    int waiting = c->writing || (c->in_len > 0 && !c->paused);
+    if (c->closing)
+        return;
+    if (!waiting) {
+        if (c->stall)
+            uv_timer_stop(c->stall);
+        return;
+    }
+    if (!c->stall) {
+        c->stall = malloc(sizeof *c->stall);
+        if (!c->stall)
+            return; /* no timeout for this one; the caps still hold */
+        uv_timer_init(c->srv->loop, c->stall);
+        c->stall->data = c;
+        c->handles++;
+    }
+    if (progress || !uv_is_active((uv_handle_t *)c->stall)) {
+        c->stall_queue = c->tcp.write_queue_size;
+        uv_timer_start(c->stall, on_stall,
+                       c->srv->opts.limits.stall_timeout_ms, 0);
+    }
+}
+
+/* Stop reading c until its client reads the replies in flight. */
+static void pause_conn(struct conn *c)
+{
+    if (c->paused)
+        return;
+    c->paused = 1;
+    __atomic_add_fetch(&c->srv->n_paused, 1, __ATOMIC_RELAXED);
+    uv_read_stop((uv_stream_t *)&c->tcp);
+}
+
+/* Before serving another request: may c go on?  Queued replies past
+ * OUT_HIGH go to the kernel first; if it cannot take them, c pauses. */
+static int may_serve(struct conn *c)
+{
+    if (!c->writing && c->out_len >= OUT_HIGH)
+        flush(c);
+    if (c->closing)
+        return 0;
+    if (c->writing) {
+        pause_conn(c);
+        return 0;
+    }
+    return 1;
+}
+
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct conn *c = (struct conn *)h;
     struct el_store_server *srv = c->srv;
+    size_t max = srv->opts.limits.max_conn_buffer;
     (void)suggested;
     if (c->in_len == 0) {
         *buf = uv_buf_init((char *)srv->rbuf, READ_CHUNK);
         return;
     }
-    if (c->in_cap - c->in_len < READ_CHUNK) {
+    if (c->in_cap - c->in_len < READ_CHUNK && c->in_cap < max) {
         size_t cap = c->in_cap * 2;
         if (cap < c->in_len + READ_CHUNK)
             cap = c->in_len + READ_CHUNK;
+        if (cap > max)
+            cap = max; /* on_read refuses a partial request that fills it */
+        char why[320];
+        if (!total_allows(c, cap - c->in_cap, "a partial request", why,
+                          sizeof why)) {
+            c->refused = cap - c->in_cap; /* on_read says why */
+            *buf = uv_buf_init(NULL, 0);  /* libuv reports UV_ENOBUFS */
+            return;
+        }
         uint8_t *p = realloc(c->in, cap);
         if (!p) {
-            *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
+            *buf = uv_buf_init(NULL, 0);
             return;
         }
         c->in = p;
         c->in_cap = cap;
+        account(c);
     }
     *buf = uv_buf_init((char *)c->in + c->in_len,
                        (unsigned)(c->in_cap - c->in_len));
 }
 
-/* Serve every complete request in buf; returns the bytes consumed, or -1
- * when the connection was closed. */
+/* Serve every complete request in buf, as long as the client reads its
+ * replies; returns the bytes consumed, or -1 when the connection was
+ * closed. */
 static ssize_t process(struct conn *c, const uint8_t *buf, size_t len)
 {
     struct el_store_server *srv = c->srv;
@@ -979,6 +1176,8 @@ static ssize_t process(struct conn *c, const uint8_t *buf, size_t len)
     while (pos < len) {
         struct el_req rq;
         char err[160];
+        if (!may_serve(c))
+            break;
         int rc = el__proto_parse(buf + pos, len - pos, c->dialect,
                                 &srv->opts.limits, &rq, err, sizeof err);
         if (rc == 0)
@@ -991,7 +1190,73 @@ static ssize_t process(struct conn *c, const uint8_t *buf, size_t len)
             return -1;
         pos += (size_t)rc;
     }
-    return (ssize_t)pos;
+    return c->closing ? -1 : (ssize_t)pos;
+}
+
+/* Keep what process() left of data[0..len) as c's input: copied out of the
+ * shared buffer, or moved to the front of c->in. */
+static void keep_rest(struct conn *c, const uint8_t *data, size_t len,
+                      size_t used, int shared)
+{
+    struct el_store_server *srv = c->srv;
+    size_t rest = len - used;
+    if (!c->paused && rest >= srv->opts.limits.max_conn_buffer) {
+        char why[160];
+        snprintf(why, sizeof why, "a partial request exceeds "
+                 "max_conn_buffer (%zu bytes)",
+                 srv->opts.limits.max_conn_buffer);
+        __atomic_add_fetch(&srv->n_limited, 1, __ATOMIC_RELAXED);
+        reject(c, why);
+    } else if (shared && rest) {
+        char why[320];
+        size_t cap = rest + READ_CHUNK;
+        if (cap > srv->opts.limits.max_conn_buffer)
+            cap = srv->opts.limits.max_conn_buffer;
+        if (!total_allows(c, cap, "a partial request", why, sizeof why)) {
+            limit_close(c, why);
+            return;
+        }
+        c->in = malloc(cap);
+        if (!c->in) {
+            conn_close(c, "out of memory");
+            return;
+        }
+        c->in_cap = cap;
+        memcpy(c->in, data + used, rest);
+        c->in_len = rest;
+        account(c);
+    } else if (!shared) {
+        memmove(c->in, c->in + used, rest);
+        c->in_len = rest;
+        if (rest == 0) { /* idle connections own no buffer */
+            free(c->in);
+            c->in = NULL;
+            c->in_cap = 0;
+            account(c);
+        }
+    }
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* c's client read its replies: serve the requests that waited, then read
+ * again unless they paused c once more. */
+static void resume(struct conn *c)
+{
+    struct el_store_server *srv = c->srv;
+    c->paused = 0;
+    __atomic_sub_fetch(&srv->n_paused, 1, __ATOMIC_RELAXED);
+    if (c->in_len) {
+        ssize_t used = process(c, c->in, c->in_len);
+        if (used < 0)
+            return;
+        keep_rest(c, c->in, c->in_len, (size_t)used, 0);
+        if (c->closing || c->paused)
+            return;
+    }
+    int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    if (rc < 0)
+        conn_close(c, uv_strerror(rc));
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -999,9 +1264,15 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     struct conn *c = (struct conn *)s;
     struct el_store_server *srv = c->srv;
     if (nread < 0) {
-        conn_close(c, nread == UV_EOF || nread == UV_ECONNRESET
-                          ? NULL
-                          : uv_strerror((int)nread));
+        char why[320];
+        if (nread == UV_ENOBUFS && c->refused &&
+            !total_allows(c, c->refused, "a partial request", why,
+                          sizeof why))
+            limit_close(c, why);
+        else
+            conn_close(c, nread == UV_EOF || nread == UV_ECONNRESET
+                              ? NULL
+                              : uv_strerror((int)nread));
         flush_dirty(srv);
         return;
     }
@@ -1021,30 +1292,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         len = c->in_len;
     }
     ssize_t used = process(c, data, len);
-    if (used >= 0) {
-        size_t rest = len - (size_t)used;
-        if (rest > srv->opts.limits.max_conn_buffer) {
-            reject(c, "a partial request exceeds max_conn_buffer");
-        } else if (shared && rest) {
-            c->in_cap = rest + READ_CHUNK;
-            c->in = malloc(c->in_cap);
-            if (!c->in) {
-                c->in_cap = 0;
-                conn_close(c, "out of memory");
-            } else {
-                memcpy(c->in, data + used, rest);
-                c->in_len = rest;
-            }
-        } else if (!shared) {
-            memmove(c->in, c->in + used, rest);
-            c->in_len = rest;
-            if (rest == 0) { /* idle connections own no buffer */
-                free(c->in);
-                c->in = NULL;
-                c->in_cap = 0;
-            }
-        }
-    }
+    if (used >= 0)
+        keep_rest(c, data, len, (size_t)used, shared);
+    stall_arm(c, 1);
     flush_dirty(srv);
 }
 
@@ -1186,6 +1436,10 @@ void el_store_server_stats(const struct el_store_server *srv,
     st->requests = __atomic_load_n(&srv->n_requests, __ATOMIC_RELAXED);
     st->rejected = __atomic_load_n(&srv->n_rejected, __ATOMIC_RELAXED);
     st->parked = __atomic_load_n(&srv->n_parked, __ATOMIC_RELAXED);
+    st->buffered = __atomic_load_n(&srv->buffered, __ATOMIC_RELAXED);
+    st->buffered_peak = __atomic_load_n(&srv->buffered_peak, __ATOMIC_RELAXED);
+    st->paused = __atomic_load_n(&srv->n_paused, __ATOMIC_RELAXED);
+    st->limited = __atomic_load_n(&srv->n_limited, __ATOMIC_RELAXED);
 }
 
 /* Close every handle; in embedded mode the last close callback frees. */

@@ -41,6 +41,14 @@ struct el_store_limits {
                                   or unread replies and makes no progress
                                   (no byte received / written) for this long
                                   is closed [60000]                          */
+    size_t max_conns_per_peer; /* connections from one non-loopback address
+                                  [512]                                      */
+    size_t max_conns_per_loopback; /* from one loopback address (every agent
+                                  and worker of a one-machine job) [0: no
+                                  limit]                                     */
+    size_t fd_reserve;         /* descriptors kept free: a client accepted
+                                  into them makes the server drop an idle
+                                  connection, or is refused [32]             */
 };
 struct el_store_server_opts {
     const char *host;          /* address to bind ["0.0.0.0"]                */

@@ -36,6 +36,12 @@ static const char usage[] =
     "                         connection holding over 128 KiB is closed [512 MiB]\n"
     "  --stall-timeout MS     close a connection that holds a partial request or\n"
     "                         unread replies and makes no progress [60000]\n"
+    "  --max-conns-per-peer N connections from one non-loopback address [512]\n"
+    "  --max-conns-per-loopback N  from one loopback address, where every\n"
+    "                         process of a one-machine job comes from [no limit]\n"
+    "  --fd-reserve N         descriptors kept free for new clients: near the\n"
+    "                         limit an idle connection is dropped for a new one\n"
+    "                         (silent or stuck ones first) [32]\n"
     "  --backlog N            listen backlog [65535, capped by net.core.somaxconn]\n"
     "  -h, --help             this text\n";
 
@@ -79,6 +85,9 @@ int cli_store_main(int argc, char **argv)
         {"max-conn-buffer", required_argument, NULL, 'b'},
         {"max-total-buffer", required_argument, NULL, 't'},
         {"stall-timeout", required_argument, NULL, 's'},
+        {"max-conns-per-peer", required_argument, NULL, 'p'},
+        {"max-conns-per-loopback", required_argument, NULL, 'L'},
+        {"fd-reserve", required_argument, NULL, 'r'},
         {"backlog", required_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
@@ -125,6 +134,20 @@ int cli_store_main(int argc, char **argv)
         case 's':
             if (parse_size("--stall-timeout", optarg,
                            &so.limits.stall_timeout_ms))
+                return 2;
+            break;
+        case 'p':
+            if (parse_size("--max-conns-per-peer", optarg,
+                           &so.limits.max_conns_per_peer))
+                return 2;
+            break;
+        case 'L':
+            if (parse_size("--max-conns-per-loopback", optarg,
+                           &so.limits.max_conns_per_loopback))
+                return 2;
+            break;
+        case 'r':
+            if (parse_size("--fd-reserve", optarg, &so.limits.fd_reserve))
                 return 2;
             break;
         case 'B':

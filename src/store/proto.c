@@ -58,6 +58,10 @@ void el__proto_limits_fill(struct el_store_limits *l)
         l->max_total_buffer = 512u * 1024 * 1024;
     if (!l->stall_timeout_ms)
         l->stall_timeout_ms = 60000;
+    if (!l->max_conns_per_peer)
+        l->max_conns_per_peer = 512;
+    if (!l->fd_reserve)
+        l->fd_reserve = 32;
 }
 
 const char *el__proto_op_name(enum el_op op)

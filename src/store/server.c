@@ -18,7 +18,14 @@
  * the kernel's socket buffer full) is not read from, and its remaining
  * requests wait, until the client reads; one that holds a partial request
  * or unread replies without progress for stall_timeout_ms is closed.
+ *
+ * Descriptors: connections are counted per peer address (max_conns_per_peer,
+ * loopback apart), and a client accepted into the last fd_reserve
+ * descriptors makes room by dropping an idle connection (one that never
+ * sent a whole request or is stuck first, else the newest idle one), or is
+ * refused, so held-open connections cannot lock real clients out.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -60,6 +67,18 @@ struct close_hook {
     uint8_t data[]; /* key then value */
 };
 
+/* Connections from one peer address. */
+struct peer {
+    struct peer *next;       /* hash chain                                 */
+    uint8_t addr[16];        /* IPv4 in the first 4 bytes                  */
+    int family;
+    int loopback;
+    unsigned bucket;
+    size_t conns;
+};
+
+#define PEER_BUCKETS 1024
+
 struct write_req {
     uv_write_t req;
     uint8_t *data;
@@ -80,6 +99,9 @@ struct conn {
     uv_timer_t *stall;               /* closes a connection stuck mid-way */
     size_t stall_queue;              /* write queue size when it was armed */
     size_t refused;                  /* on_alloc refused to grow by this  */
+    struct peer *peer;               /* counts this connection            */
+    uint64_t accepted_ms, active_ms; /* loop time: accepted, last request */
+    uint64_t served;                 /* requests served                   */
     uint8_t *parked;                 /* copy of the parked request        */
     size_t parked_len;
     struct el_waiter *waiters;
@@ -106,6 +128,8 @@ struct el_store_server {
     int port;
     uint64_t fd_limit;                /* RLIMIT_NOFILE when opened        */
     int fd_warned;                    /* said so once near the limit      */
+    struct peer *peers[PEER_BUCKETS]; /* connections per address          */
+    uint64_t other_fds;               /* descriptors that are not clients */
     int handles;                      /* listener + async                 */
     int closing;
     /* Threaded mode (el_store_server_start). */
@@ -158,6 +182,68 @@ static void peer_name(struct conn *c, char *buf, size_t len)
         }
     }
     snprintf(buf, len, "%s:%d", host, port);
+}
+
+/* ------------------------------------------------------------------------
+ * Peers
+ */
+
+/* The peer entry of c's address (created at 0 connections), or NULL when
+ * the address is unknown or memory is short (then it is not limited). */
+static struct peer *peer_of(struct el_store_server *srv, struct conn *c)
+{
+    struct sockaddr_storage ss;
+    int n = sizeof ss;
+    uint8_t addr[16] = {0};
+    int loopback = 0;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &n) != 0)
+        return NULL;
+    if (ss.ss_family == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        memcpy(addr, &a->sin_addr, 4);
+        loopback = addr[0] == 127;
+    } else if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        memcpy(addr, &a->sin6_addr, 16);
+        static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                           0xff, 0xff};
+        static const uint8_t one[16] = {[15] = 1};
+        loopback = memcmp(addr, one, 16) == 0 ||
+                   (memcmp(addr, mapped, 12) == 0 && addr[12] == 127);
+    } else {
+        return NULL;
+    }
+    uint32_t h = 2166136261u;
+    for (int i = 0; i < 16; i++)
+        h = (h ^ addr[i]) * 16777619u;
+    struct peer **slot = &srv->peers[h % PEER_BUCKETS], *p;
+    for (p = *slot; p; p = p->next)
+        if (p->family == ss.ss_family && memcmp(p->addr, addr, 16) == 0)
+            return p;
+    p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    memcpy(p->addr, addr, 16);
+    p->family = ss.ss_family;
+    p->loopback = loopback;
+    p->bucket = h % PEER_BUCKETS;
+    p->next = *slot;
+    *slot = p;
+    return p;
+}
+
+static void peer_release(struct el_store_server *srv, struct conn *c)
+{
+    struct peer *p = c->peer;
+    c->peer = NULL;
+    if (!p || --p->conns > 0)
+        return;
+    for (struct peer **pp = &srv->peers[p->bucket]; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            free(p);
+            return;
+        }
 }
 
 /* ------------------------------------------------------------------------
@@ -852,6 +938,8 @@ static int handle(struct conn *c, const struct el_req *rq)
     const uint8_t *frame = rq->frame;
     int rc;
     srv->n_requests++;
+    c->served++;
+    c->active_ms = uv_now(srv->loop);
     if (c->parked && frame != c->parked) {
         /* A new request while one is parked: the client gave up waiting
          * (a 1.13 client's socket timeout) or cancels (2.x CANCEL_WAIT).
@@ -1038,6 +1126,7 @@ static void conn_close(struct conn *c, const char *why)
         srv->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
+    peer_release(srv, c);
     srv->n_conns--;
     stat_set(&srv->n_conns, srv->n_conns);
     close_timer(c, &c->timer);
@@ -1298,6 +1387,105 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     flush_dirty(srv);
 }
 
+/* Near the descriptor limit: the connection to drop for a new one, or
+ * NULL.  First one that never sent a whole request or is stuck (partial
+ * request, unread replies), the oldest; else an idle one, the newest (a
+ * long-lived worker's connection is kept).  Never one with close hooks, a
+ * parked request or an idle timeout of its own: those are agents waiting,
+ * whose end would read as a death. */
+static struct conn *pick_victim(struct el_store_server *srv,
+                                const struct conn *except)
+{
+    struct conn *stuck = NULL, *idle = NULL;
+    for (struct conn *c = srv->conns; c; c = c->next) {
+        if (c == except || c->closing || c->hooks || c->parked || c->idle_ms)
+            continue;
+        if (!c->served || c->in_len || c->writing) {
+            if (!stuck || c->accepted_ms < stuck->accepted_ms)
+                stuck = c;
+        } else if (!idle || c->accepted_ms > idle->accepted_ms) {
+            idle = c;
+        }
+    }
+    return stuck ? stuck : idle;
+}
+
+/* Descriptors this process has open, or 0 if /proc cannot tell. */
+static uint64_t count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    uint64_t n = 0;
+    if (!d)
+        return 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; /* the directory's own */
+}
+
+/* c was just accepted: may it stay?  Applies the per-peer limits and the
+ * descriptor reserve; closes (and returns -1) when it may not.  The
+ * descriptors in use are estimated from the connections, and counted
+ * exactly (/proc/self/fd) only when the estimate or c's own descriptor
+ * says the reserve is reached. */
+static int admit(struct el_store_server *srv, struct conn *c)
+{
+    const struct el_store_limits *lim = &srv->opts.limits;
+    char peer[96], why[256];
+    c->peer = peer_of(srv, c);
+    if (c->peer) {
+        size_t max = c->peer->loopback ? lim->max_conns_per_loopback
+                                       : lim->max_conns_per_peer;
+        if (max && c->peer->conns >= max) {
+            snprintf(why, sizeof why, "refused: %zu connections from this "
+                     "%saddress already (%s %zu)", c->peer->conns,
+                     c->peer->loopback ? "loopback " : "",
+                     c->peer->loopback ? "--max-conns-per-loopback"
+                                       : "--max-conns-per-peer", max);
+            c->peer = NULL; /* not counted */
+            limit_close(c, why);
+            return -1;
+        }
+        c->peer->conns++;
+    }
+    if (!srv->fd_limit || lim->fd_reserve >= srv->fd_limit)
+        return 0;
+    uint64_t room = srv->fd_limit - lim->fd_reserve;
+    uv_os_fd_t fd = -1;
+    uv_fileno((uv_handle_t *)&c->tcp, &fd);
+    if (srv->n_conns + srv->other_fds < room && (uint64_t)fd < room)
+        return 0;
+    uint64_t open = count_fds();
+    if (!open)
+        return 0;
+    srv->other_fds = open > srv->n_conns ? open - srv->n_conns : 0;
+    peer_name(c, peer, sizeof peer);
+    uint64_t now = uv_now(srv->loop);
+    for (; open > room; open--) {
+        struct conn *v = pick_victim(srv, c);
+        if (!v) {
+            snprintf(why, sizeof why, "refused: %llu descriptors open, "
+                     "within the reserve of %zu of this process's limit of "
+                     "%llu, and no idle connection to drop; raise the limit "
+                     "(ulimit -n)", (unsigned long long)open, lim->fd_reserve,
+                     (unsigned long long)srv->fd_limit);
+            limit_close(c, why);
+            return -1;
+        }
+        snprintf(why, sizeof why, "dropped to make room for a new client "
+                 "(%s) near the descriptor limit of %llu: this connection "
+                 "%s for %llu ms", peer, (unsigned long long)srv->fd_limit,
+                 !v->served ? "had sent no request"
+                 : v->in_len || v->writing ? "was stuck mid-request"
+                                           : "had been idle",
+                 (unsigned long long)(now - (v->served ? v->active_ms
+                                                       : v->accepted_ms)));
+        limit_close(v, why);
+    }
+    return 0;
+}
+
 static void on_connection(uv_stream_t *l, int status)
 {
     struct el_store_server *srv = l->data;
@@ -1318,25 +1506,32 @@ static void on_connection(uv_stream_t *l, int status)
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
+    c->accepted_ms = uv_now(srv->loop);
     c->next = srv->conns;
     if (srv->conns)
         srv->conns->prev = c;
     srv->conns = c;
     srv->n_conns++;
     stat_set(&srv->n_conns, srv->n_conns);
+    if (admit(srv, c) < 0) {
+        flush_dirty(srv); /* a dropped connection's hooks */
+        return;
+    }
     /* Past the descriptor limit libuv accepts and drops connections without
      * telling us: say so while there is still room. */
     if (!srv->fd_warned && srv->fd_limit &&
         srv->n_conns >= srv->fd_limit / 10 * 9) {
         srv->fd_warned = 1;
         event(srv, "%llu connections, near this process's descriptor limit "
-              "of %llu: more clients will be reset; raise it (ulimit -n)",
+              "of %llu: idle clients are dropped for new ones, and new ones "
+              "refused when none is idle; raise it (ulimit -n)",
               (unsigned long long)srv->n_conns,
               (unsigned long long)srv->fd_limit);
     }
     int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     if (rc < 0)
         conn_close(c, uv_strerror(rc));
+    flush_dirty(srv);
 }
 
 /* ------------------------------------------------------------------------

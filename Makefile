@@ -15,7 +15,7 @@
 PREFIX  ?= /usr/local
 CC      ?= cc
 BUILD   ?= build
-PKGS    := libuv jansson libcurl
+PKGS    := libuv jansson libcurl nettle
 VERSION := 0.1.0
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)

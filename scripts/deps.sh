@@ -8,6 +8,7 @@ set -euo pipefail
 pkgs=(
   gcc make pkg-config          # toolchain
   libuv1-dev libjansson-dev    # store event loop, JSON (error files, rendezvous state)
+  nettle-dev                   # HMAC-SHA256 of the store's job-secret challenge
   libcurl4-openssl-dev         # etcd v3 gateway (HTTP)
   etcd-server etcd-client      # a real etcd for the etcd tests
   openssl                      # test CA for etcd over TLS

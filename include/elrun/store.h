@@ -55,6 +55,13 @@ struct el_store_server_opts {
     int port;                  /* 0 picks a free port                        */
     int backlog;               /* listen backlog [65535, capped by kernel]   */
     struct el_store_limits limits;
+    /* The job secret (copied; NULL: none).  With one, keys under "/elrun/"
+     * (every job's rendezvous state) may be written only by connections
+     * that proved they know it (el_store_auth); others, such as PyTorch
+     * workers, may write every other key and read everything.  A write
+     * they may not do closes their connection with a message. */
+    const void *secret;
+    size_t secret_len;         /* EL_STORE_SECRET_MIN .. EL_STORE_SECRET_MAX */
     /* Called on the server's thread for notable events (a client's bad
      * frame, a limit hit) with a one-line message.  May be NULL. */
     void (*on_event)(void *arg, const char *msg);
@@ -193,6 +200,25 @@ int el_store_on_close_append(struct el_store *s, const char *key,
 int el_store_set_idle_timeout(struct el_store *s, int idle_ms);
 /* Round trip with no effect. */
 int el_store_ping(struct el_store *s);
+
+/* Prove to the server that this connection knows the job secret, and check
+ * that the server knows it too (challenge and response: HMAC-SHA256 of
+ * nonces, the secret never crosses the wire).  Returns 0; -EACCES when the
+ * server refused the proof (the secrets differ; the connection is closed),
+ * when it has no secret (start it with one: otherwise anyone could write
+ * the job's keys) or when its answer is wrong; EL_EPROTO when the server
+ * knows no secrets at all (an older elrun). */
+int el_store_auth(struct el_store *s, const void *secret, size_t len);
+
+#define EL_STORE_SECRET_MIN 16
+#define EL_STORE_SECRET_MAX 4096
+/* Read a job secret from the file at path into buf (cap bytes, at least
+ * EL_STORE_SECRET_MAX + 1); one trailing newline is dropped.  Refuses a file
+ * every user may read or write, a secret shorter than EL_STORE_SECRET_MIN
+ * and a longer file than fits.  Returns 0 and *len, or an error with a
+ * one-line message in err. */
+int el_store_read_secret(const char *path, uint8_t *buf, size_t cap,
+                         size_t *len, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

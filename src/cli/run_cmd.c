@@ -22,6 +22,7 @@
 #include "elrun/log.h"
 #include "elrun/net.h"
 #include "elrun/rdzv.h"
+#include "elrun/store.h"
 
 #define RUN_PATH_BOOT \
     "import runpy, sys; sys.argv = sys.argv[1:]; " \
@@ -193,6 +194,51 @@ static void on_rdzv_event(void *arg, const char *msg)
      * wants to see by default; the rest is detail. */
     el_log(strncmp(msg, "round ", 6) == 0 && strstr(msg, "nodes (joined")
                ? EL_LOG_WARN : EL_LOG_INFO, "%s", msg);
+}
+
+/* The job secret (docs/RENDEZVOUS.md, "Security"): read from the file
+ * named by --rdzv-conf secret_file=PATH, else $ELRUN_SECRET_FILE, else
+ * $PET_RDZV_SECRET_FILE, into buf, and set in rc.  Never the secret itself
+ * on the command line, where ps shows it.  Warns when an elastic job on a
+ * non-loopback endpoint has none.  0, or 2 after a usage error. */
+static int job_secret(const char *conf, struct el_rdzv_config *rc,
+                      uint8_t *buf, size_t cap)
+{
+    char err[1200];
+    const char *path = conf_value(conf, "secret_file");
+    char pbuf[1024];
+    if (conf_value(conf, "secret"))
+        return usage_error("--rdzv-conf secret=...: the secret would show "
+                           "in ps; write it to a file (chmod 600) and give "
+                           "secret_file=PATH");
+    if (path)
+        path = snprintf(pbuf, sizeof pbuf, "%s", path) < (int)sizeof pbuf
+                   ? pbuf : NULL;
+    if (!path || !*path)
+        path = getenv("ELRUN_SECRET_FILE");
+    if (!path || !*path)
+        path = getenv("PET_RDZV_SECRET_FILE");
+    if (path && *path) {
+        if (strcmp(rc->backend, "etcd") == 0)
+            return usage_error("secret_file is for the c10d and static "
+                               "rendezvous; etcd has TLS client "
+                               "certificates and users (cacert, cert, key, "
+                               "username)");
+        int r = el_store_read_secret(path, buf, cap, &rc->secret_len, err,
+                                     sizeof err);
+        if (r)
+            return usage_error(err);
+        rc->secret = buf;
+        return 0;
+    }
+    const char *h = rc->host ? rc->host : "";
+    if (strcmp(rc->backend, "c10d") == 0 && rc->max_nodes > 1 &&
+        strcmp(h, "localhost") && strncmp(h, "127.", 4) && strcmp(h, "::1"))
+        el_log(EL_LOG_WARN, "the rendezvous store at %s:%d has no job "
+               "secret: anyone who reaches it can end, stall or join this "
+               "job; give every node --rdzv-conf secret_file=PATH (the same "
+               "secret)", h, rc->port);
+    return 0;
 }
 
 int cli_run_main(int argc, char **argv)
@@ -388,6 +434,10 @@ int cli_run_main(int argc, char **argv)
             return usage_error(err);
         }
     }
+
+    static uint8_t secret[EL_STORE_SECRET_MAX + 1];
+    if (job_secret(o.rdzv_conf, &rc, secret, sizeof secret))
+        return 2;
 
     /* Worker output. */
     unsigned char *redir = calloc((size_t)o.nproc, 1);

@@ -1,6 +1,6 @@
 /* store_cmd.c -- `elrun store`: run the store server on its own.
  *
- *   elrun store --listen HOST:PORT [limits...]
+ *   elrun store --listen HOST:PORT [limits...] [--secret-file PATH]
  *
  * Prints "listening on HOST:PORT" on stdout once it accepts connections
  * (port 0 picks a free port), logs one line per notable event on stderr,
@@ -42,6 +42,9 @@ static const char usage[] =
     "  --fd-reserve N         descriptors kept free for new clients: near the\n"
     "                         limit an idle connection is dropped for a new one\n"
     "                         (silent or stuck ones first) [32]\n"
+    "  --secret-file PATH     the job secret (at least 16 bytes, a file only its\n"
+    "                         owner can read): keys under /elrun/ may then be\n"
+    "                         written only by agents that prove it [none]\n"
     "  --backlog N            listen backlog [65535, capped by net.core.somaxconn]\n"
     "  -h, --help             this text\n";
 
@@ -88,6 +91,7 @@ int cli_store_main(int argc, char **argv)
         {"max-conns-per-peer", required_argument, NULL, 'p'},
         {"max-conns-per-loopback", required_argument, NULL, 'L'},
         {"fd-reserve", required_argument, NULL, 'r'},
+        {"secret-file", required_argument, NULL, 'S'},
         {"backlog", required_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
@@ -95,6 +99,7 @@ int cli_store_main(int argc, char **argv)
     const char *listen = "0.0.0.0:29400";
     char host[EL_HOST_MAX];
     size_t backlog = 0;
+    static uint8_t secret[EL_STORE_SECRET_MAX + 1];
     int c, rc;
 
     el_log_init("store", EL_LOG_INFO);
@@ -150,6 +155,16 @@ int cli_store_main(int argc, char **argv)
             if (parse_size("--fd-reserve", optarg, &so.limits.fd_reserve))
                 return 2;
             break;
+        case 'S': {
+            char err[1200];
+            if (el_store_read_secret(optarg, secret, sizeof secret,
+                                     &so.secret_len, err, sizeof err)) {
+                fprintf(stderr, "elrun store: %s\n", err);
+                return 2;
+            }
+            so.secret = secret;
+            break;
+        }
         case 'B':
             if (parse_size("--backlog", optarg, &backlog))
                 return 2;
@@ -197,8 +212,9 @@ int cli_store_main(int argc, char **argv)
     printf("listening on %s%s%s:%d\n", strchr(host, ':') ? "[" : "", host,
            strchr(host, ':') ? "]" : "", el_store_server_port(srv));
     fflush(stdout);
-    el_log(EL_LOG_INFO, "store listening on port %d",
-           el_store_server_port(srv));
+    el_log(EL_LOG_INFO, "store listening on port %d%s",
+           el_store_server_port(srv),
+           so.secret ? ", with a job secret" : "");
     uv_run(loop, UV_RUN_DEFAULT);
     uv_loop_close(loop);
     return 0;

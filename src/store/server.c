@@ -24,10 +24,16 @@
  * descriptors makes room by dropping an idle connection (one that never
  * sent a whole request or is stuck first, else the newest idle one), or is
  * refused, so held-open connections cannot lock real clients out.
+ *
+ * Job secret: with opts.secret, a connection that answered the challenge
+ * (X_AUTH_CHALLENGE, X_AUTH) may write anything; any other may not write a
+ * key under EL_AUTH_PREFIX (the agents' rendezvous state): such a write
+ * closes it with a message.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <netdb.h>
+#include <nettle/memops.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -112,6 +118,8 @@ struct conn {
     int handles;                     /* open libuv handles (tcp, timer)   */
     unsigned writing : 1, closing : 1, dirty : 1, waking : 1;
     unsigned paused : 1;             /* not reading: replies unread       */
+    unsigned challenged : 1, authed : 1;
+    uint8_t nonce[EL_AUTH_NONCE];    /* the challenge sent to it          */
 };
 
 struct el_store_server {
@@ -130,6 +138,8 @@ struct el_store_server {
     int fd_warned;                    /* said so once near the limit      */
     struct peer *peers[PEER_BUCKETS]; /* connections per address          */
     uint64_t other_fds;               /* descriptors that are not clients */
+    uint8_t *secret;                  /* the job secret, or NULL          */
+    size_t secret_len;
     int handles;                      /* listener + async                 */
     int closing;
     /* Threaded mode (el_store_server_start). */
@@ -142,6 +152,7 @@ struct el_store_server {
 };
 
 static void conn_close(struct conn *c, const char *why);
+static void reject(struct conn *c, const char *why);
 static int handle(struct conn *c, const struct el_req *rq);
 static void stall_arm(struct conn *c, int progress);
 
@@ -930,6 +941,78 @@ static void run_pending_hooks(struct el_store_server *srv)
     }
 }
 
+/* ------------------------------------------------------------------------
+ * Job secret
+ */
+
+/* May c write key (or, with prefix, delete every key starting with it)?
+ * Refuses (closing c with a message) a write under EL_AUTH_PREFIX by a
+ * connection that did not prove the job secret. */
+static int may_write(struct conn *c, const uint8_t *key, uint64_t n,
+                     int prefix, const char *what)
+{
+    static const char p[] = EL_AUTH_PREFIX;
+    const size_t pn = sizeof p - 1;
+    struct el_store_server *srv = c->srv;
+    if (!srv->secret || c->authed)
+        return 1;
+    int hit = n >= pn ? memcmp(key, p, pn) == 0
+                      : prefix && memcmp(key, p, n) == 0;
+    if (!hit)
+        return 1;
+    char text[80], why[256];
+    size_t i, m = n < 64 ? n : 64;
+    for (i = 0; i < m; i++)
+        text[i] = key[i] >= 0x20 && key[i] < 0x7f ? (char)key[i] : '?';
+    text[i] = '\0';
+    snprintf(why, sizeof why, "refused: %s of '%s%s' needs a connection "
+             "authenticated with the job secret (only the job's agents "
+             "write under %s)", what, text, n > m ? "..." : "", p);
+    reject(c, why);
+    return 0;
+}
+
+static void op_auth_challenge(struct conn *c)
+{
+    struct el_store_server *srv = c->srv;
+    if (!srv->secret) {
+        out_bytes(c, NULL, 0); /* no secret here: nothing to prove */
+        return;
+    }
+    int rc = el__auth_nonce(c->nonce);
+    if (rc) {
+        conn_close(c, "no random bytes for an authentication nonce");
+        return;
+    }
+    c->challenged = 1;
+    out_bytes(c, c->nonce, EL_AUTH_NONCE);
+}
+
+static void op_auth(struct conn *c, const struct el_req *rq)
+{
+    struct el_store_server *srv = c->srv;
+    uint8_t want[EL_AUTH_MAC];
+    if (!srv->secret || !c->challenged) {
+        reject(c, "X_AUTH without a challenge (X_AUTH_CHALLENGE first)");
+        return;
+    }
+    c->challenged = 0; /* one answer per nonce */
+    el__auth_mac(srv->secret, srv->secret_len, EL_AUTH_CLIENT_TAG, c->nonce,
+                 EL_AUTH_NONCE, NULL, 0, want);
+    if (rq->len[0] != EL_AUTH_MAC ||
+        !memeql_sec(rq->str[0], want, EL_AUTH_MAC)) {
+        out_u8(c, 1);
+        flush(c);
+        reject(c, "authentication failed: wrong job secret");
+        return;
+    }
+    c->authed = 1;
+    el__auth_mac(srv->secret, srv->secret_len, EL_AUTH_SERVER_TAG, c->nonce,
+                 EL_AUTH_NONCE, rq->str[1], rq->len[1], want);
+    out_u8(c, 0);
+    out_bytes(c, want, EL_AUTH_MAC);
+}
+
 /* Serve one request whose bytes start at 'frame'.  Returns 0, or -1 when
  * the connection was closed. */
 static int handle(struct conn *c, const struct el_req *rq)
@@ -954,10 +1037,12 @@ static int handle(struct conn *c, const struct el_req *rq)
     case EL_OP_VALIDATE:
         break;
     case EL_OP_SET:
-        set_key(c, rq->str[0], rq->len[0], rq->str[1], rq->len[1]);
+        if (may_write(c, rq->str[0], rq->len[0], 0, "SET"))
+            set_key(c, rq->str[0], rq->len[0], rq->str[1], rq->len[1]);
         break;
     case EL_OP_COMPARE_SET:
-        op_compare_set(c, rq);
+        if (may_write(c, rq->str[0], rq->len[0], 0, "COMPARE_SET"))
+            op_compare_set(c, rq);
         break;
     case EL_OP_GET:
         if ((rc = need_key(c, rq, frame, -1)) == 1) {
@@ -967,7 +1052,8 @@ static int handle(struct conn *c, const struct el_req *rq)
         }
         break;
     case EL_OP_ADD:
-        op_add(c, rq);
+        if (may_write(c, rq->str[0], rq->len[0], 0, "ADD"))
+            op_add(c, rq);
         break;
     case EL_OP_CHECK:
         out_u8(c, keys_present(c, rq, 0) == 1 ? EL_CHECK_READY
@@ -983,10 +1069,12 @@ static int handle(struct conn *c, const struct el_req *rq)
         out_i64(c, (int64_t)srv->table.npresent);
         break;
     case EL_OP_DELETE:
-        op_delete(c, rq);
+        if (may_write(c, rq->str[0], rq->len[0], 0, "DELETE_KEY"))
+            op_delete(c, rq);
         break;
     case EL_OP_APPEND:
-        op_append(c, rq);
+        if (may_write(c, rq->str[0], rq->len[0], 0, "APPEND"))
+            op_append(c, rq);
         break;
     case EL_OP_MULTI_GET:
         /* Reply before park_end(): rq may point into the parked copy. */
@@ -997,6 +1085,15 @@ static int handle(struct conn *c, const struct el_req *rq)
         break;
     case EL_OP_MULTI_SET: {
         const uint8_t *cur = rq->list;
+        for (uint64_t i = 0; i < rq->count && srv->secret && !c->authed;
+             i++) {
+            uint64_t kn, vn;
+            const uint8_t *k = el__proto_next_str(&cur, &kn);
+            el__proto_next_str(&cur, &vn);
+            if (!may_write(c, k, kn, 0, "MULTI_SET"))
+                break;
+        }
+        cur = rq->list;
         for (uint64_t i = 0; i < rq->count && !c->closing; i++) {
             uint64_t kn, vn;
             const uint8_t *k = el__proto_next_str(&cur, &kn);
@@ -1036,12 +1133,20 @@ static int handle(struct conn *c, const struct el_req *rq)
         op_watch(c, rq, frame);
         break;
     case EL_OP_X_DELETE_PREFIX:
-        op_delete_prefix(c, rq);
+        if (may_write(c, rq->str[0], rq->len[0], 1, "X_DELETE_PREFIX"))
+            op_delete_prefix(c, rq);
         break;
     case EL_OP_X_ON_CLOSE_SET:
     case EL_OP_X_ON_CLOSE_APPEND:
-        if (add_close_hook(c, rq) == 0)
+        if (may_write(c, rq->str[0], rq->len[0], 0, el__proto_op_name(rq->op))
+            && add_close_hook(c, rq) == 0)
             out_u8(c, EL_X_OK);
+        break;
+    case EL_OP_X_AUTH_CHALLENGE:
+        op_auth_challenge(c);
+        break;
+    case EL_OP_X_AUTH:
+        op_auth(c, rq);
         break;
     case EL_OP_X_IDLE_TIMEOUT:
         if (rq->num > 0 && !c->idle) {
@@ -1540,6 +1645,10 @@ static void on_connection(uv_stream_t *l, int status)
 
 static void srv_free(struct el_store_server *srv)
 {
+    if (srv->secret) {
+        memset(srv->secret, 0, srv->secret_len);
+        free(srv->secret);
+    }
     el__table_free(&srv->table);
     free(srv->wake);
     free(srv->rbuf);
@@ -1578,6 +1687,19 @@ int el_store_server_open(struct el_store_server **out, struct uv_loop_s *loop,
     if (opts)
         srv->opts = *opts;
     el__proto_limits_fill(&srv->opts.limits);
+    srv->opts.secret = NULL; /* our copy below */
+    if (opts && opts->secret) {
+        if (opts->secret_len < EL_STORE_SECRET_MIN ||
+            opts->secret_len > EL_STORE_SECRET_MAX ||
+            !(srv->secret = malloc(opts->secret_len))) {
+            free(srv);
+            return opts->secret_len < EL_STORE_SECRET_MIN ||
+                           opts->secret_len > EL_STORE_SECRET_MAX
+                       ? EL_EUSAGE : -ENOMEM;
+        }
+        memcpy(srv->secret, opts->secret, opts->secret_len);
+        srv->secret_len = opts->secret_len;
+    }
     if (!srv->opts.host || !*srv->opts.host)
         srv->opts.host = "0.0.0.0";
     srv->loop = loop;

@@ -895,7 +895,9 @@ static int maybe_host(struct dyn_rdzv *r, int is_host, char *err,
                                       .port = r->link.port,
                                       .secret = r->link.secret_len
                                                     ? r->link.secret : NULL,
-                                      .secret_len = r->link.secret_len};
+                                      .secret_len = r->link.secret_len,
+                                      .on_event = r->self.on_event,
+                                      .event_arg = r->self.event_arg};
     if (strcmp(r->link.host, "localhost") == 0)
         so.host = "127.0.0.1";
     int rc = el_store_server_start(&r->srv, &so);

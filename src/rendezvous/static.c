@@ -568,6 +568,8 @@ int el__rdzv_static_open(struct el_rdzv **out,
         so.port = cfg->port;
         so.secret = r->link.secret_len ? r->link.secret : NULL;
         so.secret_len = r->link.secret_len;
+        so.on_event = r->on_event; /* the store's limits and refusals */
+        so.event_arg = r->event_arg;
         int rc = el_store_server_start(&r->srv, &so);
         if (rc) {
             snprintf(err, errlen, "cannot host the store on %s:%d: %s%s",

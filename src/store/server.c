@@ -261,10 +261,14 @@ static void peer_release(struct el_store_server *srv, struct conn *c)
  * Memory accounting
  */
 
-/* Bring srv->buffered up to date with c's buffers (call after any change). */
+/* Bring srv->buffered up to date with c's buffers (call after any change).
+ * A closing connection is no longer counted (conn_close took it out): its
+ * write in flight may end after an embedded server was freed. */
 static void account(struct conn *c)
 {
     struct el_store_server *srv = c->srv;
+    if (c->closing)
+        return;
     size_t m = c->in_cap + c->out_cap + c->inflight_cap + c->parked_len;
     srv->buffered += (uint64_t)m - (uint64_t)c->mem;
     c->mem = m;
@@ -399,9 +403,9 @@ static void on_write(uv_write_t *req, int status)
     free(w);
     c->writing = 0;
     c->inflight = c->inflight_cap = 0;
-    account(c);
     if (c->closing)
-        return;
+        return; /* srv may be gone (embedded server closing) */
+    account(c);
     if (status < 0) {
         conn_close(c, uv_strerror(status));
         flush_dirty(srv);
@@ -1220,7 +1224,9 @@ static void conn_close(struct conn *c, const char *why)
     free(c->out);
     c->in = c->out = NULL;
     c->in_len = c->in_cap = c->out_len = c->out_cap = 0;
-    account(c); /* a write in flight is counted until its callback */
+    srv->buffered -= c->mem; /* a write in flight is freed by its callback */
+    c->mem = 0;
+    stat_set(&srv->buffered, srv->buffered);
     if (c->paused) {
         c->paused = 0;
         __atomic_sub_fetch(&srv->n_paused, 1, __ATOMIC_RELAXED);

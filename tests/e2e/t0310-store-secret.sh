@@ -48,6 +48,8 @@ test_expect_success 'an outsider cannot end the job, forge a death or move the r
     cat "$T/outsider.out"
     [[ $(grep -c ": refused$" "$T/outsider.out") -eq 5 ]]
     refute grep -q ACCEPTED "$T/outsider.out"
+    # The hosting agent logs each refusal, naming the peer and the key.
+    wait_until "grep -q \"refused: COMPARE_SET of .*/elrun/job/closed\" $T/job/agent.0.log $T/job/agent.1.log" 10
 '
 
 test_expect_success 'an elrun without the secret, or with another, cannot join' '
@@ -80,7 +82,7 @@ test_expect_success 'a third agent with the secret joins it' '
     # The first two were never told the job closed or a member died.
     alive "${AGENT_PID[0]}"
     alive "${AGENT_PID[1]}"
-    refute grep -qE "closed|left: [^-]" "$T/job/agent.0.log" "$T/job/agent.1.log"
+    refute grep -qE "job is closed|rendezvous is closed|left: [^-]" "$T/job/agent.0.log" "$T/job/agent.1.log"
 '
 touch "$T/job/finish"
 codes=()

@@ -3,10 +3,12 @@
 # point's build: BASE, default /work/base/build) and after (this tree's
 # BUILD, default build), in one run, the two taking turns:
 #
-#   1. unread replies: 20 clients each send 200 GETs of a 1 MiB value and
-#      never read, while one well-behaved client does SET + GET round trips
-#      for SECS seconds: the store's peak RSS (VmHWM) and the good client's
-#      median / p99 / slowest round trip.  REPS repetitions, medians.
+#   1. unread replies: 20 clients each send GETS (130) GETs of a VALUE (512
+#      KiB) value (65 MiB of replies, just under the per-connection cap the
+#      starting point enforced) and never read, while one well-behaved
+#      client does SET + GET round trips for SECS seconds: the store's peak
+#      RSS (VmHWM) and the good client's median / p99 / slowest round trip.
+#      REPS repetitions, medians.
 #   2. descriptor lockout: the store under `ulimit -n 1024` with 1,013
 #      silent connections held open, then 20 new clients one after another:
 #      how many are served.
@@ -15,7 +17,7 @@
 #      (Nettle is linked for the HMAC).
 #
 # Run from anywhere:  bench/store_limits.sh      (about 2 minutes)
-# Knobs: REPS (3), SECS (5), BASE, BUILD.  Loopback only; every process it
+# Knobs: REPS (3), SECS (5), VALUE, GETS, BASE, BUILD.  Loopback only; every process it
 # starts is killed on exit.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,6 +25,8 @@ BASE=${BASE:-/work/base/build}
 BUILD=${BUILD:-build}
 REPS=${REPS:-3}
 SECS=${SECS:-5}
+VALUE=${VALUE:-524288}
+GETS=${GETS:-130}
 PROBE="$ROOT/$BUILD/bench/store_limits"
 TMP=$(mktemp -d /tmp/storelimits.XXXXXX)
 PIDS=()
@@ -67,12 +71,15 @@ median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 for rep in $(seq "$REPS"); do
     for w in before after; do
         store "$w"
-        "$PROBE" put "127.0.0.1:$SPORT" /big 1048576
-        "$PROBE" flood "127.0.0.1:$SPORT" 20 200 /big >"$TMP/flood.out" &
+        "$PROBE" put "127.0.0.1:$SPORT" /big "$VALUE"
+        # The good client runs from before the flood until after it.
+        "$PROBE" good "127.0.0.1:$SPORT" "$SECS" >"$TMP/good.out" &
+        gp=$!
+        sleep 1
+        "$PROBE" flood "127.0.0.1:$SPORT" 20 "$GETS" /big >"$TMP/flood.out" &
         fp=$!
         PIDS+=("$fp")
-        for _ in $(seq 500); do grep -q '^ready' "$TMP/flood.out" && break; sleep 0.01; done
-        "$PROBE" good "127.0.0.1:$SPORT" "$SECS" >"$TMP/good.out"
+        wait "$gp"
         h=$(hwm "$SPID")
         read -r n med p99 mx < <(sed -E 's/^good: ([0-9]+) round trips.*median ([0-9.]+) ms, p99 ([0-9.]+) ms, max ([0-9.]+) ms/\1 \2 \3 \4/' "$TMP/good.out")
         echo "$h" >>"$TMP/1.$w.hwm"; echo "$n" >>"$TMP/1.$w.n"; echo "$med" >>"$TMP/1.$w.med"
@@ -109,7 +116,7 @@ done
 # --- table ------------------------------------------------------------------------
 m() { median <"$TMP/$1"; }
 printf '\n| figure | before | after |\n|---|---|---|\n'
-printf '| 20 non-reading clients x 200 GETs of 1 MiB: store peak RSS | %s MiB | %s MiB |\n' \
+printf '| 20 non-reading clients x %s GETs of %s KiB: store peak RSS | %s MiB | %s MiB |\n' "$GETS" $((VALUE / 1024)) \
     $(( $(m 1.before.hwm) / 1024 )) $(( $(m 1.after.hwm) / 1024 ))
 printf '| good client meanwhile: round trips in %s s | %s | %s |\n' "$SECS" "$(m 1.before.n)" "$(m 1.after.n)"
 printf '| good client: median / p99 / slowest round trip (ms) | %s / %s / %s | %s / %s / %s |\n' \

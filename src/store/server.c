@@ -84,6 +84,9 @@ struct peer {
 };
 
 #define PEER_BUCKETS 1024
+/* Near the descriptor limit, a connection quiet for less than this is not
+ * dropped for a new one (in a storm, the newest would push out the new). */
+#define DROP_GRACE_MS 1000
 
 struct write_req {
     uv_write_t req;
@@ -138,6 +141,10 @@ struct el_store_server {
     int fd_warned;                    /* said so once near the limit      */
     struct peer *peers[PEER_BUCKETS]; /* connections per address          */
     uint64_t other_fds;               /* descriptors that are not clients */
+    uint64_t fd_counted_ms;           /* when /proc/self/fd was counted   */
+    uint64_t no_victim_ms;            /* when nothing could be dropped    */
+    uint64_t refused_logged_ms;       /* refusals: one line a second      */
+    uint64_t refused_quiet;           /* refused since that line          */
     uint8_t *secret;                  /* the job secret, or NULL          */
     size_t secret_len;
     int handles;                      /* listener + async                 */
@@ -1499,17 +1506,20 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 }
 
 /* Near the descriptor limit: the connection to drop for a new one, or
- * NULL.  First one that never sent a whole request or is stuck (partial
- * request, unread replies), the oldest; else an idle one, the newest (a
- * long-lived worker's connection is kept).  Never one with close hooks, a
+ * NULL.  Of those quiet for DROP_GRACE_MS: first one that never sent a
+ * whole request or is stuck (partial request, unread replies), the oldest;
+ * else an idle one, the newest (a long-lived worker's connection is kept).  Never one with close hooks, a
  * parked request or an idle timeout of its own: those are agents waiting,
  * whose end would read as a death. */
 static struct conn *pick_victim(struct el_store_server *srv,
                                 const struct conn *except)
 {
     struct conn *stuck = NULL, *idle = NULL;
+    uint64_t now = uv_now(srv->loop);
     for (struct conn *c = srv->conns; c; c = c->next) {
         if (c == except || c->closing || c->hooks || c->parked || c->idle_ms)
+            continue;
+        if (now - (c->served ? c->active_ms : c->accepted_ms) < DROP_GRACE_MS)
             continue;
         if (!c->served || c->in_len || c->writing) {
             if (!stuck || c->accepted_ms < stuck->accepted_ms)
@@ -1563,24 +1573,42 @@ static int admit(struct el_store_server *srv, struct conn *c)
     if (!srv->fd_limit || lim->fd_reserve >= srv->fd_limit)
         return 0;
     uint64_t room = srv->fd_limit - lim->fd_reserve;
+    uint64_t now = uv_now(srv->loop), open;
     uv_os_fd_t fd = -1;
     uv_fileno((uv_handle_t *)&c->tcp, &fd);
     if (srv->n_conns + srv->other_fds < room && (uint64_t)fd < room)
         return 0;
-    uint64_t open = count_fds();
-    if (!open)
-        return 0;
-    srv->other_fds = open > srv->n_conns ? open - srv->n_conns : 0;
+    /* Counted at most every 100 ms (a storm at the limit would otherwise
+     * read /proc for every client); in between, the estimate holds. */
+    if (srv->fd_counted_ms && now - srv->fd_counted_ms < 100) {
+        open = srv->n_conns + srv->other_fds;
+    } else {
+        if (!(open = count_fds()))
+            return 0;
+        srv->other_fds = open > srv->n_conns ? open - srv->n_conns : 0;
+        srv->fd_counted_ms = now;
+    }
     peer_name(c, peer, sizeof peer);
-    uint64_t now = uv_now(srv->loop);
     for (; open > room; open--) {
-        struct conn *v = pick_victim(srv, c);
+        /* Nothing to drop a moment ago: refuse without another scan. */
+        struct conn *v = srv->no_victim_ms && now - srv->no_victim_ms < 100
+                             ? NULL : pick_victim(srv, c);
         if (!v) {
+            srv->no_victim_ms = now;
+            if (srv->refused_logged_ms && now - srv->refused_logged_ms < 1000) {
+                srv->refused_quiet++; /* a storm: one line a second */
+                limit_close(c, NULL);
+                return -1;
+            }
             snprintf(why, sizeof why, "refused: %llu descriptors open, "
                      "within the reserve of %zu of this process's limit of "
                      "%llu, and no idle connection to drop; raise the limit "
-                     "(ulimit -n)", (unsigned long long)open, lim->fd_reserve,
-                     (unsigned long long)srv->fd_limit);
+                     "(ulimit -n) [%llu more refused since the last such "
+                     "line]", (unsigned long long)open, lim->fd_reserve,
+                     (unsigned long long)srv->fd_limit,
+                     (unsigned long long)srv->refused_quiet);
+            srv->refused_logged_ms = now;
+            srv->refused_quiet = 0;
             limit_close(c, why);
             return -1;
         }
@@ -1594,6 +1622,7 @@ static int admit(struct el_store_server *srv, struct conn *c)
                                                        : v->accepted_ms)));
         limit_close(v, why);
     }
+    srv->no_victim_ms = 0;
     return 0;
 }
 

@@ -56,6 +56,7 @@ PYEOF
     track_pid $!
     wait_for_line "$T/hold.out" "^ready" 60
     cat "$T/hold.out"
+    sleep 1.1 # the store drops only connections quiet for a second
     timeout 60 $PY "$GOOD" "$port" 20 >"$T/good2.out" 2>&1 || { cat "$T/good2.out" "$T/store2.err"; false; }
     grep "^all ok 20" "$T/good2.out"
     grep -q "dropped to make room for a new client" "$T/store2.err"

@@ -438,8 +438,12 @@ int cli_run_main(int argc, char **argv)
     }
 
     static uint8_t secret[EL_STORE_SECRET_MAX + 1];
-    if (job_secret(o.rdzv_conf, &rc, secret, sizeof secret))
+    if (job_secret(o.rdzv_conf, &rc, secret, sizeof secret)) {
+        free(wargv);
+        for (size_t i = 0; i < sizeof etcd_conf / sizeof etcd_conf[0]; i++)
+            free(etcd_conf[i]);
         return 2;
+    }
 
     /* Worker output. */
     unsigned char *redir = calloc((size_t)o.nproc, 1);

@@ -78,26 +78,36 @@ static int parse_size(const char *flag, const char *text, size_t *out)
     return 0;
 }
 
+/* Flags that set one size_t limit: opts[i] has the value SIZE0 + i. */
+#define SIZE0 1000
+
 int cli_store_main(int argc, char **argv)
 {
     static const struct option opts[] = {
+        {"max-key-len", required_argument, NULL, SIZE0 + 0},
+        {"max-value-len", required_argument, NULL, SIZE0 + 1},
+        {"max-keys", required_argument, NULL, SIZE0 + 2},
+        {"max-conn-buffer", required_argument, NULL, SIZE0 + 3},
+        {"max-total-buffer", required_argument, NULL, SIZE0 + 4},
+        {"stall-timeout", required_argument, NULL, SIZE0 + 5},
+        {"max-conns-per-peer", required_argument, NULL, SIZE0 + 6},
+        {"max-conns-per-loopback", required_argument, NULL, SIZE0 + 7},
+        {"fd-reserve", required_argument, NULL, SIZE0 + 8},
         {"listen", required_argument, NULL, 'l'},
-        {"max-key-len", required_argument, NULL, 'k'},
-        {"max-value-len", required_argument, NULL, 'v'},
-        {"max-keys", required_argument, NULL, 'n'},
-        {"max-conn-buffer", required_argument, NULL, 'b'},
-        {"max-total-buffer", required_argument, NULL, 't'},
-        {"stall-timeout", required_argument, NULL, 's'},
-        {"max-conns-per-peer", required_argument, NULL, 'p'},
-        {"max-conns-per-loopback", required_argument, NULL, 'L'},
-        {"fd-reserve", required_argument, NULL, 'r'},
         {"secret-file", required_argument, NULL, 'S'},
         {"backlog", required_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     struct el_store_server_opts so = {0};
+    struct el_store_limits *lim = &so.limits;
+    size_t *const sizes[] = {
+        &lim->max_key_len,       &lim->max_value_len,
+        &lim->max_keys_per_req,  &lim->max_conn_buffer,
+        &lim->max_total_buffer,  &lim->stall_timeout_ms,
+        &lim->max_conns_per_peer, &lim->max_conns_per_loopback,
+        &lim->fd_reserve};
     const char *listen = "0.0.0.0:29400";
-    char host[EL_HOST_MAX];
+    char host[EL_HOST_MAX], flag[64];
     size_t backlog = 0;
     static uint8_t secret[EL_STORE_SECRET_MAX + 1];
     int c, rc;
@@ -105,55 +115,15 @@ int cli_store_main(int argc, char **argv)
     el_log_init("store", EL_LOG_INFO);
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c >= SIZE0 && c < SIZE0 + (int)(sizeof sizes / sizeof *sizes)) {
+            snprintf(flag, sizeof flag, "--%s", opts[c - SIZE0].name);
+            if (parse_size(flag, optarg, sizes[c - SIZE0]))
+                return 2;
+            continue;
+        }
         switch (c) {
         case 'l':
             listen = optarg;
-            break;
-        case 'k':
-            rc = parse_size("--max-key-len", optarg, &so.limits.max_key_len);
-            if (rc)
-                return 2;
-            break;
-        case 'v':
-            rc = parse_size("--max-value-len", optarg,
-                            &so.limits.max_value_len);
-            if (rc)
-                return 2;
-            break;
-        case 'n':
-            rc = parse_size("--max-keys", optarg, &so.limits.max_keys_per_req);
-            if (rc)
-                return 2;
-            break;
-        case 'b':
-            rc = parse_size("--max-conn-buffer", optarg,
-                            &so.limits.max_conn_buffer);
-            if (rc)
-                return 2;
-            break;
-        case 't':
-            if (parse_size("--max-total-buffer", optarg,
-                           &so.limits.max_total_buffer))
-                return 2;
-            break;
-        case 's':
-            if (parse_size("--stall-timeout", optarg,
-                           &so.limits.stall_timeout_ms))
-                return 2;
-            break;
-        case 'p':
-            if (parse_size("--max-conns-per-peer", optarg,
-                           &so.limits.max_conns_per_peer))
-                return 2;
-            break;
-        case 'L':
-            if (parse_size("--max-conns-per-loopback", optarg,
-                           &so.limits.max_conns_per_loopback))
-                return 2;
-            break;
-        case 'r':
-            if (parse_size("--fd-reserve", optarg, &so.limits.fd_reserve))
-                return 2;
             break;
         case 'S': {
             char err[1200];

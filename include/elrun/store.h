@@ -7,6 +7,11 @@
  * the whole protocol.  Keys are byte strings sent as given: the C client does
  * not add PyTorch's leading '/', so a C program that wants to see a PyTorch
  * worker's key "k" asks for "/k".
+ *
+ * The server bounds what a client can hold (struct el_store_limits: buffers
+ * per connection and in total, with back-pressure; stalls; connections per
+ * address and a descriptor reserve), and with a job secret lets only
+ * authenticated clients (el_store_auth) write the agents' keys.
  */
 #ifndef ELRUN_STORE_H
 #define ELRUN_STORE_H

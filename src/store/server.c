@@ -1508,27 +1508,31 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 /* Near the descriptor limit: the connection to drop for a new one, or
  * NULL.  Of those quiet for DROP_GRACE_MS: first one that never sent a
  * whole request or is stuck (partial request, unread replies), the oldest;
- * else an idle one, the newest (a long-lived worker's connection is kept).  Never one with close hooks, a
- * parked request or an idle timeout of its own: those are agents waiting,
- * whose end would read as a death. */
+ * else an idle one, the newest (a long-lived worker's connection is kept);
+ * else one waiting in a parked request, the newest.  Never one with close
+ * hooks or an idle timeout of its own: those are agents, whose end would
+ * read as a death. */
 static struct conn *pick_victim(struct el_store_server *srv,
                                 const struct conn *except)
 {
-    struct conn *stuck = NULL, *idle = NULL;
+    struct conn *stuck = NULL, *idle = NULL, *waiting = NULL;
     uint64_t now = uv_now(srv->loop);
     for (struct conn *c = srv->conns; c; c = c->next) {
-        if (c == except || c->closing || c->hooks || c->parked || c->idle_ms)
+        if (c == except || c->closing || c->hooks || c->idle_ms)
             continue;
         if (now - (c->served ? c->active_ms : c->accepted_ms) < DROP_GRACE_MS)
             continue;
         if (!c->served || c->in_len || c->writing) {
             if (!stuck || c->accepted_ms < stuck->accepted_ms)
                 stuck = c;
+        } else if (c->parked) {
+            if (!waiting || c->accepted_ms > waiting->accepted_ms)
+                waiting = c;
         } else if (!idle || c->accepted_ms > idle->accepted_ms) {
             idle = c;
         }
     }
-    return stuck ? stuck : idle;
+    return stuck ? stuck : idle ? idle : waiting;
 }
 
 /* Descriptors this process has open, or 0 if /proc cannot tell. */
@@ -1617,6 +1621,7 @@ static int admit(struct el_store_server *srv, struct conn *c)
                  "%s for %llu ms", peer, (unsigned long long)srv->fd_limit,
                  !v->served ? "had sent no request"
                  : v->in_len || v->writing ? "was stuck mid-request"
+                 : v->parked               ? "had waited for a key"
                                            : "had been idle",
                  (unsigned long long)(now - (v->served ? v->active_ms
                                                        : v->accepted_ms)));

@@ -153,3 +153,31 @@ TEST(store_near_the_fd_limit_the_newest_idle_connection_goes_first)
     el_store_close(old);
     end_child(pid);
 }
+
+TEST(store_near_the_fd_limit_waiting_connections_go_last_but_go)
+{
+    int port;
+    pid_t pid = server_child(64, 8, &port);
+    struct el_store *agent = NULL, *fresh = NULL;
+    CHECK_OK(connect_port(port, &agent));
+    CHECK_OK(el_store_on_close_set(agent, "agent/dead", "1", 1));
+    /* Connections that each park a GET of a key that never comes (1.13
+     * GET "/never"), as many as the server takes. */
+    uint8_t get[] = {2, 6, 0, 0, 0, 0, 0, 0, 0, '/', 'n', 'e', 'v', 'e', 'r'};
+    int fds[60];
+    for (int i = 0; i < 60; i++) {
+        fds[i] = el_tcp_connect("127.0.0.1", port, 2000);
+        CHECK(fds[i] >= 0);
+        raw_send(fds[i], get, sizeof get);
+    }
+    usleep(1100 * 1000); /* connections quiet for a second may be dropped */
+    CHECK_OK(connect_port(port, &fresh));
+    CHECK_OK(el_store_ping(fresh));
+    CHECK_OK(el_store_ping(agent)); /* an agent is never dropped */
+    CHECK_EQ(el_store_try_get(fresh, "agent/dead", NULL, NULL), EL_ENOTFOUND);
+    for (int i = 0; i < 60; i++)
+        close(fds[i]);
+    el_store_close(fresh);
+    el_store_close(agent);
+    end_child(pid);
+}

@@ -122,6 +122,7 @@ struct conn {
     unsigned writing : 1, closing : 1, dirty : 1, waking : 1;
     unsigned paused : 1;             /* not reading: replies unread       */
     unsigned challenged : 1, authed : 1;
+    unsigned native : 1;             /* used elrun's own ops (an agent)   */
     uint8_t nonce[EL_AUTH_NONCE];    /* the challenge sent to it          */
 };
 
@@ -1033,6 +1034,8 @@ static int handle(struct conn *c, const struct el_req *rq)
     int rc;
     srv->n_requests++;
     c->served++;
+    if (rq->op >= EL_OP_X_GET)
+        c->native = 1;
     c->active_ms = uv_now(srv->loop);
     if (c->parked && frame != c->parked) {
         /* A new request while one is parked: the client gave up waiting
@@ -1509,16 +1512,18 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
  * NULL.  Of those quiet for DROP_GRACE_MS: first one that never sent a
  * whole request or is stuck (partial request, unread replies), the oldest;
  * else an idle one, the newest (a long-lived worker's connection is kept);
- * else one waiting in a parked request, the newest.  Never one with close
- * hooks or an idle timeout of its own: those are agents, whose end would
- * read as a death. */
+ * else one waiting in a parked request, the newest.  Never an agent's
+ * (close hooks, an idle timeout of its own, authenticated with the job
+ * secret, or, on a store without one, using elrun's own operations): its
+ * end would read as a death, or fail its rendezvous. */
 static struct conn *pick_victim(struct el_store_server *srv,
                                 const struct conn *except)
 {
     struct conn *stuck = NULL, *idle = NULL, *waiting = NULL;
     uint64_t now = uv_now(srv->loop);
     for (struct conn *c = srv->conns; c; c = c->next) {
-        if (c == except || c->closing || c->hooks || c->idle_ms)
+        if (c == except || c->closing || c->hooks || c->idle_ms ||
+            c->authed || (c->native && !srv->secret))
             continue;
         if (now - (c->served ? c->active_ms : c->accepted_ms) < DROP_GRACE_MS)
             continue;

@@ -143,10 +143,20 @@ TEST(store_near_the_fd_limit_the_newest_idle_connection_goes_first)
     /* ... 30 more get in by pushing out the newest of those ... */
     for (int i = 40; i < 70; i++)
         CHECK_OK(connect_port(port, &idle[i]));
+    /* (an agent's connection, which uses elrun's own ops, is the newest
+     * idle one now, yet it is not the one to go) ... */
+    struct el_store *agent = NULL;
+    el_store_close(idle[69]);
+    idle[69] = NULL;
+    CHECK_OK(connect_port(port, &agent));
+    CHECK_EQ(el_store_try_get(agent, "nothing", NULL, NULL), EL_ENOTFOUND);
+    usleep(1100 * 1000);
     CHECK_OK(connect_port(port, &fresh));
     CHECK_OK(el_store_ping(fresh));
     /* ... and the worker connected first is still served. */
     CHECK_OK(el_store_ping(old));
+    CHECK_OK(el_store_ping(agent));
+    el_store_close(agent);
     for (int i = 0; i < 70; i++)
         el_store_close(idle[i]);
     el_store_close(fresh);

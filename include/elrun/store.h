@@ -42,6 +42,9 @@ struct el_store_limits {
                                   parked requests; a connection holding more
                                   than 128 KiB that would cross it is closed
                                   [512 MiB]                                  */
+    size_t max_total_data;     /* keys + values stored; a write that would
+                                  pass it closes its connection (one that
+                                  proved the job secret is exempt) [1 GiB]   */
     size_t stall_timeout_ms;   /* a connection that holds a partial request
                                   or unread replies and makes no progress
                                   (no byte received / written) for this long
@@ -84,7 +87,9 @@ struct el_store_server_stats {
     uint64_t paused;           /* connections not read from because their
                                   replies are not being read (back-pressure) */
     uint64_t limited;          /* connections closed by a limit: buffers,
-                                  stall timeout, peer limit, descriptors     */
+                                  data, stall timeout, peer limit,
+                                  descriptors                                */
+    uint64_t data;             /* bytes of keys and values stored            */
 };
 
 struct el_store_server;

@@ -34,6 +34,9 @@ static const char usage[] =
     "                         request, its unsent replies [value limit + 1 MiB]\n"
     "  --max-total-buffer N   the same summed over all connections; past it a\n"
     "                         connection holding over 128 KiB is closed [512 MiB]\n"
+    "  --max-total-data N     bytes of keys and values stored; a write past it\n"
+    "                         closes its connection (agents with the job\n"
+    "                         secret are exempt) [1 GiB]\n"
     "  --stall-timeout MS     close a connection that holds a partial request or\n"
     "                         unread replies and makes no progress [60000]\n"
     "  --max-conns-per-peer N connections from one non-loopback address [512]\n"
@@ -93,6 +96,7 @@ int cli_store_main(int argc, char **argv)
         {"max-conns-per-peer", required_argument, NULL, SIZE0 + 6},
         {"max-conns-per-loopback", required_argument, NULL, SIZE0 + 7},
         {"fd-reserve", required_argument, NULL, SIZE0 + 8},
+        {"max-total-data", required_argument, NULL, SIZE0 + 9},
         {"listen", required_argument, NULL, 'l'},
         {"secret-file", required_argument, NULL, 'S'},
         {"backlog", required_argument, NULL, 'B'},
@@ -105,7 +109,7 @@ int cli_store_main(int argc, char **argv)
         &lim->max_keys_per_req,  &lim->max_conn_buffer,
         &lim->max_total_buffer,  &lim->stall_timeout_ms,
         &lim->max_conns_per_peer, &lim->max_conns_per_loopback,
-        &lim->fd_reserve};
+        &lim->fd_reserve,        &lim->max_total_data};
     const char *listen = "0.0.0.0:29400";
     char host[EL_HOST_MAX], flag[64];
     size_t backlog = 0;

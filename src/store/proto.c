@@ -57,6 +57,8 @@ void el__proto_limits_fill(struct el_store_limits *l)
         l->max_conn_buffer = l->max_value_len + 1024 * 1024;
     if (!l->max_total_buffer)
         l->max_total_buffer = 512u * 1024 * 1024;
+    if (!l->max_total_data)
+        l->max_total_data = 1024u * 1024 * 1024;
     if (!l->stall_timeout_ms)
         l->stall_timeout_ms = 60000;
     if (!l->max_conns_per_peer)

@@ -156,7 +156,7 @@ struct el_store_server {
     uv_async_t stop_async;
     /* Counters, read from any thread. */
     uint64_t n_conns, n_requests, n_rejected, n_keys, n_parked;
-    uint64_t buffered, buffered_peak, n_paused, n_limited;
+    uint64_t buffered, buffered_peak, n_paused, n_limited, n_data;
 };
 
 static void conn_close(struct conn *c, const char *why);
@@ -491,6 +491,7 @@ static void flush_dirty(struct el_store_server *srv)
         }
     }
     stat_set(&srv->n_keys, srv->table.npresent);
+    stat_set(&srv->n_data, srv->table.data);
 }
 
 /* ------------------------------------------------------------------------
@@ -667,10 +668,30 @@ static struct el_entry *present(struct el_store_server *srv, const uint8_t *k,
     return e && e->present ? e : NULL;
 }
 
+/* May c store 'add' more bytes of keys and values (replacing 'drop')?
+ * Closes c with a message when that passes max_total_data. */
+static int data_allows(struct conn *c, uint64_t add, uint64_t drop)
+{
+    struct el_store_server *srv = c->srv;
+    size_t max = srv->opts.limits.max_total_data, have = srv->table.data;
+    if (c->authed || add <= drop || have - drop + add <= max)
+        return 1;
+    char why[256];
+    snprintf(why, sizeof why, "storing %llu more bytes would take the keys "
+             "and values stored past max_total_data (%zu bytes, %zu "
+             "stored); delete keys, or raise it (--max-total-data)",
+             (unsigned long long)(add - drop), max, have);
+    limit_close(c, why);
+    return 0;
+}
+
 static int set_key(struct conn *c, const uint8_t *k, uint64_t kn,
                    const uint8_t *v, uint64_t vn)
 {
     struct el_store_server *srv = c->srv;
+    struct el_entry *old = el__table_find(&srv->table, k, kn);
+    if (!data_allows(c, kn + vn, old && old->present ? kn + old->vlen : 0))
+        return -1;
     struct el_entry *e = el__table_get_or_add(&srv->table, k, kn);
     if (!e || el__table_set_value(&srv->table, e, v, vn) < 0) {
         if (e)
@@ -808,6 +829,8 @@ static void op_append(struct conn *c, const struct el_req *rq)
         conn_close(c, "APPEND would make the value exceed max_value_len");
         return;
     }
+    if (!data_allows(c, rq->len[1], 0))
+        return;
     uint8_t *p = realloc(e->val, e->vlen + rq->len[1] + 1);
     if (!p) {
         conn_close(c, "out of memory for a value");
@@ -816,6 +839,7 @@ static void op_append(struct conn *c, const struct el_req *rq)
     memcpy(p + e->vlen, rq->str[1], rq->len[1]);
     e->val = p;
     e->vlen += rq->len[1];
+    el__table_grew(&srv->table, rq->len[1]);
     wake(srv, e);
 }
 
@@ -940,6 +964,7 @@ static void run_pending_hooks(struct el_store_server *srv)
                 memcpy(p + e->vlen, v, h->vlen);
                 e->val = p;
                 e->vlen += h->vlen;
+                el__table_grew(&srv->table, h->vlen); /* hooks pass caps */
                 ok = 1;
             }
         } else if (e) {
@@ -1802,6 +1827,7 @@ void el_store_server_stats(const struct el_store_server *srv,
     st->buffered_peak = __atomic_load_n(&srv->buffered_peak, __ATOMIC_RELAXED);
     st->paused = __atomic_load_n(&srv->n_paused, __ATOMIC_RELAXED);
     st->limited = __atomic_load_n(&srv->n_limited, __ATOMIC_RELAXED);
+    st->data = __atomic_load_n(&srv->n_data, __ATOMIC_RELAXED);
 }
 
 /* Close every handle; in embedded mode the last close callback frees. */

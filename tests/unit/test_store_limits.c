@@ -246,3 +246,30 @@ TEST(store_slow_reader_is_not_a_stall)
     el_store_close(good);
     el_store_server_close(srv);
 }
+
+TEST(store_total_data_cap_refuses_the_write_that_crosses_it)
+{
+    struct el_store_limits lim = {.max_total_data = MIB};
+    struct el_store_server *srv = start(&lim);
+    struct el_store *a = client(srv);
+    set_big(a, "one", 600 * 1024, 'a');
+    set_big(a, "one", 600 * 1024, 'b'); /* replacing is no growth */
+    struct el_store *b = client(srv);
+    uint8_t *v = calloc(1, 600 * 1024);
+    CHECK(v);
+    el_store_set(b, "two", v, 600 * 1024);
+    CHECK(el_store_ping(b) < 0); /* closed: 1.2 MiB would not fit */
+    struct el_store *c = client(srv);
+    CHECK_OK(el_store_append(c, "one", "x", 1)); /* a byte still fits */
+    CHECK_OK(el_store_delete(c, "one", NULL));
+    CHECK_OK(el_store_set(c, "two", v, 600 * 1024)); /* room again */
+    CHECK_OK(el_store_ping(c));
+    struct el_store_server_stats st; /* counted after the reply is sent */
+    WAIT_STATS(srv, st, st.data == 3 + 600 * 1024);
+    CHECK_EQ(st.limited, 1);
+    free(v);
+    el_store_close(a);
+    el_store_close(b);
+    el_store_close(c);
+    el_store_server_close(srv);
+}

@@ -240,3 +240,28 @@ TEST(store_read_secret_file)
     unlink(path);
     rmdir(dir);
 }
+
+TEST(store_secret_agents_are_exempt_from_the_data_cap)
+{
+    struct el_store_server_opts o = {.host = "127.0.0.1", .secret = SECRET,
+                                     .secret_len = SLEN};
+    o.limits.max_total_data = 1000;
+    struct el_store_server *srv = NULL;
+    CHECK_OK(el_store_server_start(&srv, &o));
+    static char fill[2000];
+    memset(fill, 'f', sizeof fill);
+    /* An outsider fills the store ... */
+    struct el_store *w = client(srv);
+    CHECK_OK(el_store_set(w, "/junk", fill, 900));
+    CHECK_OK(el_store_ping(w));
+    el_store_set(w, "/more", fill, 900);
+    CHECK(el_store_ping(w) < 0);
+    /* ... and the agents still write their rendezvous keys. */
+    struct el_store *a = agent(srv);
+    CHECK_OK(el_store_set(a, "/elrun/job/r0/members", fill, 2000));
+    CHECK_OK(el_store_add(a, "/elrun/job/r0/joined", 1, NULL));
+    CHECK_OK(el_store_ping(a));
+    el_store_close(a);
+    el_store_close(w);
+    el_store_server_close(srv);
+}

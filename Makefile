@@ -16,7 +16,7 @@
 PREFIX  ?= /usr/local
 CC      ?= cc
 BUILD   ?= build
-PKGS    := libuv jansson
+PKGS    := libuv jansson nettle
 VERSION := 0.1.0
 
 # libcurl is not linked: the etcd client dlopen()s it on first use

@@ -9,6 +9,7 @@ pkgs=(
   gcc make pkg-config          # toolchain
   libuv1-dev libjansson-dev    # store event loop, JSON (error files, rendezvous state)
   libcurl4-openssl-dev         # etcd v3 gateway (HTTP): headers; libcurl.so.4 is dlopen()ed by etcd jobs only
+  nettle-dev                   # HMAC-SHA256 of the store's job-secret challenge
   etcd-server etcd-client      # a real etcd for the etcd tests
   openssl                      # test CA for etcd over TLS
   libopenblas-dev zlib1g-dev   # the training example: matrix products, gzip'd IDX files

@@ -59,6 +59,11 @@ struct el_rdzv_config {
     int is_host;               /* host the store at the endpoint: 1 yes,
                                   -1 never, 0 when the address is local     */
     int max_restarts;          /* the job's restart budget (all nodes)      */
+    /* The job secret (static, c10d): agents prove it to the store, and a
+     * hosted store lets only them write the job's keys (docs/RENDEZVOUS.md,
+     * "Security").  Copied by el_rdzv_open; NULL: none. */
+    const void *secret;
+    size_t secret_len;
     /* etcd only: the members ("h:p,h2:p2" or URLs; else host:port above)
      * and how to reach them.  Strings are copied by el_rdzv_open. */
     const char *endpoints;

@@ -7,6 +7,11 @@
  * the whole protocol.  Keys are byte strings sent as given: the C client does
  * not add PyTorch's leading '/', so a C program that wants to see a PyTorch
  * worker's key "k" asks for "/k".
+ *
+ * The server bounds what a client can hold (struct el_store_limits: buffers
+ * per connection and in total, with back-pressure; stalls; connections per
+ * address and a descriptor reserve), and with a job secret lets only
+ * authenticated clients (el_store_auth) write the agents' keys.
  */
 #ifndef ELRUN_STORE_H
 #define ELRUN_STORE_H
@@ -24,20 +29,47 @@ extern "C" {
 
 /* Hard limits; a request that breaks one gets its connection closed (the
  * server reports why through on_event) and never affects other clients.
- * A zero field takes the default in brackets. */
+ * A zero field takes the default in brackets.  docs/PROTOCOL.md ("Limits")
+ * says how each is enforced. */
 struct el_store_limits {
     size_t max_key_len;        /* bytes per key [8 KiB]                      */
     size_t max_value_len;      /* bytes per value [64 MiB]                   */
     size_t max_keys_per_req;   /* keys in one CHECK/WAIT/MULTI_* [128 Ki]    */
-    size_t max_conn_buffer;    /* unprocessed input or unsent output per
-                                  connection [max_value_len + 1 MiB]         */
+    size_t max_conn_buffer;    /* per connection, each of: the partial request
+                                  held, and the replies not yet sent (queued
+                                  or in flight) [max_value_len + 1 MiB]      */
+    size_t max_total_buffer;   /* the same summed over every connection, plus
+                                  parked requests; a connection holding more
+                                  than 128 KiB that would cross it is closed
+                                  [512 MiB]                                  */
+    size_t max_total_data;     /* keys + values stored; a write that would
+                                  pass it closes its connection (one that
+                                  proved the job secret is exempt) [1 GiB]   */
+    size_t stall_timeout_ms;   /* a connection that holds a partial request
+                                  or unread replies and makes no progress
+                                  (no byte received / written) for this long
+                                  is closed [60000]                          */
+    size_t max_conns_per_peer; /* connections from one non-loopback address
+                                  [512]                                      */
+    size_t max_conns_per_loopback; /* from one loopback address (every agent
+                                  and worker of a one-machine job) [0: no
+                                  limit]                                     */
+    size_t fd_reserve;         /* descriptors kept free: a client accepted
+                                  into them makes the server drop an idle
+                                  connection, or is refused [32]             */
 };
-
 struct el_store_server_opts {
     const char *host;          /* address to bind ["0.0.0.0"]                */
     int port;                  /* 0 picks a free port                        */
     int backlog;               /* listen backlog [65535, capped by kernel]   */
     struct el_store_limits limits;
+    /* The job secret (copied; NULL: none).  With one, keys under "/elrun/"
+     * (every job's rendezvous state) may be written only by connections
+     * that proved they know it (el_store_auth); others, such as PyTorch
+     * workers, may write every other key and read everything.  A write
+     * they may not do closes their connection with a message. */
+    const void *secret;
+    size_t secret_len;         /* EL_STORE_SECRET_MIN .. EL_STORE_SECRET_MAX */
     /* Called on the server's thread for notable events (a client's bad
      * frame, a limit hit) with a one-line message.  May be NULL. */
     void (*on_event)(void *arg, const char *msg);
@@ -50,6 +82,14 @@ struct el_store_server_stats {
     uint64_t requests;         /* requests served since start                */
     uint64_t rejected;         /* connections closed for a bad request       */
     uint64_t parked;           /* requests waiting for keys (GET, WAIT ...)  */
+    uint64_t buffered;         /* bytes buffered by all connections now      */
+    uint64_t buffered_peak;    /* the most bytes ever buffered at once       */
+    uint64_t paused;           /* connections not read from because their
+                                  replies are not being read (back-pressure) */
+    uint64_t limited;          /* connections closed by a limit: buffers,
+                                  data, stall timeout, peer limit,
+                                  descriptors                                */
+    uint64_t data;             /* bytes of keys and values stored            */
 };
 
 struct el_store_server;
@@ -170,6 +210,25 @@ int el_store_on_close_append(struct el_store *s, const char *key,
 int el_store_set_idle_timeout(struct el_store *s, int idle_ms);
 /* Round trip with no effect. */
 int el_store_ping(struct el_store *s);
+
+/* Prove to the server that this connection knows the job secret, and check
+ * that the server knows it too (challenge and response: HMAC-SHA256 of
+ * nonces, the secret never crosses the wire).  Returns 0; -EACCES when the
+ * server refused the proof (the secrets differ; the connection is closed),
+ * when it has no secret (start it with one: otherwise anyone could write
+ * the job's keys) or when its answer is wrong; EL_EPROTO when the server
+ * knows no secrets at all (an older elrun). */
+int el_store_auth(struct el_store *s, const void *secret, size_t len);
+
+#define EL_STORE_SECRET_MIN 16
+#define EL_STORE_SECRET_MAX 4096
+/* Read a job secret from the file at path into buf (cap bytes, at least
+ * EL_STORE_SECRET_MAX + 1); one trailing newline is dropped.  Refuses a file
+ * every user may read or write, a secret shorter than EL_STORE_SECRET_MIN
+ * and a longer file than fits.  Returns 0 and *len, or an error with a
+ * one-line message in err. */
+int el_store_read_secret(const char *path, uint8_t *buf, size_t cap,
+                         size_t *len, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -30,6 +30,8 @@ struct el_opts_conf {
     /* etcd's options; NULL when not given. */
     const char *etcd_prefix, *protocol, *cacert, *cert, *key, *username,
         *password;
+    /* The job secret's file (secret itself is refused: ps shows it). */
+    const char *secret_file, *secret;
 };
 
 struct el_opts {

@@ -41,6 +41,8 @@ static const struct conf_key {
     K(key, CONF_STRING),
     K(username, CONF_STRING),
     K(password, CONF_STRING),
+    K(secret_file, CONF_STRING),
+    K(secret, CONF_STRING),
 #undef K
 };
 #define NKEYS (sizeof conf_keys / sizeof conf_keys[0])

@@ -22,6 +22,7 @@
 #include "elrun/log.h"
 #include "elrun/net.h"
 #include "elrun/rdzv.h"
+#include "elrun/store.h"
 
 #define RUN_PATH_BOOT \
     "import runpy, sys; sys.argv = sys.argv[1:]; " \
@@ -140,8 +141,10 @@ static void on_rdzv_event(void *arg, const char *msg)
 {
     (void)arg;
     /* "round N: K nodes (joined: ...; left: ...)" is what an operator
-     * wants to see by default; the rest is detail. */
-    el_log(strncmp(msg, "round ", 6) == 0 && strstr(msg, "nodes (joined")
+     * wants to see by default, and so is a hosted store closing a client
+     * (a limit, a refused write); the rest is detail. */
+    el_log((strncmp(msg, "round ", 6) == 0 && strstr(msg, "nodes (joined")) ||
+                   strncmp(msg, "closed connection from ", 23) == 0
                ? EL_LOG_WARN : EL_LOG_INFO, "%s", msg);
 }
 
@@ -202,6 +205,7 @@ struct rdzv_strings {
     char run_id[64];
     char host[EL_HOST_MAX];
     char endpoints[2048];
+    uint8_t secret[EL_STORE_SECRET_MAX + 1];
 };
 
 /* A backend's part of the config: the address and what only it reads.
@@ -289,6 +293,49 @@ static const struct {
     {"etcd-v2", setup_etcd},
 };
 
+/* The job secret (docs/RENDEZVOUS.md, "Security"): read from the file
+ * named by --rdzv-conf secret_file=PATH, else $ELRUN_SECRET_FILE, else
+ * $PET_RDZV_SECRET_FILE, into s->secret, and set in rc.  Never the secret
+ * itself on the command line, where ps shows it.  Warns when an elastic job
+ * on a non-loopback endpoint has none.  Returns 0, or -1 with a usage
+ * message in err. */
+static int job_secret(const struct el_opts_conf *c, struct el_rdzv_config *rc,
+                      struct rdzv_strings *s, char *err, size_t cap)
+{
+    const char *path = c->secret_file;
+    if (c->secret) {
+        snprintf(err, cap, "--rdzv-conf secret=...: the secret would show "
+                 "in ps; write it to a file (chmod 600) and give "
+                 "secret_file=PATH");
+        return -1;
+    }
+    if (!path || !*path)
+        path = getenv("ELRUN_SECRET_FILE");
+    if (!path || !*path)
+        path = getenv("PET_RDZV_SECRET_FILE");
+    if (path && *path) {
+        if (strcmp(rc->backend, "etcd") == 0) {
+            snprintf(err, cap, "secret_file is for the c10d and static "
+                     "rendezvous; etcd has TLS client certificates and "
+                     "users (cacert, cert, key, username)");
+            return -1;
+        }
+        if (el_store_read_secret(path, s->secret, sizeof s->secret,
+                                 &rc->secret_len, err, cap))
+            return -1;
+        rc->secret = s->secret;
+        return 0;
+    }
+    const char *h = rc->host ? rc->host : "";
+    if (strcmp(rc->backend, "c10d") == 0 && rc->max_nodes > 1 &&
+        strcmp(h, "localhost") && strncmp(h, "127.", 4) && strcmp(h, "::1"))
+        el_log(EL_LOG_WARN, "the rendezvous store at %s:%d has no job "
+               "secret: anyone who reaches it can end, stall or join this "
+               "job; give every node --rdzv-conf secret_file=PATH (the same "
+               "secret)", h, rc->port);
+    return 0;
+}
+
 /* The rendezvous config from the flags and --rdzv-conf (parsed by
  * rdzv_conf.c).  Returns 0, or -1 with a usage message in err. */
 static int rdzv_config(const struct el_opts *o, struct el_rdzv_config *rc,
@@ -340,7 +387,7 @@ static int rdzv_config(const struct el_opts *o, struct el_rdzv_config *rc,
         rc->keep_alive_max_attempt = c->keep_alive_max_attempt;
     if (c->is_host)
         rc->is_host = c->is_host;
-    return 0;
+    return job_secret(c, rc, s, err, cap);
 }
 
 /* ---- the outcome ---- */

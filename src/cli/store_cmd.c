@@ -1,6 +1,6 @@
 /* store_cmd.c -- `elrun store`: run the store server on its own.
  *
- *   elrun store --listen HOST:PORT [limits...]
+ *   elrun store --listen HOST:PORT [limits...] [--secret-file PATH]
  *
  * Prints "listening on HOST:PORT" on stdout once it accepts connections
  * (port 0 picks a free port), logs one line per notable event on stderr,
@@ -30,7 +30,24 @@ static const char usage[] =
     "  --max-key-len N        longest key in bytes [8192]\n"
     "  --max-value-len N      largest value in bytes [67108864]\n"
     "  --max-keys N           most keys in one request [131072]\n"
-    "  --max-conn-buffer N    bytes buffered per connection [value limit + 1 MiB]\n"
+    "  --max-conn-buffer N    bytes one connection may hold, each of: its partial\n"
+    "                         request, its unsent replies [value limit + 1 MiB]\n"
+    "  --max-total-buffer N   the same summed over all connections; past it a\n"
+    "                         connection holding over 128 KiB is closed [512 MiB]\n"
+    "  --max-total-data N     bytes of keys and values stored; a write past it\n"
+    "                         closes its connection (agents with the job\n"
+    "                         secret are exempt) [1 GiB]\n"
+    "  --stall-timeout MS     close a connection that holds a partial request or\n"
+    "                         unread replies and makes no progress [60000]\n"
+    "  --max-conns-per-peer N connections from one non-loopback address [512]\n"
+    "  --max-conns-per-loopback N  from one loopback address, where every\n"
+    "                         process of a one-machine job comes from [no limit]\n"
+    "  --fd-reserve N         descriptors kept free for new clients: near the\n"
+    "                         limit an idle connection is dropped for a new one\n"
+    "                         (silent or stuck ones first) [32]\n"
+    "  --secret-file PATH     the job secret (at least 16 bytes, a file only its\n"
+    "                         owner can read): keys under /elrun/ may then be\n"
+    "                         written only by agents that prove it [none]\n"
     "  --backlog N            listen backlog [65535, capped by net.core.somaxconn]\n"
     "  -h, --help             this text\n";
 
@@ -64,52 +81,64 @@ static int parse_size(const char *flag, const char *text, size_t *out)
     return 0;
 }
 
+/* Flags that set one size_t limit: opts[i] has the value SIZE0 + i. */
+#define SIZE0 1000
+
 int cli_store_main(int argc, char **argv)
 {
     static const struct option opts[] = {
+        {"max-key-len", required_argument, NULL, SIZE0 + 0},
+        {"max-value-len", required_argument, NULL, SIZE0 + 1},
+        {"max-keys", required_argument, NULL, SIZE0 + 2},
+        {"max-conn-buffer", required_argument, NULL, SIZE0 + 3},
+        {"max-total-buffer", required_argument, NULL, SIZE0 + 4},
+        {"stall-timeout", required_argument, NULL, SIZE0 + 5},
+        {"max-conns-per-peer", required_argument, NULL, SIZE0 + 6},
+        {"max-conns-per-loopback", required_argument, NULL, SIZE0 + 7},
+        {"fd-reserve", required_argument, NULL, SIZE0 + 8},
+        {"max-total-data", required_argument, NULL, SIZE0 + 9},
         {"listen", required_argument, NULL, 'l'},
-        {"max-key-len", required_argument, NULL, 'k'},
-        {"max-value-len", required_argument, NULL, 'v'},
-        {"max-keys", required_argument, NULL, 'n'},
-        {"max-conn-buffer", required_argument, NULL, 'b'},
+        {"secret-file", required_argument, NULL, 'S'},
         {"backlog", required_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     struct el_store_server_opts so = {0};
+    struct el_store_limits *lim = &so.limits;
+    size_t *const sizes[] = {
+        &lim->max_key_len,       &lim->max_value_len,
+        &lim->max_keys_per_req,  &lim->max_conn_buffer,
+        &lim->max_total_buffer,  &lim->stall_timeout_ms,
+        &lim->max_conns_per_peer, &lim->max_conns_per_loopback,
+        &lim->fd_reserve,        &lim->max_total_data};
     const char *listen = "0.0.0.0:29400";
-    char host[EL_HOST_MAX];
+    char host[EL_HOST_MAX], flag[64];
     size_t backlog = 0;
+    static uint8_t secret[EL_STORE_SECRET_MAX + 1];
     int c, rc;
 
     el_log_init("store", EL_LOG_INFO);
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c >= SIZE0 && c < SIZE0 + (int)(sizeof sizes / sizeof *sizes)) {
+            snprintf(flag, sizeof flag, "--%s", opts[c - SIZE0].name);
+            if (parse_size(flag, optarg, sizes[c - SIZE0]))
+                return 2;
+            continue;
+        }
         switch (c) {
         case 'l':
             listen = optarg;
             break;
-        case 'k':
-            rc = parse_size("--max-key-len", optarg, &so.limits.max_key_len);
-            if (rc)
+        case 'S': {
+            char err[1200];
+            if (el_store_read_secret(optarg, secret, sizeof secret,
+                                     &so.secret_len, err, sizeof err)) {
+                fprintf(stderr, "elrun store: %s\n", err);
                 return 2;
+            }
+            so.secret = secret;
             break;
-        case 'v':
-            rc = parse_size("--max-value-len", optarg,
-                            &so.limits.max_value_len);
-            if (rc)
-                return 2;
-            break;
-        case 'n':
-            rc = parse_size("--max-keys", optarg, &so.limits.max_keys_per_req);
-            if (rc)
-                return 2;
-            break;
-        case 'b':
-            rc = parse_size("--max-conn-buffer", optarg,
-                            &so.limits.max_conn_buffer);
-            if (rc)
-                return 2;
-            break;
+        }
         case 'B':
             if (parse_size("--backlog", optarg, &backlog))
                 return 2;
@@ -157,8 +186,9 @@ int cli_store_main(int argc, char **argv)
     printf("listening on %s%s%s:%d\n", strchr(host, ':') ? "[" : "", host,
            strchr(host, ':') ? "]" : "", el_store_server_port(srv));
     fflush(stdout);
-    el_log(EL_LOG_INFO, "store listening on port %d",
-           el_store_server_port(srv));
+    el_log(EL_LOG_INFO, "store listening on port %d%s",
+           el_store_server_port(srv),
+           so.secret ? ", with a job secret" : "");
     uv_run(loop, UV_RUN_DEFAULT);
     uv_loop_close(loop);
     return 0;

@@ -892,7 +892,12 @@ static int maybe_host(struct dyn_rdzv *r, int is_host, char *err,
     if (is_host < 0)
         return 0;
     struct el_store_server_opts so = {.host = r->link.host,
-                                      .port = r->link.port};
+                                      .port = r->link.port,
+                                      .secret = r->link.secret_len
+                                                    ? r->link.secret : NULL,
+                                      .secret_len = r->link.secret_len,
+                                      .on_event = r->self.on_event,
+                                      .event_arg = r->self.event_arg};
     if (strcmp(r->link.host, "localhost") == 0)
         so.host = "127.0.0.1";
     int rc = el_store_server_start(&r->srv, &so);
@@ -958,7 +963,9 @@ int el__rdzv_dynamic_open(struct el_rdzv **out,
         free(r);
         return e;
     }
-    int rc = maybe_host(r, cfg->is_host, err, errlen);
+    int rc = el__rdzv_link_secret(&r->link, cfg, err, errlen);
+    if (rc == 0)
+        rc = maybe_host(r, cfg->is_host, err, errlen);
     if (rc == 0)
         rc = start_live(r);
     if (rc) {

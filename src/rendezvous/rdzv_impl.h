@@ -54,15 +54,25 @@ struct el__rdzv_link {
     int io_timeout_ms;
     const char *hint;          /* how to fix "cannot reach the store"       */
     struct el_store *cl;       /* NULL until connected, or after a failure */
+    uint8_t secret[EL_STORE_SECRET_MAX]; /* the job secret (secret_len > 0) */
+    size_t secret_len;
 };
+
+/* Copy cfg's job secret into l (checking its length); 0 or EL_EUSAGE with a
+ * message in err.  A hosting backend gives it to its server:
+ * so.secret = l->secret_len ? l->secret : NULL, so.secret_len. */
+int el__rdzv_link_secret(struct el__rdzv_link *l,
+                         const struct el_rdzv_config *cfg, char *err,
+                         size_t errlen);
 
 /* prefix + printf(fmt, ...) into buf. */
 void el__rdzv_key(const struct el__rdzv_link *l, char *buf, size_t cap,
                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Connect a client to the link's store, retrying refused connections until
- * deadline (el_now_ms() clock); -ECANCELED as soon as cancel_fd (>= 0) is
- * readable.  Other failures set r's message and return the error. */
+ * deadline (el_now_ms() clock), and prove the job secret if the link has
+ * one; -ECANCELED as soon as cancel_fd (>= 0) is readable.  Other failures
+ * set r's message and return the error. */
 int el__rdzv_connect(struct el_rdzv *r, const struct el__rdzv_link *l,
                      struct el_store **out, int io_timeout_ms, int cancel_fd,
                      long long deadline);

@@ -516,6 +516,11 @@ int el__rdzv_static_open(struct el_rdzv **out,
     struct st_rdzv *r = calloc(1, sizeof *r);
     if (!r)
         return -ENOMEM;
+    int src = el__rdzv_link_secret(&r->link, cfg, err, errlen);
+    if (src) {
+        free(r);
+        return src;
+    }
     r->base.ops = standalone ? &standalone_ops : &st_ops;
     r->standalone = standalone;
     r->nodes = standalone ? 1 : cfg->max_nodes;
@@ -561,6 +566,10 @@ int el__rdzv_static_open(struct el_rdzv **out,
             snprintf(bind, sizeof bind, "127.0.0.1");
         so.host = bind;
         so.port = cfg->port;
+        so.secret = r->link.secret_len ? r->link.secret : NULL;
+        so.secret_len = r->link.secret_len;
+        so.on_event = r->on_event; /* the store's limits and refusals */
+        so.event_arg = r->event_arg;
         int rc = el_store_server_start(&r->srv, &so);
         if (rc) {
             snprintf(err, errlen, "cannot host the store on %s:%d: %s%s",

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "elrun/err.h"
 #include "elrun/net.h"
@@ -21,6 +22,39 @@ void el__rdzv_key(const struct el__rdzv_link *l, char *buf, size_t cap,
     va_start(ap, fmt);
     vsnprintf(buf + n, cap - (size_t)n, fmt, ap);
     va_end(ap);
+}
+
+int el__rdzv_link_secret(struct el__rdzv_link *l,
+                         const struct el_rdzv_config *cfg, char *err,
+                         size_t errlen)
+{
+    l->secret_len = 0;
+    if (!cfg->secret)
+        return 0;
+    if (cfg->secret_len < EL_STORE_SECRET_MIN ||
+        cfg->secret_len > EL_STORE_SECRET_MAX) {
+        snprintf(err, errlen, "the job secret has %zu bytes; it needs %d to "
+                 "%d", cfg->secret_len, EL_STORE_SECRET_MIN,
+                 EL_STORE_SECRET_MAX);
+        return EL_EUSAGE;
+    }
+    memcpy(l->secret, cfg->secret, cfg->secret_len);
+    l->secret_len = cfg->secret_len;
+    return 0;
+}
+
+/* Prove the job secret on a new connection; closes it on failure. */
+static int authenticate(struct el_rdzv *r, const struct el__rdzv_link *l,
+                        struct el_store **cl)
+{
+    int rc = el_store_auth(*cl, l->secret, l->secret_len);
+    if (rc == 0)
+        return 0;
+    el__rdzv_fail(r, rc, "rendezvous store %s:%d: %s", l->host, l->port,
+                  el_store_errmsg(*cl));
+    el_store_close(*cl);
+    *cl = NULL;
+    return rc;
 }
 
 int el__rdzv_connect(struct el_rdzv *r, const struct el__rdzv_link *l,
@@ -43,7 +77,7 @@ int el__rdzv_connect(struct el_rdzv *r, const struct el__rdzv_link *l,
         rc = el_store_connect(out, l->host, l->port,
                               left < 200 ? (int)left : 200, io_timeout_ms);
         if (rc == 0)
-            return 0;
+            return l->secret_len ? authenticate(r, l, out) : 0;
         if (rc == EL_EUSAGE)
             return el__rdzv_fail(r, rc, "rendezvous host '%s' does not "
                                  "resolve", l->host);

@@ -5,8 +5,10 @@
  * the server enforces, so a timed-out wait leaves the connection in a known
  * state; the client's own deadline (the wait plus the I/O timeout) only
  * catches a server that stopped answering, and then breaks the connection.
+ * el_store_auth() runs the job-secret challenge (auth.c has the HMAC).
  */
 #include <errno.h>
+#include <nettle/memops.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -556,4 +558,61 @@ int el_store_ping(struct el_store *s)
     TRY(send_req(s, "PING"));
     TRY(recv_all(s, &echo, 4, io_deadline(s), "PING"));
     return echo == nonce ? 0 : broken(s, EL_EPROTO, "PING");
+}
+
+int el_store_auth(struct el_store *s, const void *secret, size_t len)
+{
+    void *nonce = NULL, *proof = NULL;
+    size_t nlen = 0, plen = 0;
+    uint8_t st, mac[EL_AUTH_MAC], mine[EL_AUTH_NONCE], want[EL_AUTH_MAC];
+    TRY(begin(s, EL_CODE_X_AUTH_CHALLENGE));
+    TRY(send_req(s, "AUTH"));
+    int rc = recv_bytes(s, &nonce, &nlen, io_deadline(s), "AUTH");
+    if (rc == -ECONNRESET || rc == -EPIPE)
+        return fail(s, EL_EPROTO, "the store closed the connection when "
+                    "asked to authenticate: it knows no job secrets (an "
+                    "older elrun?)");
+    if (rc)
+        return rc;
+    if (nlen == 0) {
+        free(nonce);
+        return fail(s, -EACCES, "the store has no job secret but this side "
+                    "has one: start the store with the same secret "
+                    "(elrun store --secret-file PATH), otherwise anyone who "
+                    "reaches it can write the job's keys");
+    }
+    if (nlen != EL_AUTH_NONCE) {
+        free(nonce);
+        return broken(s, EL_EPROTO, "AUTH");
+    }
+    el__auth_mac(secret, len, EL_AUTH_CLIENT_TAG, nonce, nlen, NULL, 0, mac);
+    rc = el__auth_nonce(mine);
+    if (!rc)
+        el__auth_mac(secret, len, EL_AUTH_SERVER_TAG, nonce, nlen, mine,
+                     sizeof mine, want);
+    free(nonce);
+    if (rc)
+        return fail(s, rc, "no random bytes for a nonce: %s", el_strerror(rc));
+    TRY(begin(s, EL_CODE_X_AUTH));
+    TRY(put_str(s, mac, sizeof mac));
+    TRY(put_str(s, mine, sizeof mine));
+    TRY(send_req(s, "AUTH"));
+    rc = recv_u8(s, &st, io_deadline(s), "AUTH");
+    if (rc == 0 && st == 0)
+        rc = recv_bytes(s, &proof, &plen, io_deadline(s), "AUTH");
+    if (rc == -ECONNRESET || rc == -EPIPE || (rc == 0 && st != 0)) {
+        broken(s, -EACCES, "AUTH");
+        return fail(s, -EACCES, "the store refused this side's job secret: "
+                    "the secret files differ");
+    }
+    if (rc)
+        return rc;
+    int ok = plen == EL_AUTH_MAC && memeql_sec(proof, want, EL_AUTH_MAC);
+    free(proof);
+    if (!ok) {
+        broken(s, -EACCES, "AUTH");
+        return fail(s, -EACCES, "the store's answer does not prove it knows "
+                    "the job secret: it is not the job's store");
+    }
+    return 0;
 }

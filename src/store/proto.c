@@ -39,7 +39,8 @@ static const struct op_desc x_ops[] = {
     {EL_OP_X_MULTI_GET, "iL"},    {EL_OP_X_WATCH, "ikbv"},
     {EL_OP_X_DELETE_PREFIX, "k"}, {EL_OP_X_ON_CLOSE_SET, "kv"},
     {EL_OP_X_TRY_GET, "k"},       {EL_OP_X_IDLE_TIMEOUT, "i"},
-    {EL_OP_X_ON_CLOSE_APPEND, "kv"},
+    {EL_OP_X_ON_CLOSE_APPEND, "kv"}, {EL_OP_X_AUTH_CHALLENGE, ""},
+    {EL_OP_X_AUTH, "kk"},
 };
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
@@ -54,6 +55,16 @@ void el__proto_limits_fill(struct el_store_limits *l)
         l->max_keys_per_req = 128 * 1024;
     if (!l->max_conn_buffer)
         l->max_conn_buffer = l->max_value_len + 1024 * 1024;
+    if (!l->max_total_buffer)
+        l->max_total_buffer = 512u * 1024 * 1024;
+    if (!l->max_total_data)
+        l->max_total_data = 1024u * 1024 * 1024;
+    if (!l->stall_timeout_ms)
+        l->stall_timeout_ms = 60000;
+    if (!l->max_conns_per_peer)
+        l->max_conns_per_peer = 512;
+    if (!l->fd_reserve)
+        l->fd_reserve = 32;
 }
 
 const char *el__proto_op_name(enum el_op op)
@@ -63,7 +74,7 @@ const char *el__proto_op_name(enum el_op op)
         "WAIT", "GETNUMKEYS", "DELETE_KEY", "APPEND", "MULTI_GET",
         "MULTI_SET", "CANCEL_WAIT", "PING", "X_GET", "X_WAIT", "X_MULTI_GET",
         "X_WATCH", "X_DELETE_PREFIX", "X_ON_CLOSE_SET", "X_TRY_GET",
-        "X_IDLE_TIMEOUT", "X_ON_CLOSE_APPEND"};
+        "X_IDLE_TIMEOUT", "X_ON_CLOSE_APPEND", "X_AUTH_CHALLENGE", "X_AUTH"};
     return (unsigned)op < NELEM(names) ? names[op] : "?";
 }
 

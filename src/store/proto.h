@@ -52,6 +52,8 @@ enum el_op {
     EL_OP_X_TRY_GET,       /* get without waiting                       */
     EL_OP_X_IDLE_TIMEOUT,  /* close this connection when it goes quiet  */
     EL_OP_X_ON_CLOSE_APPEND, /* append to a key when this connection closes */
+    EL_OP_X_AUTH_CHALLENGE,  /* the server's nonce for this connection      */
+    EL_OP_X_AUTH,            /* prove the job secret (HMAC of the nonce)    */
 };
 
 /* Wire codes of elrun's own operations: no PyTorch version uses 64..95. */
@@ -65,7 +67,28 @@ enum {
     EL_CODE_X_TRY_GET = 70,
     EL_CODE_X_IDLE_TIMEOUT = 71,
     EL_CODE_X_ON_CLOSE_APPEND = 72,
+    EL_CODE_X_AUTH_CHALLENGE = 73,
+    EL_CODE_X_AUTH = 74,
 };
+
+/* Job-secret authentication (docs/PROTOCOL.md, "Authentication"): the
+ * client proves HMAC-SHA256(secret, EL_AUTH_CLIENT_TAG || server nonce), the
+ * server answers HMAC-SHA256(secret, EL_AUTH_SERVER_TAG || server nonce ||
+ * client nonce), so each side knows the other has the secret and the secret
+ * never crosses the wire.  Keys under EL_AUTH_PREFIX (every job's rendezvous
+ * state) are written only by authenticated connections. */
+#define EL_AUTH_NONCE 32
+#define EL_AUTH_MAC 32
+#define EL_AUTH_CLIENT_TAG "elrun-store-auth-v1 client"
+#define EL_AUTH_SERVER_TAG "elrun-store-auth-v1 server"
+#define EL_AUTH_PREFIX "/elrun/"
+
+/* HMAC-SHA256(secret, a || b || c) into mac (EL_AUTH_MAC bytes). */
+void el__auth_mac(const void *secret, size_t slen, const char *tag,
+                  const uint8_t *b, size_t blen, const uint8_t *c,
+                  size_t clen, uint8_t mac[EL_AUTH_MAC]);
+/* EL_AUTH_NONCE random bytes; 0 or -errno. */
+int el__auth_nonce(uint8_t nonce[EL_AUTH_NONCE]);
 
 /* Wire codes of the V2 (2.3+) dialect, used by the C client. */
 enum {

@@ -115,8 +115,11 @@ int el__table_set_value(struct el_table *t, struct el_entry *e,
         memcpy(copy, val, vlen);
     }
     free(e->val);
+    if (e->present)
+        t->data -= e->klen + e->vlen;
     e->val = copy;
     e->vlen = vlen;
+    t->data += e->klen + vlen;
     if (!e->present) {
         e->present = 1;
         t->npresent++;
@@ -128,11 +131,12 @@ void el__table_clear_value(struct el_table *t, struct el_entry *e)
 {
     free(e->val);
     e->val = NULL;
-    e->vlen = 0;
     if (e->present) {
+        t->data -= e->klen + e->vlen;
         e->present = 0;
         t->npresent--;
     }
+    e->vlen = 0;
 }
 
 void el__table_foreach(struct el_table *t,

@@ -27,6 +27,7 @@ struct el_table {
     size_t nbuckets;             /* power of two                            */
     size_t nentries;             /* including waiter-only entries           */
     size_t npresent;             /* entries holding a value                 */
+    size_t data;                 /* klen + vlen summed over those entries   */
 };
 
 int el__table_init(struct el_table *t);
@@ -41,6 +42,11 @@ void el__table_maybe_drop(struct el_table *t, struct el_entry *e);
 /* Replace e's value (copied); marks it present.  -ENOMEM leaves it as was. */
 int el__table_set_value(struct el_table *t, struct el_entry *e,
                        const uint8_t *val, size_t vlen);
+/* e's value grew by n bytes in place (APPEND): count them. */
+static inline void el__table_grew(struct el_table *t, size_t n)
+{
+    t->data += n;
+}
 /* Drop e's value (it stays if waiters remain). */
 void el__table_clear_value(struct el_table *t, struct el_entry *e);
 

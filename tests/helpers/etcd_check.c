@@ -407,7 +407,9 @@ static int cmd_basic(void)
     pthread_join(wt, NULL);
     CHECK(!present && wk.key == NULL, "wait_change sees the delete");
     OK(el_etcd_put(c, k("wait/later"), "again", 5, 0, NULL));
-    OK(el_etcd_wait_change(c, k("wait/later"), seen_rev, &present, &wk, 100));
+    /* No other change follows, so a wait that missed this one would time
+     * out: the bound only has to outlast a slow machine, not be short. */
+    OK(el_etcd_wait_change(c, k("wait/later"), seen_rev, &present, &wk, 5000));
     CHECK(present && strcmp(wk.value, "again") == 0,
           "a change already made is returned at once");
     el_etcd_kv_clear(&wk);

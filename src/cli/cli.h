@@ -9,4 +9,10 @@ int cli_store_main(int argc, char **argv);
  * argv[0] is the program name; flags start at argv[1]. */
 int cli_run_main(int argc, char **argv);
 
+/* The job verbs (src/cli/job_cmd.c): is word one of them (submit, status,
+ * logs, cancel, list, describe, and the supervisor's __supervise)?  Then
+ * cli_job_main(argc, argv) with argv[0] = the verb runs it. */
+int cli_job_verb(const char *word);
+int cli_job_main(int argc, char **argv);
+
 #endif

@@ -147,7 +147,8 @@ int el_job_sbatch_script(const struct el_job_spec *sp, char **out, char *err,
         "exec >>\"$D/batch.log\" 2>&1\n"
         "echo \"elrun: attempt $attempt on $SLURM_JOB_NODELIST "
         "($SLURM_JOB_NUM_NODES nodes)\"\n"
-        "rm -f \"$D\"/replicas/*/exitcode \"$D\"/replicas/*/error.json\n"
+        "rm -f \"$D/end\" \"$D\"/replicas/*/exitcode "
+        "\"$D\"/replicas/*/error.json\n"
         "for ((i = 0; i < SLURM_JOB_NUM_NODES; i++)); do "
         "mkdir -p \"$D/replicas/$i\"; done\n"
         "echo \"$attempt\" >\"$D/restarts\"\n"
@@ -205,10 +206,12 @@ int el_job_sbatch_script(const struct el_job_spec *sp, char **out, char *err,
         "    \"$ELRUN\" run");
     for (int i = 0; i < sp->n_launcher_flags; i++)
         put(&b, " %s", q(&b, sp->launcher[i]));
-    put(&b, " \\\n    --nnodes=%d:%d --nproc-per-node=%d --rdzv-backend=%s "
-        "--rdzv-endpoint=%s \\\n    --rdzv-id=\"$SLURM_JOB_ID-$attempt\"",
-        z->min_nodes, z->max_nodes, z->nproc, etcd ? "etcd" : "c10d",
-        endpoint);
+    /* The allocation cannot grow: a round is complete once every node of
+     * it joined, and shrinks (down to MIN) when one is lost. */
+    put(&b, " \\\n    --nnodes=%d:\"$SLURM_JOB_NUM_NODES\" --nproc-per-node=%d "
+        "--rdzv-backend=%s --rdzv-endpoint=%s \\\n"
+        "    --rdzv-id=\"$SLURM_JOB_ID-$attempt\"",
+        z->min_nodes, z->nproc, etcd ? "etcd" : "c10d", endpoint);
     if (*confs)
         put(&b, " --rdzv-conf=%s", confs);
     put(&b, " \\\n   ");

@@ -15,4 +15,12 @@ int cli_run_main(int argc, char **argv);
 int cli_job_verb(const char *word);
 int cli_job_main(int argc, char **argv);
 
+/* Inside a Slurm job step, set the PET_* defaults the launcher takes from the
+ * allocation (node count, node rank, first host, a port, the job id; see
+ * el_job_slurm_defaults) where neither they nor --standalone were given, and
+ * log one line saying what came from where.  Returns 0, or 2 after printing
+ * a usage error (malformed SLURM_* variables).  ELRUN_NO_SLURM=1 turns it
+ * off.  Call before el_opts_parse(), after el_log_init(). */
+int cli_job_slurm_env(int argc, char **argv);
+
 #endif

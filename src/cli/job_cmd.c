@@ -1525,6 +1525,42 @@ static int cmd_submit(int argc, char **argv)
     return rc;
 }
 
+/* ---- the launcher inside a Slurm step ---------------------------------------- */
+
+int cli_job_slurm_env(int argc, char **argv)
+{
+    char err[700], line[900];
+    struct el_job_slurm_defaults d;
+    const char *off = getenv("ELRUN_NO_SLURM");
+    if ((off && *off && strcmp(off, "0")) || getenv("ELRUN_JOB_DIR"))
+        return 0; /* disabled, or an agent of `elrun submit` (flags given) */
+    for (int i = 1; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            break;
+        if (strncmp(argv[i], "--standalone", 12) == 0)
+            return 0;
+    }
+    int rc = el_job_slurm_defaults(environ, &d, err, sizeof err);
+    if (rc == EL_EUSAGE) {
+        fprintf(stderr, "elrun: error: %s\n", err);
+        return 2;
+    }
+    if (rc != 1 || d.n == 0)
+        return 0;
+    size_t len = 0;
+    for (int i = 0; i < d.n; i++) {
+        setenv(d.var[i].name, d.var[i].value, 0);
+        int w = snprintf(line + len, sizeof line - len, "%s%s=%s from %s",
+                         i ? ", " : "", d.var[i].name, d.var[i].value,
+                         d.var[i].from);
+        if (w > 0 && (size_t)w < sizeof line - len)
+            len += (size_t)w;
+    }
+    el_log(EL_LOG_WARN, "inside Slurm job %s: %s; flags given win",
+           getenv("SLURM_JOB_ID"), line);
+    return 0;
+}
+
 /* ---- dispatch --------------------------------------------------------------- */
 
 int cli_job_verb(const char *word)

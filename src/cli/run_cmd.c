@@ -200,6 +200,8 @@ int cli_run_main(int argc, char **argv)
     struct el_opts o;
     char err[1400];
     el_log_init("elrun", EL_LOG_WARN);
+    if (cli_job_slurm_env(argc, argv))
+        return 2;
     if (el_opts_parse(&o, argc, argv, NULL, err, sizeof err) != 0)
         return usage_error(err);
     if (o.help) {

@@ -176,9 +176,23 @@ int el_job_hostlist_first(const char *list, char *out, size_t cap,
     size_t len = 0;
     for (; list[len] && !(list[len] == ',' && depth == 0); len++)
         depth += list[len] == '[' ? 1 : list[len] == ']' ? -1 : 0;
-    char *first = strndup(list, len);
+    /* "n[0001-9999,x]y" -> "n[0001]y": the first host without the rest. */
+    char *first = malloc(len + 1), *w = first;
+    int inside = 0, skip = 0;
     if (!first)
         return -ENOMEM;
+    for (size_t i = 0; i < len; i++) {
+        char c = list[i];
+        if (c == '[' || c == ']') {
+            inside = c == '[';
+            skip = 0;
+        } else if (inside && (c == '-' || c == ',')) {
+            skip = 1;
+        }
+        if (!skip || c == ']')
+            *w++ = c;
+    }
+    *w = 0;
     int rc = el_job_hostlist_expand(first, 1 << 20, &hosts, &n, err, errlen);
     free(first);
     if (rc) {

@@ -1427,7 +1427,9 @@ static int cmd_submit(int argc, char **argv)
                 printf(" --nnodes=%d:%d --nproc-per-node=%d --rdzv-backend=%s"
                        " --rdzv-endpoint=%s --rdzv-id=%s-0", z.min_nodes,
                        z.max_nodes, z.nproc, backend,
-                       strcmp(backend, "etcd") ? "127.0.0.1:<port>"
+                       strcmp(backend, "etcd") ? z.max_nodes == 1
+                                                     ? "127.0.0.1:0"
+                                                     : "127.0.0.1:<port>"
                                                : o.rdzv_endpoint, id);
                 for (int i = nflags; i < s.n_words; i++)
                     printf(" %s", s.words[i]);

@@ -104,7 +104,8 @@ struct sup {
     int nrep;
     pid_t *pid;
     int *alive;
-    int port;                     /* the store's, 0 with etcd               */
+    int port;                     /* the store's, 0 with etcd or one node   */
+    int single;                   /* one node on c10d: endpoint :0          */
     int ready_fd;
 };
 
@@ -155,7 +156,14 @@ static char **agent_argv(struct sup *s, int attempt)
              (int)json_integer_value(json_object_get(s->spec, "nproc")));
     v[n++] = strdup(b);
     const char *conf = jstr(s->spec, "rdzv_conf");
-    if (s->port) {
+    if (s->single) {
+        v[n++] = strdup("--rdzv-backend=c10d");
+        v[n++] = strdup("--rdzv-endpoint=127.0.0.1:0");
+        if (*conf) {
+            snprintf(b, sizeof b, "--rdzv-conf=%s", conf);
+            v[n++] = strdup(b);
+        }
+    } else if (s->port) {
         v[n++] = strdup("--rdzv-backend=c10d");
         snprintf(b, sizeof b, "--rdzv-endpoint=127.0.0.1:%d", s->port);
         v[n++] = strdup(b);
@@ -340,7 +348,10 @@ int cjob_local_supervise(int argc, char **argv)
     snprintf(b, sizeof b, "%d\n", (int)getpid());
     cjob_write(s.dir, "supervisor.pid", b);
     struct el_store_server *srv = NULL;
-    if (strncmp(jstr(s.spec, "rdzv_backend"), "etcd", 4) != 0) {
+    /* One node: the agent runs c10d's single-node path, hosting its store
+     * on a free port itself (TorchX's localhost:0). */
+    int single = s.nrep == 1;
+    if (strncmp(jstr(s.spec, "rdzv_backend"), "etcd", 4) != 0 && !single) {
         struct el_store_server_opts so = {0};
         so.host = "127.0.0.1";
         so.port = 0;
@@ -355,7 +366,8 @@ int cjob_local_supervise(int argc, char **argv)
         cjob_write(s.dir, "store.addr", b);
     }
     el_log(EL_LOG_INFO, "job %s: %d replicas, store %s", jstr(s.spec, "id"),
-           s.nrep, s.port ? b : "etcd");
+           s.nrep, s.port ? b : single ? "the agent's" : "etcd");
+    s.single = single && strncmp(jstr(s.spec, "rdzv_backend"), "etcd", 4);
 
     int cancelled = 0, restarts = 0, attempt = 0, final, first_exit = 0;
     for (;; attempt++) {

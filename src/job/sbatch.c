@@ -163,7 +163,13 @@ int el_job_sbatch_script(const struct el_job_spec *sp, char **out, char *err,
 
     const char *conf = sp->rdzv_conf && *sp->rdzv_conf ? sp->rdzv_conf : NULL;
     char endpoint[2100], confs[1100];
-    if (etcd) {
+    int single = !etcd && z->max_nodes == 1;
+    if (single) {
+        /* c10d's single-node path: the agent hosts its store on a free
+         * port (TorchX's localhost:0). */
+        snprintf(endpoint, sizeof endpoint, "localhost:0");
+        snprintf(confs, sizeof confs, "%s", conf ? q(&b, conf) : "");
+    } else if (etcd) {
         put(&b, "\n# The rendezvous is on etcd.\n");
         snprintf(endpoint, sizeof endpoint, "%s",
                  q(&b, sp->rdzv_endpoint ? sp->rdzv_endpoint : ""));
@@ -218,7 +224,7 @@ int el_job_sbatch_script(const struct el_job_spec *sp, char **out, char *err,
     for (int i = sp->n_launcher_flags; i < sp->n_launcher; i++)
         put(&b, " %s", q(&b, sp->launcher[i]));
     put(&b, "\nrc=$?\n");
-    if (!etcd)
+    if (!etcd && !single)
         put(&b, "kill -TERM \"$store\" 2>/dev/null; wait \"$store\"\n");
     put(&b, "\n# An elastic job succeeded when an agent did (a lost node's "
         "agent dies, the\n# others finish); otherwise requeue while retries "

@@ -406,6 +406,15 @@ TEST(job_sbatch_script)
     CHECK(strstr(out, "store --listen") == NULL);
     CHECK(strstr(out, "is_host") == NULL);
     free(out);
+
+    /* one node: c10d's single-node path, the agent hosts its own store */
+    s = spec();
+    s.size = (struct el_job_size){1, 1, 2};
+    CHECK_OK(el_job_sbatch_script(&s, &out, err, sizeof err));
+    CHECK(strstr(out, "#SBATCH --nodes=1\n"));
+    CHECK(strstr(out, "--rdzv-endpoint=localhost:0"));
+    CHECK(strstr(out, "store --listen") == NULL);
+    free(out);
 }
 
 TEST(job_sbatch_errors)

@@ -39,12 +39,15 @@ int cjob_slurm_state(const char *jobid, int *state, char *raw, size_t rawcap,
                      char *err, size_t errlen)
 {
     char out[512], e[512];
-    char *argv[] = {"squeue", "-h", "-j", (char *)jobid, "-o", "%T", NULL};
+    /* -t all: finished jobs too, while Slurm remembers them (MinJobAge) */
+    char *argv[] = {"squeue", "-h", "-t", "all", "-j", (char *)jobid, "-o",
+                    "%T", NULL};
     int rc = cjob_run(argv, out, sizeof out, e, sizeof e);
     if (rc != 0 && strstr(e, "Invalid job id"))
         return 1; /* Slurm forgot it (MinJobAge) */
     if (rc != 0) {
-        snprintf(err, errlen, "squeue -h -j %s -o %%T failed (exit %d): %s",
+        snprintf(err, errlen, "squeue -h -t all -j %s -o %%T failed (exit "
+                 "%d): %s",
                  jobid, rc, *e ? e : "no message");
         return -1;
     }

@@ -113,7 +113,10 @@ int el_job_sbatch_script(const struct el_job_spec *sp, char **out, char *err,
         put(&b, "#SBATCH --nodes=%d\n", z->max_nodes);
     else
         put(&b, "#SBATCH --nodes=%d-%d\n", z->min_nodes, z->max_nodes);
-    put(&b, "#SBATCH --ntasks-per-node=1\n#SBATCH --no-kill\n");
+    /* No --ntasks-per-node here: with it Slurm grants MIN nodes of a
+     * range, without it as many as are free up to MAX.  srun below starts
+     * one task per node. */
+    put(&b, "#SBATCH --no-kill\n");
     put(&b, "#SBATCH %s\n", sp->max_retries > 0 ? "--requeue" : "--no-requeue");
     put(&b, "#SBATCH --output=/dev/null\n#SBATCH --open-mode=append\n");
     /* --cfg, in the order of el_job_slurm_cfg_keys. */

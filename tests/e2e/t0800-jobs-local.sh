@@ -13,11 +13,10 @@ export ELRUN_HOME="$T/home"
 
 # Every process of a job carries ELRUN_JOB_DIR=<its directory>: list them.
 job_procs() {
-    local dir=$1 p
-    for p in /proc/[0-9]*; do
-        [[ $(awk '{print $3}' "$p/stat" 2>/dev/null) == Z ]] && continue
-        { tr '\0' '\n' <"$p/environ"; } 2>/dev/null | grep -qxF "ELRUN_JOB_DIR=$dir" &&
-            echo "${p#/proc/}"
+    local dir=$1 f p
+    for f in $(grep -lzxF "ELRUN_JOB_DIR=$dir" /proc/[0-9]*/environ 2>/dev/null); do
+        p=${f#/proc/}; p=${p%/environ}
+        [[ $(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) == [ZX] ]] || echo "$p"
     done
     # and the supervisor itself (it has no ELRUN_JOB_DIR)
     local s; s=$(cat "$dir/supervisor.pid" 2>/dev/null) || return 0

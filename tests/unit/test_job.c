@@ -368,7 +368,7 @@ TEST(job_sbatch_script)
     CHECK(strncmp(out, "#!/bin/bash\n", 12) == 0);
     static const char *const want[] = {
         "#SBATCH --job-name='train'\n", "#SBATCH --nodes=2-3\n",
-        "#SBATCH --ntasks-per-node=1\n", "#SBATCH --no-kill\n",
+        "#SBATCH --no-kill\n", "--ntasks-per-node=1 \\\n",
         "#SBATCH --requeue\n", "#SBATCH --partition='debug'\n",
         "#SBATCH --time='10'\n", "#SBATCH --gpus-per-node='1'\n",
         "D='/h/.elrun/jobs/slurm'/\"$SLURM_JOB_ID\"\n",

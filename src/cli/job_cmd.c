@@ -1282,7 +1282,9 @@ static int wait_job(struct cjob *j, int log)
 
 static int cmd_submit(int argc, char **argv)
 {
-    struct submit s = {0};
+    /* Static: what parse_submit allocates (dist.ddp's words and --env
+     * entries) lives until the command exits. */
+    static struct submit s;
     char err[1600];
     int rc = parse_submit(argc, argv, &s);
     if (rc < 0) {
@@ -1311,7 +1313,9 @@ static int cmd_submit(int argc, char **argv)
     largv[0] = "elrun";
     memcpy(largv + 1, s.words, (size_t)s.n_words * sizeof *largv);
     struct el_opts o;
-    if (el_opts_parse(&o, s.n_words + 1, largv, noenv, err, sizeof err)) {
+    rc = el_opts_parse(&o, s.n_words + 1, largv, noenv, err, sizeof err);
+    free(largv); /* o's strings point into s.words, not into largv */
+    if (rc) {
         for (int i = 0; i < s.n_words && s.words[i][0] == '-'; i++)
             if (is_submit_flag(s.words[i]))
                 return cjob_usage("submit", "%s comes after a launcher flag; "
@@ -1383,15 +1387,15 @@ static int cmd_submit(int argc, char **argv)
     char id[EL_JOB_ID_MAX];
     el_job_make_id(name, id, sizeof id);
 
-    json_t *launcher = json_array(), *env = json_array();
-    for (int i = 0; i < s.n_words; i++)
-        json_array_append_new(launcher, json_string(s.words[i]));
-    for (int i = 0; i < s.n_env; i++) {
+    for (int i = 0; i < s.n_env; i++)
         if (!strchr(s.env[i], '=') || s.env[i][0] == '=')
             return cjob_usage("submit", "--env '%s' is not NAME=VALUE",
                               s.env[i]);
+    json_t *launcher = json_array(), *env = json_array();
+    for (int i = 0; i < s.n_words; i++)
+        json_array_append_new(launcher, json_string(s.words[i]));
+    for (int i = 0; i < s.n_env; i++)
         json_array_append_new(env, json_string(s.env[i]));
-    }
     char size[64];
     if (z.min_nodes == z.max_nodes)
         snprintf(size, sizeof size, "%dx%d", z.max_nodes, z.nproc);
@@ -1440,13 +1444,17 @@ static int cmd_submit(int argc, char **argv)
         }
         char rd[4300];
         snprintf(rd, sizeof rd, "%s/replicas", dir);
-        if ((rc = mkdirs(rd)))
+        if ((rc = mkdirs(rd))) {
+            json_decref(spec);
             return cjob_usage("submit", "cannot make the job directory %s: "
                               "%s (set ELRUN_HOME)", dir, strerror(-rc));
+        }
         char p[4400];
         snprintf(p, sizeof p, "%s/job.json", dir);
-        if (json_dump_file(spec, p, JSON_INDENT(2) | JSON_PRESERVE_ORDER))
+        if (json_dump_file(spec, p, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) {
+            json_decref(spec);
             return cjob_usage("submit", "cannot write %s", p);
+        }
         if (cjob_local_start(elrun, dir, err, sizeof err)) {
             json_decref(spec);
             el_log(EL_LOG_ERROR, "job %s was not started: %s", id, err);
@@ -1469,8 +1477,10 @@ static int cmd_submit(int argc, char **argv)
         js.n_launcher = s.n_words;
         js.n_launcher_flags = nflags;
         char *script;
-        if ((rc = el_job_sbatch_script(&js, &script, err, sizeof err)))
+        if ((rc = el_job_sbatch_script(&js, &script, err, sizeof err))) {
+            json_decref(spec);
             return rc == EL_EUSAGE ? cjob_usage("submit", "%s", err) : 1;
+        }
         if (s.dryrun) {
             printf("%s", script);
             fprintf(stderr, "elrun submit: dry run: would run sbatch "
@@ -1481,15 +1491,20 @@ static int cmd_submit(int argc, char **argv)
         }
         char stage[4300], sp[4400], jobid[64], dir[4300], p[4400];
         snprintf(stage, sizeof stage, "%s/jobs/slurm/.submit-%s", home, id);
-        if ((rc = mkdirs(stage)))
+        if ((rc = mkdirs(stage))) {
+            free(script);
+            json_decref(spec);
             return cjob_usage("submit", "cannot make %s: %s (set ELRUN_HOME)",
                               stage, strerror(-rc));
+        }
         snprintf(sp, sizeof sp, "%s/sbatch.sh", stage);
         rc = cjob_write(stage, "sbatch.sh", script);
         free(script);
-        if (rc)
+        if (rc) {
+            json_decref(spec);
             return cjob_usage("submit", "cannot write %s: %s", sp,
                               strerror(-rc));
+        }
         if (cjob_slurm_submit(sp, jobid, sizeof jobid, err, sizeof err)) {
             unlink(sp);
             rmdir(stage);

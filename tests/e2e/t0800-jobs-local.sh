@@ -45,19 +45,8 @@ usage_error() {
     [[ ! -s $T/ue.out ]]
 }
 
-cat >"$T/sleeper.sh" <<'EOF'
-#!/bin/bash
-# A worker that runs until its agent stops it.
-echo "worker $RANK of $WORLD_SIZE up"
-exec sleep 600
-EOF
-cat >"$T/fail.sh" <<'EOF'
-#!/bin/bash
-echo "worker $RANK starting"
-if [[ $RANK == 1 ]]; then echo "rank 1 gives up" >&2; exit 3; fi
-exec sleep 600
-EOF
-chmod +x "$T/sleeper.sh" "$T/fail.sh"
+cp "$ROOT/tests/e2e/bin/job_sleeper.sh" "$T/sleeper.sh"
+cp "$ROOT/tests/e2e/bin/job_fail.sh" "$T/fail.sh"
 
 test_expect_success 'bad input: one line and exit 2' '
     usage_error "$ELRUN" submit -s kubernetes --no-python /bin/true

@@ -53,18 +53,8 @@ job_procs() {
     done
     return 0
 }
-cat >"$T/sleeper.sh" <<'EOF'
-#!/bin/bash
-echo "worker $RANK of $WORLD_SIZE up on $SLURMD_NODENAME"
-exec sleep 600
-EOF
-cat >"$T/fail.sh" <<'EOF'
-#!/bin/bash
-echo "worker $RANK starting"
-if [[ $RANK == 1 ]]; then echo "rank 1 gives up" >&2; exit 3; fi
-exec sleep 600
-EOF
-chmod +x "$T/sleeper.sh" "$T/fail.sh"
+cp "$ROOT/tests/e2e/bin/job_sleeper.sh" "$T/sleeper.sh"
+cp "$ROOT/tests/e2e/bin/job_fail.sh" "$T/fail.sh"
 
 test_expect_success '--dryrun prints the sbatch script and submits nothing' '
     "$ELRUN" submit -s slurm -j 2:3x2 --max-retries 1 --cfg partition=debug,time=5 \
@@ -198,7 +188,8 @@ test_expect_success 'an unreachable Slurm: one line naming the command, exit 2' 
 test_expect_success 'status still answers after Slurm forgot the job (run last: Slurm purges slowly)' '
     [[ -s $T/h1 ]]
     h=$(cat "$T/h1")
-    wait_until "squeue -h -t all -j $(id_of $h) 2>&1 | grep -q \"Invalid job id\"" 240
+    # poll gently: a slurmctld busy with RPCs puts its purge off
+    wait_until "sleep 1; squeue -h -t all -j $(id_of $h) 2>&1 | grep -q \"Invalid job id\"" 240
     "$ELRUN" status $h | tee "$T/st2"
     grep -q "State: SUCCEEDED" "$T/st2"
     grep -q "^ \*train_fmnist\[0\]:SUCCEEDED on elnode" "$T/st2"

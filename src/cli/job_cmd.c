@@ -1247,8 +1247,13 @@ static const char submit_help[] =
 
 static int wait_job(struct cjob *j, int log)
 {
-    if (log)
+    if (log) {
+        /* As TorchX's run --log: the logs go to stderr, stdout keeps the
+         * handle alone. */
+        fflush(stdout);
+        dup2(2, 1);
         show_logs(j, -1, 1, 0, NULL);
+    }
     else
         while (!job_final(j)) {
             struct cjob_status st;

@@ -512,8 +512,7 @@ static const char *role_of(const struct cjob *j)
     return *r ? r : "worker";
 }
 
-static void print_status_text(const struct cjob *j, struct cjob_status *st,
-                              const char *handle)
+static void print_status_text(const struct cjob *j, struct cjob_status *st)
 {
     const char *role = role_of(j);
     printf("AppStatus:\n    State: %s\n    Num Restarts: %d\n    Roles:\n",
@@ -538,7 +537,6 @@ static void print_status_text(const struct cjob *j, struct cjob_status *st,
     }
     printf("    Msg: %s\n    Structured Error Msg: %s\n    UI URL: file://%s\n",
            st->msg, st->root_json ? st->root_json : "<NONE>", j->dir);
-    (void)handle;
 }
 
 static void print_status_json(const struct cjob *j, struct cjob_status *st,
@@ -614,7 +612,7 @@ static int cmd_status(int argc, char **argv)
     if (as_json)
         print_status_json(&j, &st, hd);
     else
-        print_status_text(&j, &st, hd);
+        print_status_text(&j, &st);
     cjob_status_free(&st);
     close_job(&j);
     return 0;
@@ -755,9 +753,7 @@ static int show_logs(struct cjob *j, int replica, int follow, long tail,
     }
     int n = strcmp(j->sched, "slurm") == 0 ? count_replica_dirs(j->dir)
                                            : jint(j->spec, "max_nodes");
-    if (n < jint(j->spec, "min_nodes") && !follow)
-        n = n ? n : 0;
-    if (follow && n < jint(j->spec, "max_nodes"))
+    if (follow && n < jint(j->spec, "max_nodes")) /* more may come */
         n = jint(j->spec, "max_nodes");
     if (replica >= 0 && replica >= jint(j->spec, "max_nodes")) {
         if (ls.has_re)
@@ -1253,27 +1249,24 @@ static int wait_job(struct cjob *j, int log)
         fflush(stdout);
         dup2(2, 1);
         show_logs(j, -1, 1, 0, NULL);
-    }
-    else
+    } else {
+        /* A local job ends with its `end` file (inotify wakes us); a Slurm
+         * one may end without one, which job_final() asks squeue about
+         * once a second. */
+        int in = inotify_init1(IN_CLOEXEC);
+        if (in >= 0)
+            inotify_add_watch(in, j->dir, IN_CREATE | IN_MOVED_TO);
         while (!job_final(j)) {
-            struct cjob_status st;
-            char err[600];
-            /* A local job ends with its `end` file; a Slurm one may end
-             * without one, which job_final() asks squeue about. */
-            int in = inotify_init1(IN_CLOEXEC);
-            if (in >= 0) {
-                inotify_add_watch(in, j->dir, IN_CREATE | IN_MOVED_TO);
-                if (!job_final(j)) {
-                    struct pollfd pf = {in, POLLIN, 0};
-                    poll(&pf, 1, 1000);
-                }
-                close(in);
-            } else {
+            struct pollfd pf = {in, POLLIN, 0};
+            char ev[4096];
+            if (in < 0 || poll(&pf, 1, 1000) < 0)
                 usleep(200000);
-            }
-            (void)st;
-            (void)err;
+            else if (pf.revents & POLLIN && read(in, ev, sizeof ev) < 0)
+                usleep(200000);
         }
+        if (in >= 0)
+            close(in);
+    }
     struct cjob_status st;
     char err[600];
     if (cjob_status(j, &st, err, sizeof err))

@@ -388,6 +388,8 @@ TEST(job_sbatch_script)
     for (int i = 0; want[i]; i++)
         if (!strstr(out, want[i]))
             TEST_FAIL_("script lacks: %s\n%s", want[i], out);
+    /* with --ntasks-per-node on the allocation Slurm grants MIN nodes */
+    CHECK(strstr(out, "#SBATCH --ntasks-per-node") == NULL);
     /* --cfg goes out in the documented order: partition before time */
     CHECK(strstr(out, "--partition") < strstr(out, "--time"));
     free(out);

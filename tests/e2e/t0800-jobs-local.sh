@@ -7,19 +7,16 @@
 # loses a replica mid-run and still finishes, a failing job's root cause,
 # and one clear line with exit 2 for each kind of bad input.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/jobs-common.bash"
 TRAIN="$ROOT/$BUILD/examples/train_fmnist"
 DATA=/usr/share/datasets/fashion-mnist
 export ELRUN_HOME="$T/home"
 
-# Every process of a job carries ELRUN_JOB_DIR=<its directory>: list them.
-job_procs() {
-    local dir=$1 f p
-    for f in $(grep -lzxF "ELRUN_JOB_DIR=$dir" /proc/[0-9]*/environ 2>/dev/null); do
-        p=${f#/proc/}; p=${p%/environ}
-        [[ $(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) == [ZX] ]] || echo "$p"
-    done
-    # and the supervisor itself (it has no ELRUN_JOB_DIR)
-    local s; s=$(cat "$dir/supervisor.pid" 2>/dev/null) || return 0
+# job_procs (jobs-common.bash) and the job's supervisor, which has no
+# ELRUN_JOB_DIR.
+job_and_supervisor() {
+    job_procs "$1"
+    local s; s=$(cat "$1/supervisor.pid" 2>/dev/null) || return 0
     [[ -r /proc/$s/cmdline ]] && [[ $(awk '{print $3}' "/proc/$s/stat") != Z ]] &&
         tr '\0' ' ' <"/proc/$s/cmdline" | grep -q __supervise && echo "$s"
     return 0
@@ -28,7 +25,7 @@ job_procs() {
 jobs_cleanup() {
     local d
     for d in "$ELRUN_HOME"/jobs/local/*/; do
-        [[ -d $d ]] && for p in $(job_procs "${d%/}"); do kill -KILL "$p" 2>/dev/null; done
+        [[ -d $d ]] && for p in $(job_and_supervisor "${d%/}"); do kill -KILL "$p" 2>/dev/null; done
     done
     _cleanup
 }
@@ -97,7 +94,7 @@ test_expect_success 'C example -j 2x2: RUNNING, then SUCCEEDED, from other shell
     wait_until "[[ \$(state_of $h) == SUCCEEDED ]]" 180
     "$ELRUN" status $h | tee "$T/st2"
     grep -q "^ \*train_fmnist\[0\]:SUCCEEDED" "$T/st2"
-    test "$(job_procs "$(dir_of $h)")" = ""
+    test "$(job_and_supervisor "$(dir_of $h)")" = ""
 '
 
 test_expect_success 'logs: every line prefixed role/replica, --tail, --regex' '
@@ -134,10 +131,10 @@ test_expect_success 'cancel stops every process of the job and records CANCELLED
     h=$("$ELRUN" submit -j 2x2 --no-python "$T/sleeper.sh")
     d=$(dir_of $h)
     wait_until "[[ \$(grep -c \"up\$\" \"$d\"/replicas/*/combined.log | awk -F: \"{s+=\\\$2} END {print s}\") == 4 ]]" 30
-    test "$(job_procs "$d" | wc -l)" -ge 7   # supervisor, 2 agents, 4 workers
+    test "$(job_and_supervisor "$d" | wc -l)" -ge 7   # supervisor, 2 agents, 4 workers
     "$ELRUN" cancel $h >"$T/cancel.out"
     test ! -s "$T/cancel.out"
-    test "$(job_procs "$d")" = ""
+    test "$(job_and_supervisor "$d")" = ""
     test "$(state_of $h)" = CANCELLED
     "$ELRUN" status $h | grep -q "^ \*sleeper\[0\]:CANCELLED"
     "$ELRUN" cancel $h   # a second cancel is harmless
@@ -153,7 +150,7 @@ test_expect_success 'the submitting terminal hanging up does not touch the job' 
     wait_until "grep -q up \"$d/replicas/0/combined.log\" 2>/dev/null" 30
     test "$(state_of $h)" = RUNNING
     "$ELRUN" cancel $h
-    test "$(job_procs "$d")" = ""
+    test "$(job_and_supervisor "$d")" = ""
 '
 
 if [[ -x $TRAIN && -f $DATA/train-images-idx3-ubyte.gz ]]; then
@@ -171,7 +168,7 @@ test_expect_success '-j 1:3x1: a replica killed mid-run, the others finish' '
     grep -q "^  train_fmnist\[1\]:SUCCEEDED" "$T/st3"
     "$ELRUN" logs $h train_fmnist/0 | grep -qE "round [0-9]+: 2 nodes"
     "$ELRUN" logs $h | grep -qE "final: test accuracy [0-9.]+%.*world 2"
-    test "$(job_procs "$d")" = ""
+    test "$(job_and_supervisor "$d")" = ""
 '
 else
     test_skip '-j 1:3x1 with a replica killed' "needs $TRAIN"

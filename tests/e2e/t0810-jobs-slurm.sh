@@ -8,6 +8,7 @@
 # spelling with a PyTorch DDP script, `srun -N3 elrun ...` with no
 # rendezvous flags, and an unreachable Slurm as one line naming the command.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/jobs-common.bash"
 TRAIN="$ROOT/$BUILD/examples/train_fmnist"
 PY=/usr/bin/python3
 export ELRUN_HOME="$T/home"
@@ -44,15 +45,6 @@ eval "$out"
 id_of() { echo "${1##*/}"; }
 dir_of() { echo "$ELRUN_HOME/jobs/slurm/${1##*/}"; }
 state_of() { "$ELRUN" status --json "$1" | $PY -c 'import json,sys; print(json.load(sys.stdin)["state"])'; }
-# Processes of a job: those with its ELRUN_JOB_DIR in their environment.
-job_procs() {
-    local dir=$1 f p
-    for f in $(grep -lzxF "ELRUN_JOB_DIR=$dir" /proc/[0-9]*/environ 2>/dev/null); do
-        p=${f#/proc/}; p=${p%/environ}
-        [[ $(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) == [ZX] ]] || echo "$p"
-    done
-    return 0
-}
 cp "$ROOT/tests/e2e/bin/job_sleeper.sh" "$T/sleeper.sh"
 cp "$ROOT/tests/e2e/bin/job_fail.sh" "$T/fail.sh"
 

@@ -226,7 +226,29 @@ int el_job_sbatch_script(const struct el_job_spec *sp, char **out, char *err,
     put(&b, " \\\n   ");
     for (int i = sp->n_launcher_flags; i < sp->n_launcher; i++)
         put(&b, " %s", q(&b, sp->launcher[i]));
-    put(&b, "\nrc=$?\n");
+    /* srun also waits for the task of a node that died with its
+     * slurmstepd, which never reports: once every agent has exited or sits
+     * on a node Slurm removed from the job, the step is over.  No event
+     * tells a batch script that, so it looks every 2 s. */
+    put(&b, " &\nstep=$!\n"
+        "while kill -0 \"$step\" 2>/dev/null; do\n"
+        "    sleep 2\n"
+        "    nodes=$(scontrol show hostnames \"$(squeue -h -j \"$SLURM_JOB_ID\" "
+        "-o %%N)\") || continue\n"
+        "    [ -n \"$nodes\" ] || continue\n"
+        "    left=0\n"
+        "    for r in \"$D\"/replicas/*/; do\n"
+        "        [ -f \"$r/exitcode\" ] && continue\n"
+        "        [ -s \"$r/host\" ] || { left=1; continue; }\n"
+        "        echo \"$nodes\" | grep -qxF \"$(cat \"$r/host\")\" && left=1\n"
+        "    done\n"
+        "    if [ $left = 0 ]; then\n"
+        "        echo \"elrun: every agent exited or was lost with its node; "
+        "ending the step\"\n"
+        "        kill -TERM \"$step\"\n"
+        "    fi\n"
+        "done\n"
+        "wait \"$step\"\nrc=$?\n");
     if (!etcd && !single)
         put(&b, "kill -TERM \"$store\" 2>/dev/null; wait \"$store\"\n");
     put(&b, "\n# An elastic job succeeded when an agent did (a lost node's "

@@ -380,7 +380,7 @@ TEST(job_sbatch_script)
         "\"$ELRUN\" run '--no-python' '--max-restarts=2' \\\n",
         "--nnodes=2:\"$SLURM_JOB_NUM_NODES\" --nproc-per-node=4 "
         "--rdzv-backend=c10d --rdzv-endpoint=\"$head:$port\"",
-        "--rdzv-conf='is_host=0'", "'/bin/train' '--epochs' 'it'\\''s 3'\n",
+        "--rdzv-conf='is_host=0'", "'/bin/train' '--epochs' 'it'\\''s 3' &\n",
         "if [ $state = FAILED ] && [ 2 -gt \"$attempt\" ]; then",
         "scontrol requeue \"$SLURM_JOB_ID\"", "echo \"$state $rc\" >\"$D/end\"",
         NULL,

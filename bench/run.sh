@@ -9,10 +9,11 @@
 #   bench/allreduce.sh  allreduce bus bandwidth and latency vs gloo
 #   bench/ckpt.sh       checkpoint save vs dd conv=fsync
 #   bench/train.sh      Fashion-MNIST training throughput vs PyTorch DDP
+#   bench/jobs.sh       elrun submit/status/logs latency, local and Slurm (vs sbatch)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 rc=0
-for b in store agent_launch rdzv allreduce ckpt train; do
+for b in store agent_launch rdzv allreduce ckpt train jobs; do
     echo "======== bench/$b.sh"
     bash "bench/$b.sh" || { echo "bench/$b.sh failed"; rc=1; }
     echo

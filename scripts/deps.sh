@@ -17,6 +17,7 @@ pkgs=(
   python3-torch                # the real PyTorch client and torchrun anchor in tests/benches
   procps iproute2 psmisc       # ps/pgrep, ip netns, fuser in tests
   clang-format                 # scripts/format-check.sh
+  slurmctld slurmd slurm-client munge  # a real Slurm for the job tests (t0810)
 )
 
 missing=()

@@ -9,4 +9,18 @@ int cli_store_main(int argc, char **argv);
  * argv[0] is the program name; flags start at argv[1]. */
 int cli_run_main(int argc, char **argv);
 
+/* The job verbs (src/cli/job_cmd.c): is word one of them (submit, status,
+ * logs, cancel, list, describe, and the supervisor's __supervise)?  Then
+ * cli_job_main(argc, argv) with argv[0] = the verb runs it. */
+int cli_job_verb(const char *word);
+int cli_job_main(int argc, char **argv);
+
+/* Inside a Slurm job step, set the PET_* defaults the launcher takes from the
+ * allocation (node count, node rank, first host, a port, the job id; see
+ * el_job_slurm_defaults) where neither they nor --standalone were given, and
+ * log one line saying what came from where.  Returns 0, or 2 after printing
+ * a usage error (malformed SLURM_* variables).  ELRUN_NO_SLURM=1 turns it
+ * off.  Call before el_opts_parse(), after el_log_init(). */
+int cli_job_slurm_env(int argc, char **argv);
+
 #endif

@@ -1,0 +1,91 @@
+/* job_cli.h -- what the job commands' files share (private to src/cli):
+ * job_cmd.c (the verbs), job_local.c (the local scheduler's supervisor),
+ * job_slurm.c (sbatch, squeue, scancel).  docs/JOBS.md describes the job
+ * directory these read and write.
+ */
+#ifndef ELRUN_CLI_JOB_CLI_H
+#define ELRUN_CLI_JOB_CLI_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "elrun/job.h"
+
+/* A job as the commands see it: its directory and its spec (job.json). */
+struct cjob {
+    char sched[16], id[EL_JOB_ID_MAX];
+    char dir[4096];
+    json_t *spec;                 /* job.json, owned                        */
+};
+
+/* What `elrun status` reports. */
+struct cjob_replica {
+    int state;                    /* enum el_job_state                      */
+    char host[256];
+    int pid;                      /* 0 if unknown                           */
+    int exitcode;                 /* -1000 if none recorded                 */
+};
+
+struct cjob_status {
+    int state;
+    int restarts;
+    char msg[1024];               /* a line for people; may be ""          */
+    int nrep;
+    struct cjob_replica rep[256];
+    /* The root cause of a failure (root >= 0): replica, and from its error
+     * file and failure table the rank, exit code, time and message. */
+    int root, root_rank, root_exit;
+    char root_host[256], root_time[64];
+    char *root_msg;               /* malloc'd or NULL                       */
+    char *root_json;              /* the error file as written, or NULL     */
+};
+
+/* $ELRUN_HOME (default ~/.elrun), absolute, into out. */
+void cjob_home(char *out, size_t cap);
+
+/* 2 after printing "elrun VERB: error: MSG" on stderr. */
+int cjob_usage(const char *verb, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Write text to dir/name atomically (temporary file + rename).  0 or -errno. */
+int cjob_write(const char *dir, const char *name, const char *text);
+/* The first line of dir/name (trailing newline removed), or -1. */
+int cjob_read_line(const char *dir, const char *name, char *out, size_t cap);
+
+/* Is pid alive (not a zombie) with word in its command line? */
+int cjob_pid_alive(int pid, const char *word);
+
+/* Run argv (searched in PATH), capturing stdout into out and the first line
+ * of stderr into err.  Returns the exit status, 127 if it could not run
+ * (err says why), 128+N for signal N. */
+int cjob_run(char *const argv[], char *out, size_t outcap, char *err,
+             size_t errcap);
+
+/* The local scheduler: start the supervisor for the job in dir and wait
+ * until it accepted the job (its agents started).  0, or -1 with err. */
+int cjob_local_start(const char *elrun, const char *dir, char *err,
+                     size_t errlen);
+/* `elrun __supervise DIR`: the supervisor's main. */
+int cjob_local_supervise(int argc, char **argv);
+/* SIGTERM the supervisor and wait for it and its agents to be gone.  0, or
+ * -1 with err. */
+int cjob_local_cancel(const struct cjob *j, char *err, size_t errlen);
+/* Live restarts from the job's store (-1 if unreachable). */
+int cjob_local_live_restarts(const struct cjob *j);
+
+/* Slurm: sbatch the script, squeue a job's state, scancel it. */
+int cjob_slurm_submit(const char *script_path, char *jobid, size_t cap,
+                      char *err, size_t errlen);
+/* 0 with *state (enum el_job_state) and the Slurm word in raw, 1 if Slurm
+ * does not know the job (any more), -1 with err if squeue failed. */
+int cjob_slurm_state(const char *jobid, int *state, char *raw, size_t rawcap,
+                     char *err, size_t errlen);
+int cjob_slurm_cancel(const char *jobid, char *err, size_t errlen);
+
+/* The job's status from its directory (and squeue for Slurm).  0, or -1
+ * with err (squeue failed).  Free with cjob_status_free. */
+int cjob_status(const struct cjob *j, struct cjob_status *st, char *err,
+                size_t errlen);
+void cjob_status_free(struct cjob_status *st);
+
+#endif

@@ -14,6 +14,7 @@
 
 #include "cli/opts.h"
 #include "elrun/err.h"
+#include "elrun/rdzv.h"
 
 extern char **environ;
 
@@ -524,16 +525,12 @@ int el_opts_parse(struct el_opts *o, int argc, char **argv, char **env,
     o->rdzv_endpoint = val[O_RDZV_ENDPOINT] ? val[O_RDZV_ENDPOINT] : "";
     o->rdzv_id = val[O_RDZV_ID] ? val[O_RDZV_ID] : "none";
     o->rdzv_conf = val[O_RDZV_CONF] ? val[O_RDZV_CONF] : "";
-    {
-        static const char *const backends[] = {"static", "c10d", "etcd",
-                                               "etcd-v2"};
-        int ok = 0;
-        for (size_t k = 0; k < 4; k++)
-            ok |= strcmp(o->rdzv_backend, backends[k]) == 0;
-        if (!ok)
-            return fail(err, errlen, "%s=%s: unknown rendezvous backend; "
-                        "use static, c10d or etcd", src[O_RDZV_BACKEND],
-                        o->rdzv_backend);
+    if (!el_rdzv_backend_known(o->rdzv_backend)) {
+        char names[128];
+        el_rdzv_backend_list(names, sizeof names);
+        return fail(err, errlen, "%s=%s: unknown rendezvous backend; "
+                    "use one of: %s", src[O_RDZV_BACKEND], o->rdzv_backend,
+                    names);
     }
     if (!*o->rdzv_id)
         return fail(err, errlen, "%s is empty; give a job id such as "

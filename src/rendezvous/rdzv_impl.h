@@ -1,7 +1,7 @@
 /* rdzv_impl.h -- what a rendezvous backend implements (private to
  * src/rendezvous).  Each backend embeds struct el_rdzv as its first member
- * and fills in an ops table; rdzv.c dispatches the public calls to it and
- * picks the backend by name from the table in rdzv.c.
+ * and fills in an ops table; rdzv.c dispatches the public calls to it, and
+ * backends.c picks the backend by name (the one list of names).
  */
 #ifndef ELRUN_RDZV_IMPL_H
 #define ELRUN_RDZV_IMPL_H
@@ -41,9 +41,9 @@ int el__rdzv_static_open(struct el_rdzv **out,
                          size_t errlen);
 int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
                        char *err, size_t errlen);
-int el__rdzv_dynamic_open(struct el_rdzv **out,
-                          const struct el_rdzv_config *cfg, char *err,
-                          size_t errlen);
+int el__rdzv_store_open(struct el_rdzv **out,
+                        const struct el_rdzv_config *cfg, char *err,
+                        size_t errlen);
 
 /* A backend's connection to the rendezvous store (store_link.c): where it
  * is, the job's key prefix, and the main client, connected lazily. */

@@ -1,4 +1,4 @@
-/* elastic.c -- what the elastic backends share (see elastic.h): this
+/* members.c -- what the elastic backends share (see elastic.h): this
  * node's identity and round, member lists, expect lists, change summaries.
  * No I/O, no store.
  */

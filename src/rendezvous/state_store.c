@@ -1,4 +1,4 @@
-/* dynamic.c -- the elastic rendezvous ("c10d" with --nnodes=MIN:MAX, MAX > 1).
+/* state_store.c -- the elastic rendezvous ("c10d" with --nnodes=MIN:MAX, MAX > 1).
  *
  * Nodes come, go and die; each round is a fresh agreement on who takes part.
  * All state lives in the elrun store at the endpoint, under
@@ -910,9 +910,9 @@ static int maybe_host(struct dyn_rdzv *r, int is_host, char *err,
     return rc;
 }
 
-int el__rdzv_dynamic_open(struct el_rdzv **out,
-                          const struct el_rdzv_config *cfg, char *err,
-                          size_t errlen)
+int el__rdzv_store_open(struct el_rdzv **out,
+                        const struct el_rdzv_config *cfg, char *err,
+                        size_t errlen)
 {
     if (cfg->min_nodes < 1 || cfg->max_nodes < cfg->min_nodes) {
         snprintf(err, errlen, "--nnodes must be MIN:MAX with 1 <= MIN <= MAX "

@@ -1,4 +1,4 @@
-/* etcd.c -- the elastic rendezvous on etcd ("etcd", alias "etcd-v2"):
+/* state_etcd.c -- the elastic rendezvous on etcd ("etcd", alias "etcd-v2"):
  * the semantics of dynamic.c (rounds, last call, stable ranks, hot spares,
  * scale-up, a job-wide restart budget), with its state in a replicated
  * etcd cluster instead of one agent's store, so no agent is a single point

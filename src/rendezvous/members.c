@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,14 +206,21 @@ void el__rdzv_node_init(struct el__rdzv_node *self,
     for (char *p = self->name; *p; p++)
         if (*p == ' ' || *p == '\n' || *p == '/')
             *p = '_';
-    unsigned rnd = (unsigned)(el_now_ns() ^ ((long long)getpid() << 16));
-    snprintf(self->id, sizeof self->id, "%.150s#%d#%08x", self->name,
-             (int)getpid(), rnd);
+    el__rdzv_node_new_id(self);
     self->round = -1;
     self->rank = -1;
     self->joined_round = -1;
     self->on_event = cfg->on_event;
     self->event_arg = cfg->event_arg;
+}
+
+void el__rdzv_node_new_id(struct el__rdzv_node *self)
+{
+    static atomic_uint counter; /* two ids of one process never collide */
+    unsigned rnd = (unsigned)(el_now_ns() ^ ((long long)getpid() << 16)) +
+                   atomic_fetch_add(&counter, 0x9e3779b9u);
+    snprintf(self->id, sizeof self->id, "%.150s#%d#%08x", self->name,
+             (int)getpid(), rnd);
 }
 
 void el__rdzv_node_free(struct el__rdzv_node *self)

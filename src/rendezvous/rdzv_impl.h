@@ -54,6 +54,8 @@ struct el__rdzv_link {
     int io_timeout_ms;
     const char *hint;          /* how to fix "cannot reach the store"       */
     struct el_store *cl;       /* NULL until connected, or after a failure */
+    void (*on_event)(void *arg, const char *msg); /* retries are logged    */
+    void *event_arg;
 };
 
 /* prefix + printf(fmt, ...) into buf. */
@@ -62,7 +64,9 @@ void el__rdzv_key(const struct el__rdzv_link *l, char *buf, size_t cap,
 
 /* Connect a client to the link's store, retrying refused connections until
  * deadline (el_now_ms() clock); -ECANCELED as soon as cancel_fd (>= 0) is
- * readable.  Other failures set r's message and return the error. */
+ * readable.  Other failures set r's message and return the error.  While
+ * it retries it tells l->on_event (if set) once at the start and then
+ * every 10 s. */
 int el__rdzv_connect(struct el_rdzv *r, const struct el__rdzv_link *l,
                      struct el_store **out, int io_timeout_ms, int cancel_fd,
                      long long deadline);

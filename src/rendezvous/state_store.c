@@ -1,8 +1,9 @@
-/* state_store.c -- the elastic rendezvous ("c10d" with --nnodes=MIN:MAX, MAX > 1).
+/* state_store.c -- the elastic rendezvous ("c10d" with --nnodes=MIN:MAX,
+ * MAX > 1) with its state in the elrun store at the endpoint: the state
+ * primitives of elastic.h; the rules themselves are elastic.c's.
  *
- * Nodes come, go and die; each round is a fresh agreement on who takes part.
- * All state lives in the elrun store at the endpoint, under
- * /elrun/<run_id>/ (docs/RENDEZVOUS.md describes every key):
+ * Every key lives under /elrun/<run_id>/ (docs/RENDEZVOUS.md describes
+ * them):
  *
  *   round            the current round number R (decimal)
  *   r<R>/joined      ADD counter: a joiner's sequence number
@@ -33,7 +34,10 @@
  * events log (re-issued every keep_alive_interval) is the heartbeat, and a
  * change of the log makes el_rdzv_notify_fd() readable.  So a killed agent
  * is seen at once, a silent host after the keep-alive window, and nobody
- * polls.
+ * polls.  When that connection is lost, the caller's thread (never the
+ * keep-alive thread, which only raises an atomic flag) finds out why: the
+ * store is gone, or this node was declared dead (its id is in the log) and
+ * the rules give it a new id, for which a new keep-alive thread starts.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -41,6 +45,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,40 +61,35 @@
 
 #define ID_MAX EL__RDZV_ID_MAX
 
-struct dyn_rdzv {
-    struct el_rdzv base;
+struct store_rdzv {
+    struct el__rdzv_elastic e;    /* first: the rules' state, then base   */
     char run_id[256];
     struct el__rdzv_link link;    /* the store endpoint, prefix, client    */
-    struct el__rdzv_node self;    /* id, name, round, rank, members        */
-    int min_nodes, max_nodes, max_restarts;
-    int join_timeout_ms, last_call_ms;
-    int keepalive_ms, keepalive_attempts;
     struct el_store_server *srv;  /* when this agent hosts the store       */
-    int64_t seq;
-    int64_t expect_n;             /* nodes joined_round expects (0: none)  */
-    size_t events_seen;           /* bytes of the events log processed     */
-    int closed;
-    /* The liveness thread. */
+    char *events;                 /* the events log as last read (refresh) */
+    /* The keep-alive thread: it owns its connection and its id copy; it
+     * tells the caller's thread only through 'lost' and evfd. */
     pthread_t th;
     int th_running;
+    char live_id[ID_MAX];         /* the id it keeps alive                 */
+    struct el__rdzv_link live_link; /* its copy: where, no client, no log  */
     int stop_pipe[2];
     int evfd;
-    volatile int lost;
+    atomic_int lost;              /* its connection ended (not stopped)    */
 };
 
-#define FAIL(r, rc, ...) el__rdzv_fail(&(r)->base, (rc), __VA_ARGS__)
-#define note(r, ...) el__rdzv_note(&(r)->self, __VA_ARGS__)
+#define R(e) ((struct store_rdzv *)(e))
+#define FAIL(r, rc, ...) el__rdzv_fail(&(r)->e.base, (rc), __VA_ARGS__)
+#define note(r, ...) el__rdzv_note(&(r)->e.self, __VA_ARGS__)
 
 #define key(r, ...) el__rdzv_key(&(r)->link, __VA_ARGS__)
-#define ensure_client(r, cancel_fd, deadline)                               \
-    el__rdzv_ensure(&(r)->base, &(r)->link, (cancel_fd), (deadline))
-#define store_fail(r, rc, what) el__rdzv_store_fail(&(r)->base, &(r)->link, \
+#define store_fail(r, rc, what) el__rdzv_store_fail(&(r)->e.base, &(r)->link, \
                                                     (rc), (what))
 
 /* ---- store access ---- */
 
 /* Read a decimal key; *v = dflt if it is missing. */
-static int get_int(struct dyn_rdzv *r, const char *k, int64_t dflt,
+static int get_int(struct store_rdzv *r, const char *k, int64_t dflt,
                    int64_t *v)
 {
     void *val = NULL;
@@ -106,9 +106,9 @@ static int get_int(struct dyn_rdzv *r, const char *k, int64_t dflt,
     return 0;
 }
 
-static int append_event(struct dyn_rdzv *r, const char *fmt, ...)
+static int append_event(struct store_rdzv *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-static int append_event(struct dyn_rdzv *r, const char *fmt, ...)
+static int append_event(struct store_rdzv *r, const char *fmt, ...)
 {
     char line[512], k[400];
     va_list ap;
@@ -123,17 +123,243 @@ static int append_event(struct dyn_rdzv *r, const char *fmt, ...)
     return rc ? store_fail(r, rc, "appending an event") : 0;
 }
 
+/* Is 'id' listed as dead in the events log? */
+static int listed_dead(const char *events, const char *id)
+{
+    size_t n = strlen(id);
+    for (const char *p = events; p && *p;) {
+        if (strncmp(p, "dead ", 5) == 0 && strncmp(p + 5, id, n) == 0 &&
+            (p[5 + n] == '\n' || p[5 + n] == '\0'))
+            return 1;
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    return 0;
+}
+
+static int st_refresh(struct el__rdzv_elastic *e)
+{
+    struct store_rdzv *r = R(e);
+    char k[400];
+    void *val = NULL;
+    size_t len;
+    key(r, k, sizeof k, "events");
+    int rc = el_store_try_get(r->link.cl, k, &val, &len);
+    if (rc == EL_ENOTFOUND) {
+        val = strdup("");
+        rc = val ? 0 : -ENOMEM;
+    }
+    if (rc)
+        return store_fail(r, rc, "reading the events");
+    free(r->events);
+    r->events = val;
+    return 0;
+}
+
+static int st_is_dead(struct el__rdzv_elastic *e, const char *id)
+{
+    return listed_dead(R(e)->events, id);
+}
+
+static int alive_in_log(void *events, const char *id)
+{
+    return !listed_dead(events, id);
+}
+
+/* ---- the keep-alive thread ---- */
+
+static void signal_agent(struct store_rdzv *r)
+{
+    uint64_t one = 1;
+    if (write(r->evfd, &one, sizeof one) < 0) {
+        /* an eventfd counter does not overflow here */
+    }
+}
+
+static void *live_main(void *arg)
+{
+    struct store_rdzv *r = arg;
+    struct el_store *w = NULL;
+    struct el_rdzv scratch = {0}; /* its own message: nobody reads it */
+    char k[400], line[ID_MAX + 8];
+    void *seen = NULL;
+    size_t seen_len = 0;
+    int seen_present = 0, rc;
+    /* This connection's silence beyond the keep-alive window is a death. */
+    int window = r->e.window_ms;
+    rc = el__rdzv_connect(&scratch, &r->live_link, &w, window,
+                          r->stop_pipe[0],
+                          el_now_ms() + r->live_link.io_timeout_ms);
+    if (rc == 0) {
+        el_store_set_cancel_fd(w, r->stop_pipe[0]);
+        el__rdzv_key(&r->live_link, k, sizeof k, "events");
+        snprintf(line, sizeof line, "dead %s\n", r->live_id);
+        rc = el_store_on_close_append(w, k, line, strlen(line));
+        if (rc == 0)
+            rc = el_store_set_idle_timeout(w, window);
+    }
+    while (rc == 0) {
+        int present = 0;
+        void *val = NULL;
+        size_t len = 0;
+        rc = el_store_watch(w, k, seen_present, seen, seen_len, &present,
+                            &val, &len, r->e.keepalive_ms);
+        if (rc == -ETIMEDOUT) {
+            rc = 0; /* that request was the heartbeat */
+            continue;
+        }
+        if (rc)
+            break;
+        free(seen);
+        seen = val;
+        seen_len = present ? len : 0;
+        seen_present = present;
+        signal_agent(r);
+    }
+    free(seen);
+    if (rc != -ECANCELED) {
+        atomic_store(&r->lost, 1);
+        signal_agent(r);
+    }
+    el_store_close(w);
+    return NULL;
+}
+
+static int start_live(struct store_rdzv *r)
+{
+    snprintf(r->live_id, sizeof r->live_id, "%s", r->e.self.id);
+    r->live_link = r->link;
+    r->live_link.cl = NULL;
+    r->live_link.on_event = NULL;
+    atomic_store(&r->lost, 0);
+    int rc = pthread_create(&r->th, NULL, live_main, r);
+    if (rc)
+        return FAIL(r, -rc, "cannot start the rendezvous keep-alive thread: "
+                    "%s", strerror(rc));
+    r->th_running = 1;
+    return 0;
+}
+
+static void stop_live(struct store_rdzv *r)
+{
+    if (!r->th_running)
+        return;
+    char c = 1;
+    if (write(r->stop_pipe[1], &c, 1) < 0) {
+        /* the pipe is ours and empty */
+    }
+    pthread_join(r->th, NULL);
+    r->th_running = 0;
+    /* Take back the byte written, so that a new keep-alive thread starts
+     * with an empty pipe (the pipe blocks; the byte is there). */
+    if (read(r->stop_pipe[0], &c, 1) < 0) {
+        /* cannot fail: the byte was written above */
+    }
+}
+
+/* The keep-alive connection ended.  Is the store still there (a fresh
+ * connection, within 2 s)?  Then this node was declared dead (the rules
+ * see its id in the log and give it a new one) or the link broke for a
+ * moment (keep-alive again, same id); else the store is lost. */
+static int live_lost(struct store_rdzv *r)
+{
+    int rc;
+    stop_live(r);
+    el_store_close(r->link.cl);
+    r->link.cl = NULL;
+    rc = el__rdzv_connect(&r->e.base, &r->link, &r->link.cl,
+                          r->link.io_timeout_ms, -1, el_now_ms() + 2000);
+    if (rc == 0)
+        rc = st_refresh(&r->e);
+    if (rc)
+        return FAIL(r, EL_EPEERLOST, "lost the rendezvous store at %s:%d "
+                    "(its host is gone, or this node was cut off for longer "
+                    "than the keep-alive window)", r->link.host, r->link.port);
+    if (listed_dead(r->events, r->e.self.id))
+        return 0; /* the rules' reborn() starts the keep-alive again */
+    return start_live(r);
+}
+
+/* ---- the state primitives ---- */
+
+static int st_enter(struct el__rdzv_elastic *e, int cancel_fd,
+                    long long deadline)
+{
+    struct store_rdzv *r = R(e);
+    int rc;
+    e->cancel_fd = cancel_fd;
+    if (r->th_running && atomic_load(&r->lost) && (rc = live_lost(r)))
+        return rc;
+    /* A store that never answers: give up after read_timeout. */
+    long long io = el_now_ms() + r->link.io_timeout_ms;
+    if ((rc = el__rdzv_ensure(&e->base, &r->link, cancel_fd,
+                              deadline < io ? deadline : io)))
+        return rc;
+    el_store_set_cancel_fd(r->link.cl, -1);
+    return 0;
+}
+
+static void st_leave(struct el__rdzv_elastic *e)
+{
+    struct store_rdzv *r = R(e);
+    if (r->link.cl)
+        el_store_set_cancel_fd(r->link.cl, -1);
+    e->cancel_fd = -1;
+}
+
+static int st_reborn(struct el__rdzv_elastic *e)
+{
+    struct store_rdzv *r = R(e);
+    stop_live(r);
+    return start_live(r);
+}
+
+static int raise_to(struct store_rdzv *r, int64_t target, const char *expect,
+                    int64_t *now);
+
+/* 1 if the job is closed (reason in errmsg), 0 if not, < 0 on error. */
+static int check_closed(struct store_rdzv *r)
+{
+    char k[400];
+    void *val = NULL;
+    size_t len;
+    key(r, k, sizeof k, "closed");
+    int rc = el_store_try_get(r->link.cl, k, &val, &len);
+    if (rc == EL_ENOTFOUND)
+        return 0;
+    if (rc)
+        return store_fail(r, rc, "reading the job state");
+    FAIL(r, EL_ECLOSED, "the job is closed (%s)", (char *)val);
+    free(val);
+    return 1;
+}
+
+static int st_read_job(struct el__rdzv_elastic *e, int64_t *round,
+                       int64_t *rev)
+{
+    struct store_rdzv *r = R(e);
+    char k[400];
+    int64_t cur;
+    int rc, closed = check_closed(r);
+    if (closed < 0)
+        return closed;
+    key(r, k, sizeof k, "round");
+    if ((rc = get_int(r, k, -1, &cur)))
+        return rc;
+    if (cur < 0 && !closed && (rc = raise_to(r, 0, NULL, &cur)))
+        return rc;
+    *round = cur < 0 ? 0 : cur;
+    *rev = *round;
+    return closed;
+}
+
 /* Raise the shared round to at least 'target' (compare-and-set loop).
  * *now gets the round in force afterwards.  Appends "round N" when this
- * call raised it.  'expect' (may be NULL) lists the nodes known to be
- * coming, "<count>\n<id>\n...": the live members of the round that ends,
- * plus a newcomer.  The new round completes as soon as all of them joined,
- * without waiting for the last call, and it never completes without one of
- * them before the keep-alive window passed, so no member is left out only
- * for being slower to stop its workers.  It is written before the round is
- * raised, so every joiner sees it. */
-static int raise_round(struct dyn_rdzv *r, int64_t target, const char *expect,
-                       int64_t *now)
+ * call raised it.  'expect' (may be NULL) is written first (if absent), so
+ * every joiner of the round sees it. */
+static int raise_to(struct store_rdzv *r, int64_t target, const char *expect,
+                    int64_t *now)
 {
     char k[400], e[32], d[32];
     int64_t cur;
@@ -157,8 +383,7 @@ static int raise_round(struct dyn_rdzv *r, int64_t target, const char *expect,
             snprintf(e, sizeof e, "%" PRId64, cur);
         snprintf(d, sizeof d, "%" PRId64, target);
         rc = el_store_compare_set(r->link.cl, k, e, strlen(e), d, strlen(d),
-                                  &got,
-                                  &glen);
+                                  &got, &glen);
         if (rc == 0) {
             free(got);
             cur = target;
@@ -182,100 +407,140 @@ static int raise_round(struct dyn_rdzv *r, int64_t target, const char *expect,
     return 0;
 }
 
-static int read_round(struct dyn_rdzv *r, int64_t *round)
+static int st_raise_round(struct el__rdzv_elastic *e, int64_t target,
+                          const struct el__rdzv_member *m, int n,
+                          const char *extra, int64_t *now)
 {
-    char k[400];
-    int64_t cur;
+    struct store_rdzv *r = R(e);
+    char *list = NULL;
     int rc;
-    key(r, k, sizeof k, "round");
-    if ((rc = get_int(r, k, -1, &cur)))
-        return rc;
-    if (cur < 0)
-        return raise_round(r, 0, NULL, round);
-    *round = cur;
-    return 0;
+    if (m) {
+        if ((rc = st_refresh(e)))
+            return rc;
+        list = el__rdzv_expect_list(m, n, extra, alive_in_log, r->events);
+        if (!list)
+            return FAIL(r, -ENOMEM, "out of memory");
+    }
+    rc = raise_to(r, target, list, now);
+    free(list);
+    return rc;
 }
 
-/* 1 if the job is closed (reason in errmsg), 0 if not, < 0 on error. */
-static int check_closed(struct dyn_rdzv *r)
+static int st_read_round(struct el__rdzv_elastic *e, int64_t round,
+                         struct el__rdzv_round *st)
 {
+    struct store_rdzv *r = R(e);
     char k[400];
     void *val = NULL;
     size_t len;
-    key(r, k, sizeof k, "closed");
+    st->members = NULL;
+    st->sealing = 0;
+    key(r, k, sizeof k, "r%" PRId64 "/members", round);
     int rc = el_store_try_get(r->link.cl, k, &val, &len);
+    if (rc && rc != EL_ENOTFOUND)
+        return store_fail(r, rc, "reading the members");
+    if (rc == 0) {
+        st->members = val;
+        return 0;
+    }
+    key(r, k, sizeof k, "r%" PRId64 "/deadline", round);
+    return get_int(r, k, -1, &st->deadline);
+}
+
+static int st_join(struct el__rdzv_elastic *e, int64_t round, int lws,
+                   int64_t *arrival, int64_t *expect_n)
+{
+    struct store_rdzv *r = R(e);
+    char k[400], v[ID_MAX + EL_HOST_MAX + 64];
+    int rc;
+    key(r, k, sizeof k, "r%" PRId64 "/joined", round);
+    if ((rc = el_store_add(r->link.cl, k, 1, arrival)))
+        return store_fail(r, rc, "joining");
+    key(r, k, sizeof k, "r%" PRId64 "/node/%" PRId64, round, *arrival);
+    snprintf(v, sizeof v, "v1 %s %d %d %s", e->self.id, lws, e->self.rank,
+             e->self.name);
+    if ((rc = el_store_set(r->link.cl, k, v, strlen(v))))
+        return store_fail(r, rc, "publishing this node");
+    /* Count this node in if the round expects it. */
+    void *ev = NULL;
+    size_t el;
+    *expect_n = 0;
+    key(r, k, sizeof k, "r%" PRId64 "/expect", round);
+    rc = el_store_try_get(r->link.cl, k, &ev, &el);
     if (rc == EL_ENOTFOUND)
         return 0;
     if (rc)
-        return store_fail(r, rc, "reading the job state");
-    FAIL(r, EL_ECLOSED, "the job is closed (%s)", (char *)val);
-    free(val);
-    return 1;
-}
-
-/* ---- the member list ---- */
-
-/* Is 'id' listed as dead in the events log? */
-static int is_dead(const char *events, const char *id)
-{
-    size_t n = strlen(id);
-    for (const char *p = events; p && *p;) {
-        if (strncmp(p, "dead ", 5) == 0 && strncmp(p + 5, id, n) == 0 &&
-            (p[5 + n] == '\n' || p[5 + n] == '\0'))
-            return 1;
-        p = strchr(p, '\n');
-        if (p)
-            p++;
-    }
+        return store_fail(r, rc, "reading the expected nodes");
+    *expect_n = strtoll(ev, NULL, 10);
+    int mine = el__rdzv_expected(ev, e->self.id);
+    free(ev);
+    key(r, k, sizeof k, "r%" PRId64 "/expected_in", round);
+    if (mine && (rc = el_store_add(r->link.cl, k, 1, NULL)))
+        return store_fail(r, rc, "joining as expected");
     return 0;
 }
 
-static int read_events(struct dyn_rdzv *r, char **out)
+static int st_count(struct el__rdzv_elastic *e, int64_t round, int expected,
+                    struct el__rdzv_round *st)
 {
+    struct store_rdzv *r = R(e);
     char k[400];
-    void *val = NULL;
-    size_t len;
-    key(r, k, sizeof k, "events");
-    int rc = el_store_try_get(r->link.cl, k, &val, &len);
-    if (rc == EL_ENOTFOUND) {
-        *out = strdup("");
-        return *out ? 0 : -ENOMEM;
-    }
-    if (rc)
-        return store_fail(r, rc, "reading the events");
-    *out = val;
-    return 0;
+    int rc;
+    key(r, k, sizeof k, "r%" PRId64 "/joined", round);
+    if ((rc = el_store_add(r->link.cl, k, 0, &st->joiners)))
+        return store_fail(r, rc, "counting the joiners");
+    st->jrev = st->joiners;
+    st->expected_in = 0;
+    if (!expected)
+        return 0;
+    key(r, k, sizeof k, "r%" PRId64 "/expected_in", round);
+    return get_int(r, k, 0, &st->expected_in);
 }
 
-/* Try to complete round R.  Returns 0 when r<R>/members exists afterwards
- * (sealed by us or by someone else), 1 if fewer than MIN live nodes joined
- * (the round stays open), < 0 on error. */
-static int seal(struct dyn_rdzv *r, int64_t round)
+static int st_set_deadline(struct el__rdzv_elastic *e, int64_t round,
+                           long long wall_ms)
 {
+    struct store_rdzv *r = R(e);
+    char k[400], d[32];
+    key(r, k, sizeof k, "r%" PRId64 "/deadline", round);
+    snprintf(d, sizeof d, "%lld", wall_ms);
+    int rc = el_store_compare_set(r->link.cl, k, "", 0, d, strlen(d), NULL,
+                                  NULL);
+    return rc && rc != EL_EMISMATCH
+               ? store_fail(r, rc, "setting the round's deadline") : 0;
+}
+
+static void st_clear_deadline(struct el__rdzv_elastic *e, int64_t round)
+{
+    struct store_rdzv *r = R(e);
+    char k[400];
+    key(r, k, sizeof k, "r%" PRId64 "/deadline", round);
+    el_store_delete(r->link.cl, k, NULL);
+}
+
+/* Every joiner's record in one request; a joiner writes it right after its
+ * ADD, so give them a moment.  If one died in between, read them one by
+ * one and skip the missing one. */
+static int st_joiners(struct el__rdzv_elastic *e, int64_t round,
+                      struct el__rdzv_member **out, int *nout)
+{
+    struct store_rdzv *r = R(e);
     char k[400];
     int64_t count;
     int rc;
+    *out = NULL;
+    *nout = 0;
     key(r, k, sizeof k, "r%" PRId64 "/joined", round);
     if ((rc = el_store_add(r->link.cl, k, 0, &count)))
         return store_fail(r, rc, "counting the joiners");
     if (count <= 0)
-        return 1;
+        return 0;
     struct el__rdzv_member *m = calloc((size_t)count, sizeof *m);
-    char *events = NULL;
-    if (!m)
-        return FAIL(r, -ENOMEM, "out of memory");
-    if ((rc = read_events(r, &events))) {
-        free(m);
-        return rc;
-    }
-    /* Every joiner's record in one request; a joiner writes it right after
-     * its ADD, so give them a moment.  If one died in between, read them
-     * one by one and skip the missing one. */
     void **vals = calloc((size_t)count, sizeof *vals);
     size_t *lens = calloc((size_t)count, sizeof *lens);
     char *kbuf = malloc((size_t)count * 400);
     const char **keys = calloc((size_t)count, sizeof *keys);
-    int batch = vals && lens && kbuf && keys ? 0 : -ENOMEM;
+    int batch = m && vals && lens && kbuf && keys ? 0 : -ENOMEM;
     for (int64_t s = 0; s < count && !batch; s++) {
         keys[s] = kbuf + s * 400;
         key(r, kbuf + s * 400, 400, "r%" PRId64 "/node/%" PRId64, round,
@@ -284,15 +549,18 @@ static int seal(struct dyn_rdzv *r, int64_t round)
     if (!batch)
         batch = el_store_multi_get(r->link.cl, keys, (size_t)count, vals, lens,
                                    r->link.io_timeout_ms < 1000
-                                       ? r->link.io_timeout_ms
-                                                           : 1000);
+                                       ? r->link.io_timeout_ms : 1000);
     free(keys);
     free(kbuf);
     free(lens);
-    if (batch && batch != -ETIMEDOUT && batch != -ENOMEM) {
+    if (batch == -ENOMEM || !m) {
         free(vals);
         free(m);
-        free(events);
+        return FAIL(r, -ENOMEM, "out of memory");
+    }
+    if (batch && batch != -ETIMEDOUT) {
+        free(vals);
+        free(m);
         return store_fail(r, batch, "reading the joiners");
     }
     int n = 0;
@@ -309,584 +577,273 @@ static int seal(struct dyn_rdzv *r, int64_t round)
             if (rc) {
                 free(vals);
                 free(m);
-                free(events);
                 return store_fail(r, rc, "reading a joiner");
             }
         }
         struct el__rdzv_member *x = &m[n];
         if (sscanf(val, "v1 %191s %d %d %255s", x->id, &x->lws, &x->prev_rank,
-                   x->name) == 4 &&
-            !is_dead(events, x->id)) {
+                   x->name) == 4) {
             x->seq = s;
             n++;
         }
         free(val);
     }
     free(vals);
-    free(events);
-    char *list;
-    size_t len;
-    rc = el__rdzv_seal_list(round, m, n, r->min_nodes, r->max_nodes, 0,
-                            &list, &len);
-    free(m);
-    if (rc)
-        return rc == 1 ? 1 : FAIL(r, rc, "out of memory");
+    *out = m;
+    *nout = n;
+    return 0;
+}
+
+static int st_publish(struct el__rdzv_elastic *e, int64_t round,
+                      const char *list, size_t len, int *created)
+{
+    struct store_rdzv *r = R(e);
+    char k[400];
     key(r, k, sizeof k, "r%" PRId64 "/members", round);
-    rc = el_store_compare_set(r->link.cl, k, "", 0, list, len, NULL, NULL);
-    free(list);
-    if (rc == 0 || rc == EL_EMISMATCH) {
-        /* Nodes still waiting for a deadline wake up and find the list. */
-        char dk[400];
-        key(r, dk, sizeof dk, "r%" PRId64 "/deadline", round);
-        int drc = el_store_compare_set(r->link.cl, dk, "", 0, "0", 1, NULL,
-                                       NULL);
-        if (drc && drc != EL_EMISMATCH)
-            return store_fail(r, drc, "marking the round sealed");
-    }
-    if (rc == 0) {
-        /* We sealed it: no worker or agent of an earlier round needs the
-         * earlier rounds' keys any more. */
-        int64_t cnt;
-        char wk[64];
-        if (round > 0) {
-            snprintf(wk, sizeof wk, "/worker/attempt_%" PRId64 "/",
-                     round - 1);
-            el_store_delete_prefix(r->link.cl, wk, &cnt);
-            snprintf(wk, sizeof wk, "//worker/attempt_%" PRId64 "/",
-                     round - 1);
-            el_store_delete_prefix(r->link.cl, wk, &cnt);
-            key(r, k, sizeof k, "r%" PRId64 "/", round - 1);
-            el_store_delete_prefix(r->link.cl, k, &cnt);
-        }
-        return 0;
-    }
-    if (rc == EL_EMISMATCH)
-        return 0; /* someone else sealed first */
-    return store_fail(r, rc, "sealing the round");
-}
-
-/* ---- the liveness thread ---- */
-
-static void signal_agent(struct dyn_rdzv *r)
-{
-    uint64_t one = 1;
-    if (write(r->evfd, &one, sizeof one) < 0) {
-        /* an eventfd counter does not overflow here */
-    }
-}
-
-static void *live_main(void *arg)
-{
-    struct dyn_rdzv *r = arg;
-    struct el_store *w = NULL;
-    char k[400], line[ID_MAX + 8];
-    void *seen = NULL;
-    size_t seen_len = 0;
-    int seen_present = 0, rc;
-    /* This connection's silence beyond the keep-alive window is a death. */
-    int window = r->keepalive_ms * r->keepalive_attempts;
-    rc = el__rdzv_connect(&r->base, &r->link, &w, window, r->stop_pipe[0],
-                       el_now_ms() + r->link.io_timeout_ms);
-    if (rc == 0) {
-        el_store_set_cancel_fd(w, r->stop_pipe[0]);
-        key(r, k, sizeof k, "events");
-        snprintf(line, sizeof line, "dead %s\n", r->self.id);
-        rc = el_store_on_close_append(w, k, line, strlen(line));
-        if (rc == 0)
-            rc = el_store_set_idle_timeout(w, window);
-    }
-    while (rc == 0) {
-        int present = 0;
-        void *val = NULL;
-        size_t len = 0;
-        rc = el_store_watch(w, k, seen_present, seen, seen_len, &present,
-                            &val, &len, r->keepalive_ms);
-        if (rc == -ETIMEDOUT) {
-            rc = 0; /* that request was the heartbeat */
-            continue;
-        }
-        if (rc)
-            break;
-        free(seen);
-        seen = val;
-        seen_len = present ? len : 0;
-        seen_present = present;
-        signal_agent(r);
-    }
-    free(seen);
-    if (rc != -ECANCELED) {
-        r->lost = 1;
-        signal_agent(r);
-    }
-    el_store_close(w);
-    return NULL;
-}
-
-static int start_live(struct dyn_rdzv *r)
-{
-    int rc = pthread_create(&r->th, NULL, live_main, r);
-    if (rc)
-        return FAIL(r, -rc, "cannot start the rendezvous keep-alive thread: "
-                    "%s", strerror(rc));
-    r->th_running = 1;
+    int rc = el_store_compare_set(r->link.cl, k, "", 0, list, len, NULL, NULL);
+    if (rc && rc != EL_EMISMATCH)
+        return store_fail(r, rc, "sealing the round");
+    *created = rc == 0;
+    /* Nodes still waiting for a deadline wake up and find the list. */
+    key(r, k, sizeof k, "r%" PRId64 "/deadline", round);
+    int drc = el_store_compare_set(r->link.cl, k, "", 0, "0", 1, NULL, NULL);
+    if (drc && drc != EL_EMISMATCH)
+        return store_fail(r, drc, "marking the round sealed");
     return 0;
 }
 
-static void stop_live(struct dyn_rdzv *r)
+/* No worker or agent of an earlier round needs its keys any more. */
+static void st_forget(struct el__rdzv_elastic *e, int64_t round)
 {
-    if (!r->th_running)
-        return;
-    char c = 1;
-    if (write(r->stop_pipe[1], &c, 1) < 0) {
-        /* the pipe is ours and empty */
-    }
-    pthread_join(r->th, NULL);
-    r->th_running = 0;
+    struct store_rdzv *r = R(e);
+    int64_t cnt;
+    char wk[64], k[400];
+    snprintf(wk, sizeof wk, "/worker/attempt_%" PRId64 "/", round);
+    el_store_delete_prefix(r->link.cl, wk, &cnt);
+    snprintf(wk, sizeof wk, "//worker/attempt_%" PRId64 "/", round);
+    el_store_delete_prefix(r->link.cl, wk, &cnt);
+    key(r, k, sizeof k, "r%" PRId64 "/", round);
+    el_store_delete_prefix(r->link.cl, k, &cnt);
 }
 
-/* ---- operations ---- */
-
-static int alive_in_log(void *events, const char *id)
+static int st_wait(struct el__rdzv_elastic *e, enum el__rdzv_wait what,
+                   int64_t round, const struct el__rdzv_round *st, int64_t rev,
+                   int ms)
 {
-    return !is_dead(events, id);
-}
-
-/* The expect list of a new round: the live nodes of 'm' (n of them), plus
- * 'extra' if not NULL.  Returns a malloc'd "<count>\n<id>\n..." or NULL
- * with r's error set. */
-static char *expect_list(struct dyn_rdzv *r,
-                         const struct el__rdzv_member *m, int n,
-                         const char *extra)
-{
-    char *events = NULL;
-    if (read_events(r, &events))
-        return NULL;
-    char *list = el__rdzv_expect_list(m, n, extra, alive_in_log, events);
-    free(events);
-    if (!list)
-        FAIL(r, -ENOMEM, "out of memory");
-    return list;
-}
-
-static int dyn_next(struct el_rdzv *base, int lws, int cancel_fd,
-                    struct el_rdzv_info *info)
-{
-    struct dyn_rdzv *r = (struct dyn_rdzv *)base;
-    long long deadline = el_now_ms() + r->join_timeout_ms;
-    char k[400], v[ID_MAX + EL_HOST_MAX + 64];
-    int rc;
-
-    int64_t stale = -1, stale_round = -1;
-    if (r->closed)
-        return FAIL(r, EL_ECLOSED, "the rendezvous is closed");
-    for (;;) {
-        if (el_now_ms() > deadline)
-            return FAIL(r, -ETIMEDOUT,
-                        "no round with at least %d nodes formed within %d s; "
-                        "start more nodes or raise --rdzv-conf=join_timeout",
-                        r->min_nodes, r->join_timeout_ms / 1000);
-        if ((rc = ensure_client(r, cancel_fd, deadline)))
-            return rc;
-        el_store_set_cancel_fd(r->link.cl, -1);
-        if ((rc = check_closed(r)) != 0)
-            return rc < 0 ? rc : EL_ECLOSED;
-        int64_t round;
-        if ((rc = read_round(r, &round)))
-            return rc;
-        /* After a round this node took part in, the next one is newer; its
-         * live members are expected in it. */
-        if (r->self.rank >= 0 && round <= r->self.round) {
-            char *list = expect_list(r, r->self.members, r->self.nmembers,
-                                     NULL);
-            if (!list)
-                return r->base.errmsg[0] ? EL_EPEERLOST : -ENOMEM;
-            rc = raise_round(r, r->self.round + 1, list, &round);
-            free(list);
-            if (rc)
-                return rc;
-        }
-
-        /* Is round 'round' sealed already? */
-        void *val = NULL;
-        size_t len;
-        key(r, k, sizeof k, "r%" PRId64 "/members", round);
-        rc = el_store_try_get(r->link.cl, k, &val, &len);
-        if (rc && rc != EL_ENOTFOUND)
-            return store_fail(r, rc, "reading the members");
-        if (rc == 0) {
-            struct el__rdzv_member *m = NULL;
-            int n = 0, me = -1;
-            rc = el__rdzv_parse_members(val, &m, &n);
-            free(val);
-            if (rc)
-                return FAIL(r, rc, "round %" PRId64 ": unreadable member "
-                            "list in the store", round);
-            for (int i = 0; i < n && me < 0; i++)
-                if (strcmp(m[i].id, r->self.id) == 0)
-                    me = i;
-            if (me >= 0) {
-                el__rdzv_take_round(&r->self, round, m, n, me, info);
-                snprintf(info->store_host, sizeof info->store_host, "%s",
-                         r->link.host);
-                info->store_port = r->link.port;
-                info->use_agent_store = 1;
-                return 0;
-            }
-            if (n < r->max_nodes) {
-                /* Room for us: open the next round (scale-up; it charges
-                 * no restart), expecting its members and us. */
-                int64_t now;
-                char *list = expect_list(r, m, n, r->self.id);
-                free(m);
-                if (!list)
-                    return r->base.errmsg[0] ? EL_EPEERLOST : -ENOMEM;
-                rc = raise_round(r, round + 1, list, &now);
-                free(list);
-                if (rc)
-                    return rc;
-                continue;
-            }
-            free(m);
-            /* Full: wait as a hot spare until the round changes. */
-            if (!r->self.spare_logged) {
-                note(r, "round %" PRId64 " is full (%d nodes); this node "
-                     "(%s) waits as a hot spare", round, n, r->self.name);
-                r->self.spare_logged = 1;
-            }
-            char cur[32];
-            int present;
-            void *nv = NULL;
-            snprintf(cur, sizeof cur, "%" PRId64, round);
-            key(r, k, sizeof k, "round");
-            long long left = deadline - el_now_ms();
-            el_store_set_cancel_fd(r->link.cl, cancel_fd);
-            rc = el_store_watch(r->link.cl, k, 1, cur, strlen(cur), &present,
-                                &nv,
-                                &len, left > 0 ? (int)left : 0);
-            free(nv);
-            if (rc && rc != -ETIMEDOUT)
-                return store_fail(r, rc, "waiting as a spare");
-            continue;
-        }
-
-        /* Round 'round' is open: join it once. */
-        if (r->self.joined_round != round) {
-            key(r, k, sizeof k, "r%" PRId64 "/joined", round);
-            if ((rc = el_store_add(r->link.cl, k, 1, &r->seq)))
-                return store_fail(r, rc, "joining");
-            key(r, k, sizeof k, "r%" PRId64 "/node/%" PRId64, round, r->seq);
-            int prev = r->self.rank;
-            snprintf(v, sizeof v, "v1 %s %d %d %s", r->self.id, lws, prev,
-                     r->self.name);
-            if ((rc = el_store_set(r->link.cl, k, v, strlen(v))))
-                return store_fail(r, rc, "publishing this node");
-            r->self.joined_round = round;
-            /* Count this node in if the round expects it. */
-            void *ev = NULL;
-            size_t el;
-            r->expect_n = 0;
-            key(r, k, sizeof k, "r%" PRId64 "/expect", round);
-            rc = el_store_try_get(r->link.cl, k, &ev, &el);
-            if (rc && rc != EL_ENOTFOUND)
-                return store_fail(r, rc, "reading the expected nodes");
-            if (rc == 0) {
-                r->expect_n = strtoll(ev, NULL, 10);
-                int mine = el__rdzv_expected(ev, r->self.id);
-                free(ev);
-                key(r, k, sizeof k, "r%" PRId64 "/expected_in", round);
-                if (mine && (rc = el_store_add(r->link.cl, k, 1, NULL)))
-                    return store_fail(r, rc, "joining as expected");
-            }
-        }
-        int64_t count;
+    struct store_rdzv *r = R(e);
+    char k[400], cur[32];
+    int present, rc;
+    void *nv = NULL;
+    size_t len;
+    el_store_set_cancel_fd(r->link.cl, e->cancel_fd);
+    switch (what) {
+    case EL__RDZV_WAIT_ROUND:
+        snprintf(cur, sizeof cur, "%" PRId64, round);
+        key(r, k, sizeof k, "round");
+        rc = el_store_watch(r->link.cl, k, 1, cur, strlen(cur), &present, &nv,
+                            &len, ms);
+        free(nv);
+        break;
+    case EL__RDZV_WAIT_JOINERS:
+        snprintf(cur, sizeof cur, "%" PRId64, st->joiners);
         key(r, k, sizeof k, "r%" PRId64 "/joined", round);
-        if ((rc = el_store_add(r->link.cl, k, 0, &count)))
-            return store_fail(r, rc, "counting the joiners");
-        /* 'stale': sealing found too few live nodes among this many
-         * joiners (some died); only a new joiner can change that. */
-        if (round != stale_round)
-            stale = -1;
-        /* Complete at MAX, or once every expected node is in. */
-        int64_t expected_in = 0;
-        int64_t expect_n = r->expect_n;
-        if (expect_n > 0) {
-            key(r, k, sizeof k, "r%" PRId64 "/expected_in", round);
-            if ((rc = get_int(r, k, 0, &expected_in)))
-                return rc;
-        }
-        int all_in = expect_n > 0 && expected_in >= expect_n &&
-                     count >= r->min_nodes;
-        if ((count >= r->max_nodes || all_in) && count > stale) {
-            if ((rc = seal(r, round)) < 0)
-                return rc;
-            if (rc == 1) {
-                stale = count;
-                stale_round = round;
-            }
-            continue;
-        }
-        /* The round's deadline: set by whoever sees MIN joiners first. */
-        int64_t dl;
-        char dk[400];
-        key(r, dk, sizeof dk, "r%" PRId64 "/deadline", round);
-        if ((rc = get_int(r, dk, -1, &dl)))
-            return rc;
-        if (dl < 0 && count >= r->min_nodes && count > stale) {
-            /* Expected nodes still missing get the keep-alive window: a
-             * live one arrives well within it, a dead one is gone by then. */
-            long long wait = r->last_call_ms;
-            long long window = (long long)r->keepalive_ms *
-                               r->keepalive_attempts;
-            if (expect_n > 0 && wait < window)
-                wait = window;
-            char d[32];
-            snprintf(d, sizeof d, "%lld", el__rdzv_wall_ms() + wait);
-            rc = el_store_compare_set(r->link.cl, dk, "", 0, d, strlen(d), NULL,
-                                      NULL);
-            if (rc && rc != EL_EMISMATCH)
-                return store_fail(r, rc, "setting the round's deadline");
-            continue;
-        }
-        long long left = deadline - el_now_ms();
-        if (left <= 0)
-            continue;
-        el_store_set_cancel_fd(r->link.cl, cancel_fd);
-        if (dl < 0 && stale >= 0) {
-            /* Too few live joiners: wait for another one. */
-            char cur[32];
-            int present;
-            snprintf(cur, sizeof cur, "%" PRId64, count);
-            key(r, k, sizeof k, "r%" PRId64 "/joined", round);
-            int wait = r->keepalive_ms < left ? r->keepalive_ms : (int)left;
-            rc = el_store_watch(r->link.cl, k, 1, cur, strlen(cur), &present,
-                                NULL, NULL, wait);
-        } else if (dl < 0) {
-            /* Fewer than MIN so far: wait for the deadline to be set (the
-             * seal sets it too); look again every keep-alive interval. */
-            int wait = r->keepalive_ms < left ? r->keepalive_ms : (int)left;
-            rc = el_store_get(r->link.cl, dk, NULL, NULL, wait);
-        } else {
-            /* Wait for the seal until the deadline (plus a stagger by
-             * arrival, so one node seals and the others just read). */
-            long long until = dl - el__rdzv_wall_ms() +
-                              (r->seq < 50 ? r->seq : 50) * 4;
-            if (until > left)
-                until = left;
-            key(r, k, sizeof k, "r%" PRId64 "/members", round);
-            rc = until > 0 ? el_store_get(r->link.cl, k, NULL, NULL, (int)until)
-                           : -ETIMEDOUT;
-            if (rc == -ETIMEDOUT) {
-                el_store_set_cancel_fd(r->link.cl, -1);
-                if ((rc = seal(r, round)) < 0)
-                    return rc;
-                if (rc == 1) {
-                    /* Joiners died: below MIN again; reopen the deadline
-                     * and wait for more. */
-                    stale = count;
-                    stale_round = round;
-                    el_store_delete(r->link.cl, dk, NULL);
-                }
-                continue;
-            }
-        }
-        if (r->link.cl)
-            el_store_set_cancel_fd(r->link.cl, -1);
-        if (rc && rc != -ETIMEDOUT)
-            return store_fail(r, rc, "waiting for the round");
+        rc = el_store_watch(r->link.cl, k, 1, cur, strlen(cur), &present,
+                            NULL, NULL, ms);
+        break;
+    default:
+        /* No deadline yet: wait for it (a seal sets it too); else for the
+         * member list. */
+        key(r, k, sizeof k, "r%" PRId64 "/%s", round,
+            st->deadline < 0 ? "deadline" : "members");
+        rc = ms > 0 ? el_store_get(r->link.cl, k, NULL, NULL, ms) : -ETIMEDOUT;
+        break;
     }
-}
-
-/* Scan the events log for what concerns the round this node runs. */
-static int dyn_num_nodes_waiting(struct el_rdzv *base, int *n)
-{
-    struct dyn_rdzv *r = (struct dyn_rdzv *)base;
-    char k[400];
-    int64_t cur, waiting;
-    int rc;
-    *n = 0;
-    if (r->lost)
-        return FAIL(r, EL_EPEERLOST, "lost the rendezvous store at %s:%d "
-                    "(its host is gone, or this node was cut off for longer "
-                    "than the keep-alive window)", r->link.host, r->link.port);
-    if ((rc = ensure_client(r, -1, el_now_ms() + r->link.io_timeout_ms)))
-        return rc;
-    if ((rc = check_closed(r)) != 0) {
-        if (rc < 0)
-            return rc;
-        *n = 1; /* the agent's next() reports the closure */
-        return 0;
-    }
-    key(r, k, sizeof k, "round");
-    if ((rc = get_int(r, k, 0, &cur)))
-        return rc;
-    if (cur > r->self.round) {
-        key(r, k, sizeof k, "r%" PRId64 "/joined", cur);
-        if ((rc = get_int(r, k, 1, &waiting)))
-            return rc;
-        *n = waiting > 0 ? (int)waiting : 1;
-        return 0;
-    }
-    /* A member of this round died: end the round (it counts against the
-     * job's restart budget, like a worker failure). */
-    char *events = NULL;
-    if ((rc = read_events(r, &events)))
-        return rc;
-    const char *dead = NULL;
-    for (int i = 0; i < r->self.nmembers && !dead; i++)
-        if (is_dead(events, r->self.members[i].id))
-            dead = r->self.members[i].name;
-    if (dead)
-        note(r, "round %" PRId64 " (rank %d of %d nodes): node %s is gone; "
-             "re-forming", r->self.round, r->self.rank, r->self.nmembers, dead);
-    free(events);
-    /* A lost node is a change of membership, like a new one: next() opens
-     * the next round without charging the restart budget. */
-    *n = dead ? 1 : 0;
-    return 0;
-}
-
-/* Charge the round's end to the job's restart budget, once per round. */
-static int dyn_report_failure(struct el_rdzv *base, const char *why)
-{
-    struct dyn_rdzv *r = (struct dyn_rdzv *)base;
-    char k[400];
-    int64_t first, used, now;
-    int rc;
-    if ((rc = ensure_client(r, -1, el_now_ms() + r->link.io_timeout_ms)))
-        return rc;
-    /* Workers often fail because a peer node died (their collectives lose
-     * it).  That round ended for a change of membership: re-form without
-     * charging the budget, as when the death was noticed first. */
-    int64_t cur;
-    key(r, k, sizeof k, "round");
-    if ((rc = get_int(r, k, 0, &cur)))
-        return rc;
-    char *events = NULL;
-    if ((rc = read_events(r, &events)))
-        return rc;
-    int lost = 0;
-    for (int i = 0; i < r->self.nmembers && !lost; i++)
-        lost = is_dead(events, r->self.members[i].id);
-    free(events);
-    if (cur > r->self.round || lost)
-        return 0;
-    key(r, k, sizeof k, "r%" PRId64 "/failed", r->self.round);
-    if ((rc = el_store_add(r->link.cl, k, 1, &first)))
-        return store_fail(r, rc, "reporting a failure");
-    if (first == 1) {
-        key(r, k, sizeof k, "restarts");
-        if ((rc = el_store_add(r->link.cl, k, 1, &used)))
-            return store_fail(r, rc, "charging the restart budget");
-        if (used > r->max_restarts) {
-            char msg[300];
-            snprintf(msg, sizeof msg, "failed: restart budget of %d used up "
-                     "(last: %s)", r->max_restarts, why ? why : "failure");
-            key(r, k, sizeof k, "closed");
-            el_store_compare_set(r->link.cl, k, "", 0, msg, strlen(msg), NULL,
-                                 NULL);
-            append_event(r, "closed %s", msg);
-            return FAIL(r, EL_ELIMIT, "%s", msg);
-        }
-        note(r, "round %" PRId64 " (rank %d of %d nodes) failed (%s); "
-             "restart %" PRId64 " of %d", r->self.round, r->self.rank,
-             r->self.nmembers,
-             why ? why : "failure", used, r->max_restarts);
-    }
-    if ((rc = check_closed(r)) != 0)
-        return rc < 0 ? rc : EL_ELIMIT;
-    char *list = expect_list(r, r->self.members, r->self.nmembers, NULL);
-    if (!list)
-        return r->base.errmsg[0] ? EL_EPEERLOST : -ENOMEM;
-    rc = raise_round(r, r->self.round + 1, list, &now);
-    free(list);
+    if (r->link.cl)
+        el_store_set_cancel_fd(r->link.cl, -1);
+    if (rc && rc != -ETIMEDOUT)
+        return store_fail(r, rc, "waiting for the round");
     return rc;
 }
 
-static int dyn_notify_fd(struct el_rdzv *base)
+static int st_charge(struct el__rdzv_elastic *e, int64_t round, int *first)
 {
-    return ((struct dyn_rdzv *)base)->evfd;
+    struct store_rdzv *r = R(e);
+    char k[400];
+    int64_t n;
+    key(r, k, sizeof k, "r%" PRId64 "/failed", round);
+    int rc = el_store_add(r->link.cl, k, 1, &n);
+    if (rc)
+        return store_fail(r, rc, "reporting a failure");
+    *first = n == 1;
+    return 0;
 }
 
-static void dyn_ack_notify(struct el_rdzv *base)
+static int st_add_restart(struct el__rdzv_elastic *e, int64_t *used)
 {
-    struct dyn_rdzv *r = (struct dyn_rdzv *)base;
+    struct store_rdzv *r = R(e);
+    char k[400];
+    key(r, k, sizeof k, "restarts");
+    int rc = el_store_add(r->link.cl, k, 1, used);
+    return rc ? store_fail(r, rc, "charging the restart budget") : 0;
+}
+
+static int st_close_job(struct el__rdzv_elastic *e, const char *why)
+{
+    struct store_rdzv *r = R(e);
+    char k[400];
+    key(r, k, sizeof k, "closed");
+    int rc = el_store_compare_set(r->link.cl, k, "", 0, why, strlen(why),
+                                  NULL, NULL);
+    if (rc && rc != EL_EMISMATCH)
+        return store_fail(r, rc, "closing");
+    return append_event(r, "closed %s", why);
+}
+
+static int st_exit_verdict(struct el__rdzv_elastic *e, int64_t round, int ok)
+{
+    struct store_rdzv *r = R(e);
+    char k[400];
+    key(r, k, sizeof k, "r%" PRId64 "/exit/done", round);
+    int rc = el_store_set(r->link.cl, k, ok ? "ok" : "failed", ok ? 2 : 6);
+    return rc ? store_fail(r, rc, ok ? "completing the exit barrier"
+                                     : "reporting the failure") : 0;
+}
+
+static int st_exit_arrive(struct el__rdzv_elastic *e, int64_t round,
+                          int64_t *n)
+{
+    struct store_rdzv *r = R(e);
+    char k[400 + ID_MAX];
+    int rc;
+    key(r, k, sizeof k, "r%" PRId64 "/exit/in/%s", round, e->self.id);
+    if ((rc = el_store_set(r->link.cl, k, "1", 1)))
+        return store_fail(r, rc, "entering the exit barrier");
+    key(r, k, sizeof k, "r%" PRId64 "/exit/count", round);
+    rc = el_store_add(r->link.cl, k, 1, n);
+    return rc ? store_fail(r, rc, "entering the exit barrier") : 0;
+}
+
+static int st_exit_count(struct el__rdzv_elastic *e, int64_t round,
+                         int64_t *n)
+{
+    struct store_rdzv *r = R(e);
+    char k[400];
+    key(r, k, sizeof k, "r%" PRId64 "/exit/count", round);
+    int rc = el_store_add(r->link.cl, k, 0, n);
+    return rc ? store_fail(r, rc, "counting the nodes done") : 0;
+}
+
+static int st_exit_arrived(struct el__rdzv_elastic *e, int64_t round,
+                           const char *id)
+{
+    struct store_rdzv *r = R(e);
+    char k[400 + ID_MAX];
+    void *v = NULL;
+    size_t len;
+    key(r, k, sizeof k, "r%" PRId64 "/exit/in/%s", round, id);
+    int rc = el_store_try_get(r->link.cl, k, &v, &len);
+    free(v);
+    if (rc == EL_ENOTFOUND)
+        return 0;
+    return rc ? store_fail(r, rc, "counting the nodes done") : 1;
+}
+
+static int st_exit_wait(struct el__rdzv_elastic *e, int64_t round, int ms)
+{
+    struct store_rdzv *r = R(e);
+    char k[400];
+    key(r, k, sizeof k, "r%" PRId64 "/exit/done", round);
+    el_store_set_cancel_fd(r->link.cl, e->cancel_fd);
+    int rc = el_store_get(r->link.cl, k, NULL, NULL, ms);
+    if (r->link.cl)
+        el_store_set_cancel_fd(r->link.cl, -1);
+    if (rc && rc != -ETIMEDOUT)
+        return store_fail(r, rc, "waiting in the exit barrier");
+    return rc;
+}
+
+static void st_took_round(struct el__rdzv_elastic *e, int64_t round,
+                          const struct el__rdzv_member *m, int n, int me,
+                          struct el_rdzv_info *info)
+{
+    struct store_rdzv *r = R(e);
+    snprintf(info->store_host, sizeof info->store_host, "%s", r->link.host);
+    info->store_port = r->link.port;
+    info->use_agent_store = 1;
+}
+
+static const struct el__rdzv_state_ops store_state = {
+    .enter = st_enter,
+    .leave = st_leave,
+    .read_job = st_read_job,
+    .raise_round = st_raise_round,
+    .read_round = st_read_round,
+    .join = st_join,
+    .count = st_count,
+    .set_deadline = st_set_deadline,
+    .clear_deadline = st_clear_deadline,
+    .joiners = st_joiners,
+    .publish = st_publish,
+    .forget = st_forget,
+    .wait = st_wait,
+    .refresh = st_refresh,
+    .is_dead = st_is_dead,
+    .charge = st_charge,
+    .add_restart = st_add_restart,
+    .close_job = st_close_job,
+    .exit_verdict = st_exit_verdict,
+    .exit_arrive = st_exit_arrive,
+    .exit_count = st_exit_count,
+    .exit_arrived = st_exit_arrived,
+    .exit_wait = st_exit_wait,
+    .took_round = st_took_round,
+    .reborn = st_reborn,
+};
+
+/* ---- the rest of the el_rdzv interface ---- */
+
+static int store_notify_fd(struct el_rdzv *base)
+{
+    return R(base)->evfd;
+}
+
+static void store_ack_notify(struct el_rdzv *base)
+{
     uint64_t v;
-    if (read(r->evfd, &v, sizeof v) < 0) {
+    if (read(R(base)->evfd, &v, sizeof v) < 0) {
         /* nothing pending */
     }
 }
 
-static int dyn_exit_barrier(struct el_rdzv *base, int succeeded,
-                            int timeout_ms, int cancel_fd)
+static void store_close(struct el_rdzv *base)
 {
-    struct dyn_rdzv *r = (struct dyn_rdzv *)base;
-    char k[400], kc[400];
-    int rc;
-    if ((rc = ensure_client(r, cancel_fd, el_now_ms() + 2000)))
-        return rc;
-    key(r, k, sizeof k, "r%" PRId64 "/exit/done", r->self.round);
-    if (!succeeded) {
-        rc = el_store_set(r->link.cl, k, "failed", 6);
-        return rc ? store_fail(r, rc, "reporting the failure") : 0;
-    }
-    int64_t n;
-    key(r, kc, sizeof kc, "r%" PRId64 "/exit/count", r->self.round);
-    if ((rc = el_store_add(r->link.cl, kc, 1, &n)))
-        return store_fail(r, rc, "entering the exit barrier");
-    if (n >= r->self.nmembers && (rc = el_store_set(r->link.cl, k, "ok", 2)))
-        return store_fail(r, rc, "completing the exit barrier");
-    el_store_set_cancel_fd(r->link.cl, cancel_fd);
-    rc = el_store_get(r->link.cl, k, NULL, NULL, timeout_ms);
-    if (r->link.cl)
-        el_store_set_cancel_fd(r->link.cl, -1);
-    if (rc == -ETIMEDOUT)
-        return FAIL(r, rc, "exit barrier: not every node finished within "
-                    "%d s", timeout_ms / 1000);
-    return rc ? store_fail(r, rc, "waiting in the exit barrier") : 0;
-}
-
-static int dyn_set_closed(struct el_rdzv *base)
-{
-    struct dyn_rdzv *r = (struct dyn_rdzv *)base;
-    char k[400];
-    r->closed = 1;
-    if (!r->link.cl && ensure_client(r, -1, el_now_ms() + 2000))
-        return EL_EPEERLOST;
-    key(r, k, sizeof k, "closed");
-    int rc = el_store_compare_set(r->link.cl, k, "", 0, "ok", 2, NULL, NULL);
-    if (rc && rc != EL_EMISMATCH)
-        return store_fail(r, rc, "closing");
-    return append_event(r, "closed ok");
-}
-
-static void dyn_close(struct el_rdzv *base)
-{
-    struct dyn_rdzv *r = (struct dyn_rdzv *)base;
+    struct store_rdzv *r = R(base);
     stop_live(r);
     el_store_close(r->link.cl);
     el_store_server_close(r->srv);
     close(r->stop_pipe[0]);
     close(r->stop_pipe[1]);
     close(r->evfd);
-    el__rdzv_node_free(&r->self);
+    free(r->events);
+    el__rdzv_node_free(&r->e.self);
     free(r);
 }
 
-static const struct el_rdzv_ops dyn_ops = {
+static const struct el_rdzv_ops store_ops = {
     .name = "c10d",
-    .next = dyn_next,
-    .num_nodes_waiting = dyn_num_nodes_waiting,
-    .notify_fd = dyn_notify_fd,
-    .ack_notify = dyn_ack_notify,
-    .exit_barrier = dyn_exit_barrier,
-    .set_closed = dyn_set_closed,
-    .report_failure = dyn_report_failure,
-    .close = dyn_close,
+    .next = el__rdzv_elastic_next,
+    .num_nodes_waiting = el__rdzv_elastic_num_nodes_waiting,
+    .notify_fd = store_notify_fd,
+    .ack_notify = store_ack_notify,
+    .exit_barrier = el__rdzv_elastic_exit_barrier,
+    .set_closed = el__rdzv_elastic_set_closed,
+    .report_failure = el__rdzv_elastic_report_failure,
+    .close = store_close,
 };
 
 /* Host the store at the endpoint?  is_host = 1 must, -1 must not, 0 tries:
  * binding works only where the endpoint's address is local and free. */
-static int maybe_host(struct dyn_rdzv *r, int is_host, char *err,
+static int maybe_host(struct store_rdzv *r, int is_host, char *err,
                       size_t errlen)
 {
     if (is_host < 0)
@@ -924,23 +881,15 @@ int el__rdzv_store_open(struct el_rdzv **out,
                  "HOST:PORT (every node gives the same one)");
         return EL_EUSAGE;
     }
-    struct dyn_rdzv *r = calloc(1, sizeof *r);
+    struct store_rdzv *r = calloc(1, sizeof *r);
     if (!r)
         return -ENOMEM;
-    r->base.ops = &dyn_ops;
-    r->min_nodes = cfg->min_nodes;
-    r->max_nodes = cfg->max_nodes;
-    r->max_restarts = cfg->max_restarts;
-    r->join_timeout_ms = cfg->join_timeout_ms > 0 ? cfg->join_timeout_ms
-                                                  : 600000;
-    r->link.io_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 60000;
-    r->last_call_ms = cfg->last_call_timeout_ms > 0 ? cfg->last_call_timeout_ms
-                                                    : 0;
-    r->keepalive_ms = cfg->keep_alive_interval_ms > 0
-                          ? cfg->keep_alive_interval_ms : 5000;
-    r->keepalive_attempts = cfg->keep_alive_max_attempt > 0
-                                ? cfg->keep_alive_max_attempt : 3;
-    el__rdzv_node_init(&r->self, cfg);
+    r->e.base.ops = &store_ops;
+    r->e.ops = &store_state;
+    el__rdzv_elastic_init(&r->e, cfg);
+    r->link.io_timeout_ms = r->e.io_timeout_ms;
+    r->link.on_event = cfg->on_event;
+    r->link.event_arg = cfg->event_arg;
     r->stop_pipe[0] = r->stop_pipe[1] = -1;
     snprintf(r->run_id, sizeof r->run_id, "%s",
              cfg->run_id ? cfg->run_id : "none");
@@ -963,10 +912,10 @@ int el__rdzv_store_open(struct el_rdzv **out,
         rc = start_live(r);
     if (rc) {
         if (!*err)
-            snprintf(err, errlen, "%s", r->base.errmsg);
-        dyn_close(&r->base);
+            snprintf(err, errlen, "%s", r->e.base.errmsg);
+        store_close(&r->e.base);
         return rc;
     }
-    *out = &r->base;
+    *out = &r->e.base;
     return 0;
 }

@@ -28,8 +28,9 @@ int el__rdzv_connect(struct el_rdzv *r, const struct el__rdzv_link *l,
                      long long deadline)
 {
     int rc = 0;
+    long long start = el_now_ms(), told = 0;
     for (;;) {
-        long long left = deadline - el_now_ms();
+        long long now = el_now_ms(), left = deadline - now;
         if (left <= 0)
             return el__rdzv_fail(r, rc ? rc : -ETIMEDOUT,
                                  "cannot reach the rendezvous store at %s:%d "
@@ -55,6 +56,15 @@ int el__rdzv_connect(struct el_rdzv *r, const struct el__rdzv_link *l,
             return el__rdzv_fail(r, rc, "cannot reach the rendezvous store "
                                  "at %s:%d: %s", l->host, l->port,
                                  el_strerror(rc));
+        if (l->on_event && (told ? now - told >= 10000 : now - start >= 1000)) {
+            char msg[EL_HOST_MAX + 200];
+            snprintf(msg, sizeof msg, "waiting for the rendezvous store at "
+                     "%s:%d (%s) for %lld s; giving up in %lld s",
+                     l->host, l->port, el_strerror(rc), (now - start) / 1000,
+                     left / 1000);
+            l->on_event(l->event_arg, msg);
+            told = now;
+        }
     }
 }
 

@@ -27,7 +27,7 @@ int el__rdzv_connect(struct el_rdzv *r, const struct el__rdzv_link *l,
                      struct el_store **out, int io_timeout_ms, int cancel_fd,
                      long long deadline)
 {
-    int rc = 0;
+    int rc = 0, pause = 0;
     long long start = el_now_ms(), told = 0;
     for (;;) {
         long long now = el_now_ms(), left = deadline - now;
@@ -36,11 +36,13 @@ int el__rdzv_connect(struct el_rdzv *r, const struct el__rdzv_link *l,
                                  "cannot reach the rendezvous store at %s:%d "
                                  "(%s); %s", l->host, l->port,
                                  el_strerror(rc ? rc : -ETIMEDOUT), l->hint);
-        if (cancel_fd >= 0) {
-            struct pollfd p = {.fd = cancel_fd, .events = POLLIN};
-            if (poll(&p, 1, 0) > 0)
-                return -ECANCELED;
-        }
+        /* Between attempts (a refusal comes back at once): 5 ms doubling
+         * to 200 ms, watching cancel_fd. */
+        struct pollfd p = {.fd = cancel_fd, .events = POLLIN};
+        int ms = pause < left ? pause : (int)left;
+        if (poll(&p, cancel_fd >= 0 ? 1 : 0, ms) > 0)
+            return -ECANCELED;
+        pause = pause ? (pause < 100 ? pause * 2 : 200) : 5;
         rc = el_store_connect(out, l->host, l->port,
                               left < 200 ? (int)left : 200, io_timeout_ms);
         if (rc == 0)

@@ -6,6 +6,7 @@
 #ifndef ELRUN_RDZV_IMPL_H
 #define ELRUN_RDZV_IMPL_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 #include "elrun/net.h"
@@ -80,6 +81,15 @@ int el__rdzv_ensure(struct el_rdzv *r, struct el__rdzv_link *l, int cancel_fd,
  * Returns rc. */
 int el__rdzv_store_fail(struct el_rdzv *r, struct el__rdzv_link *l, int rc,
                         const char *what);
+
+/* A backend's helper thread that ends when a byte is written to stop[1]
+ * (and returns; it does not read the pipe).  start: pthread_create, with
+ * r's message naming 'what' on failure; stop (caller's thread): write the
+ * byte, join, and read the byte back so that a new thread starts with an
+ * empty pipe.  *running says whether the thread runs. */
+int el__rdzv_thread_start(struct el_rdzv *r, pthread_t *th, int *running,
+                          void *(*fn)(void *), void *arg, const char *what);
+void el__rdzv_thread_stop(pthread_t th, int *running, const int stop[2]);
 
 /* printf into r->errmsg; returns rc. */
 int el__rdzv_fail(struct el_rdzv *r, int rc, const char *fmt, ...)

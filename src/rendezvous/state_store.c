@@ -233,29 +233,13 @@ static int start_live(struct store_rdzv *r)
     r->live_link.cl = NULL;
     r->live_link.on_event = NULL;
     atomic_store(&r->lost, 0);
-    int rc = pthread_create(&r->th, NULL, live_main, r);
-    if (rc)
-        return FAIL(r, -rc, "cannot start the rendezvous keep-alive thread: "
-                    "%s", strerror(rc));
-    r->th_running = 1;
-    return 0;
+    return el__rdzv_thread_start(&r->e.base, &r->th, &r->th_running,
+                                 live_main, r, "keep-alive thread");
 }
 
 static void stop_live(struct store_rdzv *r)
 {
-    if (!r->th_running)
-        return;
-    char c = 1;
-    if (write(r->stop_pipe[1], &c, 1) < 0) {
-        /* the pipe is ours and empty */
-    }
-    pthread_join(r->th, NULL);
-    r->th_running = 0;
-    /* Take back the byte written, so that a new keep-alive thread starts
-     * with an empty pipe (the pipe blocks; the byte is there). */
-    if (read(r->stop_pipe[0], &c, 1) < 0) {
-        /* cannot fail: the byte was written above */
-    }
+    el__rdzv_thread_stop(r->th, &r->th_running, r->stop_pipe);
 }
 
 /* The keep-alive connection ended.  Is the store still there (a fresh
@@ -899,7 +883,7 @@ int el__rdzv_store_open(struct el_rdzv **out,
     r->link.hint = "check --rdzv-endpoint and that the host agent (or "
                    "'elrun store') runs there";
     r->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (r->evfd < 0 || pipe2(r->stop_pipe, O_CLOEXEC) < 0) {
+    if (r->evfd < 0 || pipe2(r->stop_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
         int e = -errno;
         snprintf(err, errlen, "eventfd/pipe: %s", strerror(errno));
         if (r->evfd >= 0)

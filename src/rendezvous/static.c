@@ -121,16 +121,7 @@ static void *watch_main(void *arg)
 
 static void stop_watcher(struct st_rdzv *r)
 {
-    if (!r->th_running)
-        return;
-    char c = 1;
-    if (write(r->stop_pipe[1], &c, 1) < 0) {
-        /* the pipe is ours and empty */
-    }
-    pthread_join(r->th, NULL);
-    r->th_running = 0;
-    while (read(r->stop_pipe[0], &c, 1) > 0) {
-    }
+    el__rdzv_thread_stop(r->th, &r->th_running, r->stop_pipe);
 }
 
 static int start_watcher(struct st_rdzv *r)
@@ -138,12 +129,8 @@ static int start_watcher(struct st_rdzv *r)
     if (r->nodes <= 1)
         return 0;
     r->watch_from = r->round;
-    int rc = pthread_create(&r->th, NULL, watch_main, r);
-    if (rc)
-        return FAIL(r, -rc, "cannot start the rendezvous watcher: %s",
-                    strerror(rc));
-    r->th_running = 1;
-    return 0;
+    return el__rdzv_thread_start(&r->base, &r->th, &r->th_running, watch_main,
+                                 r, "watcher");
 }
 
 /* ---- operations ---- */

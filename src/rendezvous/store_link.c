@@ -1,12 +1,16 @@
 /* store_link.c -- what every store-based rendezvous backend (static,
  * standalone, c10d) does with its store: build keys under the job's prefix,
- * connect with retries and cancellation, and turn a failed call into one
- * clear message (see struct el__rdzv_link in rdzv_impl.h).
+ * connect with retries and cancellation, turn a failed call into one
+ * clear message (see struct el__rdzv_link in rdzv_impl.h), and start and
+ * stop their helper threads.
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "elrun/err.h"
 #include "elrun/net.h"
@@ -94,4 +98,32 @@ int el__rdzv_store_fail(struct el_rdzv *r, struct el__rdzv_link *l, int rc,
         l->cl = NULL;
     }
     return rc;
+}
+
+int el__rdzv_thread_start(struct el_rdzv *r, pthread_t *th, int *running,
+                          void *(*fn)(void *), void *arg, const char *what)
+{
+    int rc = pthread_create(th, NULL, fn, arg);
+    if (rc)
+        return el__rdzv_fail(r, -rc, "cannot start the rendezvous %s: %s",
+                             what, strerror(rc));
+    *running = 1;
+    return 0;
+}
+
+void el__rdzv_thread_stop(pthread_t th, int *running, const int stop[2])
+{
+    if (!*running)
+        return;
+    char c = 1;
+    if (write(stop[1], &c, 1) < 0) {
+        /* the pipe is ours and empty */
+    }
+    pthread_join(th, NULL);
+    *running = 0;
+    /* Take the byte back: the next thread starts with an empty pipe (the
+     * pipe is non-blocking: nothing else reads it). */
+    if (read(stop[0], &c, 1) < 0) {
+        /* cannot fail: the byte was written above */
+    }
 }

@@ -27,8 +27,10 @@
  * workers' key prefix /worker/attempt_<round>/ is never reused; the store
  * keys of earlier attempts are deleted when a round completes.
  *
- * Store keys used (prefix "/elrun/<run_id>/"): round, r<k>/join,
- * r<k>/node/<rank>, r<k>/lws/<rank>, r<k>/ok, exit/count, exit/done.
+ * Store keys of "static" (prefix "/elrun/<run_id>/"): round, r<k>/join,
+ * r<k>/node/<rank>, r<k>/lws/<rank>, r<k>/ok, exit/count, exit/done,
+ * exit/left (nodes done with node 0's store); the elastic ones are in
+ * docs/RENDEZVOUS.md.
  * Not thread-safe: one thread drives a rendezvous.
  */
 #ifndef ELRUN_RDZV_H

@@ -141,10 +141,6 @@ static int next_round(struct el__rdzv_elastic *e, int lws, long long deadline,
     int64_t stale = -1, stale_round = -1, backoff_round = -1;
     long long backoff_until = 0;
     int rc;
-    /* Declared dead while away (its workers failed, or the agent heard of
-     * it): take a new id before joining anything. */
-    if ((rc = check_self(e)) < 0)
-        return rc;
     for (;;) {
         if (el_now_ms() > deadline)
             return FAIL(e, -ETIMEDOUT,
@@ -154,14 +150,17 @@ static int next_round(struct el__rdzv_elastic *e, int lws, long long deadline,
         int64_t round, rrev;
         if ((rc = o->read_job(e, &round, &rrev)) != 0)
             return rc < 0 ? rc : EL_ECLOSED;
+        /* Known dead (by the deaths last loaded: the agent asked
+         * num_nodes_waiting just before): take a new id first. */
+        if (e->self.rank >= 0 && dead(e, e->self.id) &&
+            (rc = check_self(e)) < 0)
+            return rc;
         /* After a round this node took part in, the next one is newer; its
          * live members are expected in it. */
-        if (e->self.rank >= 0 && round <= e->self.round) {
-            if ((rc = o->raise_round(e, e->self.round + 1, e->self.members,
-                                     e->self.nmembers, NULL, &round)))
-                return rc;
-            continue;
-        }
+        if (e->self.rank >= 0 && round <= e->self.round &&
+            (rc = o->raise_round(e, e->self.round + 1, e->self.members,
+                                 e->self.nmembers, NULL, &round)))
+            return rc;
         struct el__rdzv_round st;
         memset(&st, 0, sizeof st);
         if ((rc = o->read_round(e, round, &st)))

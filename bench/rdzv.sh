@@ -28,10 +28,36 @@
 #                                 # side by side (0 to skip; ~1 min a run)
 #   LAUNCHER_ROWS=0 bench/rdzv.sh # only 4 and 5 (c10d against etcd)
 #   BACKENDS=c10d bench/rdzv.sh   # 4 and 5 without etcd
+#   BEFORE=/work/base/build bench/rdzv.sh
+#                                 # the same runs with a second build first
+#                                 # (its elrun, bench/rdzv_agent and
+#                                 # bench/rdzv_worker), then this one, and
+#                                 # their medians side by side
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-ELRUN=$PWD/$BUILD/elrun
+BIN=${BIN:-$PWD/$BUILD}            # where elrun and bench/ are
+
+# BEFORE=DIR: run everything below twice in this run, DIR's build first,
+# then print each row's median before and after.
+if [[ -n ${BEFORE:-} && -z ${RDZV_BENCH_CHILD:-} ]]; then
+    before_out=$(mktemp /tmp/elrun-rdzv-before.XXXXXX)
+    after_out=$(mktemp /tmp/elrun-rdzv-after.XXXXXX)
+    echo "== before: $BEFORE"
+    RDZV_BENCH_CHILD=1 BIN=$(cd "$BEFORE" && pwd) "$0" "$@" | tee "$before_out"
+    echo; echo "== after: $BIN"
+    RDZV_BENCH_CHILD=1 "$0" "$@" | tee "$after_out"
+    # Rows are "%12s %12s ..." under a section line "<digit>. ...".
+    rows() { awk '/^[0-9]\. / {sec=substr($0,1,1)} /^ *[0-9]/ && length($0) >= 25 && sec != "" && substr($0,14,12) ~ /[0-9]/ {lab=substr($0,1,12); gsub(/^ +/,"",lab); med=substr($0,14,12); gsub(/ /,"",med); print sec "|" lab "|" med}' "$1"; }
+    echo; echo "== before/after medians (ms): section, row, before, after"
+    printf "%4s %14s %12s %12s\n" sec row before after
+    join -t'|' -a1 -a2 -e n/a -o 0,1.2,2.2 <(rows "$before_out" | awk -F'|' '{print $1":"$2"|"$3}' | sort) \
+        <(rows "$after_out" | awk -F'|' '{print $1":"$2"|"$3}' | sort) |
+        awk -F'|' '{split($1,k,":"); printf "%4s %14s %12s %12s\n", k[1], k[2], $2, $3}' | sort -n -k1,1 -s
+    rm -f "$before_out" "$after_out"
+    exit 0
+fi
+ELRUN=$BIN/elrun
 SIZES=${SIZES:-16 256 1024}
 KILL_SIZES=${KILL_SIZES:-4 64}
 REPS=${REPS:-3}
@@ -51,9 +77,9 @@ trap 'exit 130' INT TERM
 
 # The worker records "round rank ns-timestamp" and exits or stays until
 # DIR/finish (bench/rdzv_worker.c).
-WORKER=$PWD/$BUILD/bench/rdzv_worker
-AGENT=$PWD/$BUILD/bench/rdzv_agent
-[[ -x $ELRUN && -x $WORKER && -x $AGENT ]] || { echo "build first: make BUILD=$BUILD" >&2; exit 2; }
+WORKER=$BIN/bench/rdzv_worker
+AGENT=$BIN/bench/rdzv_agent
+[[ -x $ELRUN && -x $WORKER && -x $AGENT ]] || { echo "build first: make BUILD=$BUILD (no $ELRUN, $WORKER or $AGENT)" >&2; exit 2; }
 
 TORCHRUN_N=${TORCHRUN_N:-16}
 TORCHRUN=$PWD/bench/agent_torchrun311
@@ -202,7 +228,7 @@ fd_peak() {
     echo $!
 }
 
-echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); elrun $(git rev-parse --short HEAD 2>/dev/null)"
+echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); elrun $(git rev-parse --short HEAD 2>/dev/null), binaries in $BIN"
 if ((LAUNCHER_ROWS)); then
     echo
     echo "1. rendezvous of N agents (last_call_timeout=0): last agent started -> all workers running"

@@ -16,18 +16,21 @@
  *   "standalone"  one node, the store embedded on a free port of 127.0.0.1
  *                 (or at the endpoint when it names a port).
  *   "c10d" with max_nodes == 1 is run as "standalone" at the endpoint;
- *                 with max_nodes > 1 it is the elastic rendezvous of
- *                 dynamic.c (nodes join, leave and die between rounds).
+ *                 with max_nodes > 1 it is the elastic rendezvous
+ *                 (elastic.c's rules, state in the elrun store:
+ *                 state_store.c; nodes join, leave and die between rounds).
  *   "etcd"        (alias "etcd-v2") the same elastic rendezvous with its
- *                 state in etcd (etcd.c): no agent hosts the rendezvous;
+ *                 state in etcd (state_etcd.c): no agent hosts it;
  *                 each round's rank-0 agent serves the workers' store.
  * Rounds are numbered globally (0, 1, 2 ...), the same on every node, and the
  * agent passes the round to its workers as TORCHELASTIC_RESTART_COUNT, so the
  * workers' key prefix /worker/attempt_<round>/ is never reused; the store
  * keys of earlier attempts are deleted when a round completes.
  *
- * Store keys used (prefix "/elrun/<run_id>/"): round, r<k>/join,
- * r<k>/node/<rank>, r<k>/lws/<rank>, r<k>/ok, exit/count, exit/done.
+ * Store keys of "static" (prefix "/elrun/<run_id>/"): round, r<k>/join,
+ * r<k>/node/<rank>, r<k>/lws/<rank>, r<k>/ok, exit/count, exit/done,
+ * exit/left (nodes done with node 0's store); the elastic ones are in
+ * docs/RENDEZVOUS.md.
  * Not thread-safe: one thread drives a rendezvous.
  */
 #ifndef ELRUN_RDZV_H
@@ -146,6 +149,13 @@ const char *el_rdzv_errmsg(const struct el_rdzv *r);
 
 /* The backend's name ("static" ...). */
 const char *el_rdzv_backend(const struct el_rdzv *r);
+
+/* Is 'name' a --rdzv-backend value el_rdzv_open() accepts (1) or not (0)?
+ * el_rdzv_backend_list() writes those names, comma separated ("static,
+ * c10d, etcd, etcd-v2"), into buf (truncated to cap), for error messages.
+ * The backends are listed once, in src/rendezvous/backends.c. */
+int el_rdzv_backend_known(const char *name);
+void el_rdzv_backend_list(char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

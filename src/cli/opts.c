@@ -23,6 +23,7 @@
 #include "cli/opts.h"
 #include "common/errfmt.h"
 #include "elrun/err.h"
+#include "elrun/rdzv.h"
 
 extern char **environ;
 
@@ -620,16 +621,11 @@ static int set_backend(struct el_opts *o, const struct opt_def *d,
                        size_t errlen)
 {
     o->rdzv_backend = v;
-    {
-        static const char *const backends[] = {"static", "c10d", "etcd",
-                                               "etcd-v2"};
-        int ok = 0;
-        for (size_t k = 0; k < 4; k++)
-            ok |= strcmp(o->rdzv_backend, backends[k]) == 0;
-        if (!ok)
-            return fail(err, errlen, "%s=%s: unknown rendezvous backend; "
-                        "use static, c10d or etcd", src[O_RDZV_BACKEND],
-                        o->rdzv_backend);
+    if (!el_rdzv_backend_known(v)) {
+        char names[128];
+        el_rdzv_backend_list(names, sizeof names);
+        return fail(err, errlen, "%s=%s: unknown rendezvous backend; use one "
+                    "of: %s", src[O_RDZV_BACKEND], v, names);
     }
     return 0;
 }

@@ -1,273 +1,498 @@
-/* elastic.c -- what the elastic backends share (see elastic.h): this
- * node's identity and round, member lists, expect lists, change summaries.
- * No I/O, no store.
+/* elastic.c -- the rules of the elastic rendezvous, written once over the
+ * state primitives of struct el__rdzv_state_ops (elastic.h); the elrun store
+ * (state_store.c) and etcd (state_etcd.c) are two backends of it.
+ *
+ * A round R is open until sealed.  Each node joins it once (a record of its
+ * own); the node that sees MIN joiners sets the deadline (now +
+ * last_call_timeout, or the keep-alive window if expected nodes are still
+ * missing); the round is sealed at MAX joiners, once every expected node is
+ * in, or at the deadline.  Sealing drops the joiners known dead, orders the
+ * rest (the previous round's members in their old order, then newcomers by
+ * arrival), keeps the first MAX and writes the member list once; the others
+ * are hot spares.  A node that finds round R sealed without it and below MAX
+ * opens round R+1 (scale-up), expecting R's live members and itself.
+ *
+ * A node the others declared dead (silent past the keep-alive window: a
+ * pause, a swap storm, a debugger) can never be admitted under its id, so it
+ * never opens a round for itself: it first takes a new id and rejoins as a
+ * new member (backends with reborn()), or ends with one line.  And a node
+ * left out of rounds it joined backs off before asking for another, so the
+ * rounds it can cause are bounded whatever the reason.
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "elrun/err.h"
+#include "elrun/net.h"
 #include "rendezvous/elastic.h"
 
-int el__rdzv_parse_members(const char *text, struct el__rdzv_member **out,
-                           int *n)
+#define FAIL(e, rc, ...) el__rdzv_fail(&(e)->base, (rc), __VA_ARGS__)
+#define note(e, ...) el__rdzv_note(&(e)->self, __VA_ARGS__)
+
+void el__rdzv_elastic_init(struct el__rdzv_elastic *e,
+                           const struct el_rdzv_config *cfg)
 {
-    int cap = 16, count = 0;
-    const char *p = strchr(text, '\n');
-    if (strncmp(text, "v1 ", 3) != 0 || !p)
-        return EL_EFORMAT;
-    struct el__rdzv_member *m = malloc((size_t)cap * sizeof *m);
-    if (!m)
-        return -ENOMEM;
-    for (p++; *p;) {
-        const char *end = strchr(p, '\n');
-        if (!end)
-            end = p + strlen(p);
-        if (count == cap) {
-            cap *= 2;
-            struct el__rdzv_member *q = realloc(m, (size_t)cap * sizeof *m);
-            if (!q) {
-                free(m);
-                return -ENOMEM;
-            }
-            m = q;
-        }
-        struct el__rdzv_member *x = &m[count];
-        char line[EL__RDZV_ID_MAX + EL_HOST_MAX + 64];
-        size_t len = (size_t)(end - p) < sizeof line - 1 ? (size_t)(end - p)
-                                                         : sizeof line - 1;
-        memcpy(line, p, len);
-        line[len] = '\0';
-        memset(x, 0, sizeof *x);
-        x->prev_rank = -1;
-        if (sscanf(line, "%191s %d %255s %d %" SCNd64, x->id, &x->lws,
-                   x->name, &x->port, &x->lease) < 3) {
-            free(m);
-            return EL_EFORMAT;
-        }
-        count++;
-        p = *end ? end + 1 : end;
+    e->min_nodes = cfg->min_nodes;
+    e->max_nodes = cfg->max_nodes;
+    e->max_restarts = cfg->max_restarts;
+    e->join_timeout_ms = cfg->join_timeout_ms > 0 ? cfg->join_timeout_ms
+                                                  : 600000;
+    e->last_call_ms = cfg->last_call_timeout_ms > 0
+                          ? cfg->last_call_timeout_ms : 0;
+    e->keepalive_ms = cfg->keep_alive_interval_ms > 0
+                          ? cfg->keep_alive_interval_ms : 5000;
+    e->window_ms = e->keepalive_ms * (cfg->keep_alive_max_attempt > 0
+                                          ? cfg->keep_alive_max_attempt : 3);
+    e->step_ms = e->keepalive_ms;
+    e->io_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 60000;
+    e->cancel_fd = -1;
+    el__rdzv_node_init(&e->self, cfg);
+}
+
+int el__rdzv_backoff_ms(int left_out, int window_ms)
+{
+    if (left_out <= 1)
+        return 0; /* once is a race with the sealer, not a pattern */
+    int shift = left_out - 2 < 10 ? left_out - 2 : 10;
+    long long ms = 100LL << shift;
+    long long cap = window_ms > 30000 ? window_ms : 30000;
+    return ms > cap ? (int)cap : (int)ms;
+}
+
+static int dead(struct el__rdzv_elastic *e, const char *id)
+{
+    return e->ops->is_dead(e, id);
+}
+
+static int refresh(struct el__rdzv_elastic *e)
+{
+    return e->ops->refresh ? e->ops->refresh(e) : 0;
+}
+
+/* Was this node declared dead?  Then it takes a new id and rejoins as a new
+ * member (returns 1), or, on a backend where the dead stay dead, fails.
+ * 0: alive. */
+static int check_self(struct el__rdzv_elastic *e)
+{
+    int rc;
+    if ((rc = refresh(e)))
+        return rc;
+    if (!dead(e, e->self.id))
+        return 0;
+    double window = e->window_ms / 1000.0;
+    if (!e->ops->reborn)
+        return FAIL(e, EL_EPEERLOST, "this node (%s) was declared dead by the "
+                    "others: it was silent for longer than the keep-alive "
+                    "window (%.3g s), e.g. paused or cut off", e->self.name,
+                    window);
+    el__rdzv_node_new_id(&e->self);
+    e->self.rank = -1;
+    e->self.joined_round = -1;
+    e->left_out = 0;
+    e->rebirths++;
+    note(e, "this node (%s) was declared dead by the others: it was silent "
+         "for longer than the keep-alive window (%.3g s), e.g. paused or cut "
+         "off; it rejoins as a new member", e->self.name, window);
+    if ((rc = e->ops->reborn(e)))
+        return rc;
+    return 1;
+}
+
+/* Complete round R: 0 when a member list exists afterwards (sealed by us or
+ * by someone else), 1 if fewer than MIN live nodes joined, < 0 on error. */
+static int seal(struct el__rdzv_elastic *e, int64_t round)
+{
+    const struct el__rdzv_state_ops *o = e->ops;
+    struct el__rdzv_member *m = NULL;
+    int n = 0, live = 0, rc;
+    if ((rc = o->joiners(e, round, &m, &n)))
+        return rc;
+    if ((rc = refresh(e))) {
+        free(m);
+        return rc;
     }
-    *out = m;
-    *n = count;
-    return 0;
-}
-
-char *el__rdzv_format_members(int64_t round, const struct el__rdzv_member *m,
-                              int n, int with_store, size_t *len)
-{
-    size_t cap = 64 + (size_t)n * (EL__RDZV_ID_MAX + EL_HOST_MAX + 64);
-    char *list = malloc(cap);
-    if (!list)
-        return NULL;
-    size_t l = (size_t)snprintf(list, cap, "v1 %" PRId64 "\n", round);
-    for (int i = 0; i < n; i++) {
-        if (with_store)
-            l += (size_t)snprintf(list + l, cap - l,
-                                  "%s %d %s %d %" PRId64 "\n", m[i].id,
-                                  m[i].lws, m[i].name, m[i].port, m[i].lease);
-        else
-            l += (size_t)snprintf(list + l, cap - l, "%s %d %s\n", m[i].id,
-                                  m[i].lws, m[i].name);
-    }
-    *len = l;
-    return list;
-}
-
-int el__rdzv_seal_list(int64_t round, struct el__rdzv_member *m, int n,
-                       int min_nodes, int max_nodes, int with_store,
-                       char **list, size_t *len)
-{
-    *list = NULL;
-    if (n < min_nodes)
-        return 1;
-    qsort(m, (size_t)n, sizeof *m, el__rdzv_member_order);
-    if (n > max_nodes)
-        n = max_nodes;
-    *list = el__rdzv_format_members(round, m, n, with_store, len);
-    return *list ? 0 : -ENOMEM;
-}
-
-int el__rdzv_member_order(const void *a, const void *b)
-{
-    const struct el__rdzv_member *x = a, *y = b;
-    int xs = x->prev_rank >= 0, ys = y->prev_rank >= 0;
-    if (xs != ys)
-        return ys - xs;
-    if (xs && x->prev_rank != y->prev_rank)
-        return x->prev_rank < y->prev_rank ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-static int by_id(const void *a, const void *b)
-{
-    return strcmp((*(const struct el__rdzv_member *const *)a)->id,
-                  (*(const struct el__rdzv_member *const *)b)->id);
-}
-
-/* The names of the members of 'a' that are not in 'b' (both sorted by id). */
-static void list_missing(const struct el__rdzv_member **a, int na,
-                         const struct el__rdzv_member **b, int nb, char *buf,
-                         size_t cap)
-{
+    for (int i = 0; i < n; i++)
+        if (!dead(e, m[i].id))
+            m[live++] = m[i];
+    char *list = NULL;
     size_t len = 0;
-    int j = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < na; i++) {
-        while (j < nb && strcmp(b[j]->id, a[i]->id) < 0)
-            j++;
-        if (j < nb && strcmp(b[j]->id, a[i]->id) == 0)
-            continue;
-        if (len > cap - 80) {
-            snprintf(buf + len, cap - len, ", ...");
-            return;
-        }
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "",
-                                a[i]->name);
-    }
-    if (!len)
-        snprintf(buf, cap, "-");
-}
-
-void el__rdzv_round_change(const struct el__rdzv_member *old, int nold,
-                           const struct el__rdzv_member *now, int n,
-                           char *joined, size_t jcap, char *left,
-                           size_t lcap)
-{
-    const struct el__rdzv_member **a = malloc((size_t)(n + 1) * sizeof *a);
-    const struct el__rdzv_member **b = malloc((size_t)(nold + 1) * sizeof *b);
-    snprintf(joined, jcap, "?");
-    snprintf(left, lcap, "?");
-    if (a && b) {
-        for (int i = 0; i < n; i++)
-            a[i] = &now[i];
-        for (int i = 0; i < nold; i++)
-            b[i] = &old[i];
-        qsort(a, (size_t)n, sizeof *a, by_id);
-        qsort(b, (size_t)nold, sizeof *b, by_id);
-        list_missing(a, n, b, nold, joined, jcap);
-        list_missing(b, nold, a, n, left, lcap);
-    }
-    free(a);
-    free(b);
-}
-
-char *el__rdzv_expect_list(const struct el__rdzv_member *m, int n,
-                           const char *extra,
-                           int (*alive)(void *arg, const char *id),
-                           void *arg)
-{
-    size_t cap = 32 + (size_t)(n + 1) * (EL__RDZV_ID_MAX + 1), len = 32;
-    char *list = malloc(cap);
-    int count = 0;
-    if (!list)
-        return NULL;
-    for (int i = 0; i < n; i++) {
-        if (alive && !alive(arg, m[i].id))
-            continue;
-        len += (size_t)snprintf(list + len, cap - len, "%s\n", m[i].id);
-        count++;
-    }
-    if (extra) {
-        len += (size_t)snprintf(list + len, cap - len, "%s\n", extra);
-        count++;
-    }
-    /* Put the count in front of the ids. */
-    char head[32];
-    int hl = snprintf(head, sizeof head, "%d\n", count);
-    memmove(list + hl, list + 32, len - 32 + 1);
-    memcpy(list, head, (size_t)hl);
-    return list;
-}
-
-int el__rdzv_expected(const char *list, const char *id)
-{
-    size_t n = strlen(id);
-    for (const char *p = strchr(list, '\n'); p && p[1]; p = strchr(p + 1, '\n'))
-        if (strncmp(p + 1, id, n) == 0 && p[1 + n] == '\n')
-            return 1;
+    rc = el__rdzv_seal_list(round, m, live, e->min_nodes, e->max_nodes,
+                            e->list_ports, &list, &len);
+    free(m);
+    if (rc)
+        return rc == 1 ? 1 : FAIL(e, rc, "out of memory");
+    int created = 0;
+    rc = o->publish(e, round, list, len, &created);
+    free(list);
+    if (rc)
+        return rc;
+    if (created && round > 0)
+        o->forget(e, round - 1); /* nobody needs the round before */
     return 0;
 }
 
-void el__rdzv_node_init(struct el__rdzv_node *self,
-                        const struct el_rdzv_config *cfg)
+static int next_round(struct el__rdzv_elastic *e, int lws, long long deadline,
+                      struct el_rdzv_info *info)
 {
-    memset(self, 0, sizeof *self);
-    if (cfg->local_addr && *cfg->local_addr)
-        snprintf(self->name, sizeof self->name, "%s", cfg->local_addr);
-    else if (gethostname(self->name, sizeof self->name) != 0)
-        snprintf(self->name, sizeof self->name, "node");
-    for (char *p = self->name; *p; p++)
-        if (*p == ' ' || *p == '\n' || *p == '/')
-            *p = '_';
-    unsigned rnd = (unsigned)(el_now_ns() ^ ((long long)getpid() << 16));
-    snprintf(self->id, sizeof self->id, "%.150s#%d#%08x", self->name,
-             (int)getpid(), rnd);
-    self->round = -1;
-    self->rank = -1;
-    self->joined_round = -1;
-    self->on_event = cfg->on_event;
-    self->event_arg = cfg->event_arg;
-}
+    const struct el__rdzv_state_ops *o = e->ops;
+    int64_t stale = -1, stale_round = -1, backoff_round = -1;
+    long long backoff_until = 0;
+    int rc;
+    for (;;) {
+        if (el_now_ms() > deadline)
+            return FAIL(e, -ETIMEDOUT,
+                        "no round with at least %d nodes formed within %d s; "
+                        "start more nodes or raise --rdzv-conf=join_timeout",
+                        e->min_nodes, e->join_timeout_ms / 1000);
+        int64_t round, rrev;
+        if ((rc = o->read_job(e, &round, &rrev)) != 0)
+            return rc < 0 ? rc : EL_ECLOSED;
+        /* Known dead (by the deaths last loaded: the agent asked
+         * num_nodes_waiting just before): take a new id first. */
+        if (e->self.rank >= 0 && dead(e, e->self.id) &&
+            (rc = check_self(e)) < 0)
+            return rc;
+        /* After a round this node took part in, the next one is newer; its
+         * live members are expected in it. */
+        if (e->self.rank >= 0 && round <= e->self.round &&
+            (rc = o->raise_round(e, e->self.round + 1, e->self.members,
+                                 e->self.nmembers, NULL, &round)))
+            return rc;
+        struct el__rdzv_round st;
+        memset(&st, 0, sizeof st);
+        if ((rc = o->read_round(e, round, &st)))
+            return rc;
+        long long left = deadline - el_now_ms();
+        int step = e->step_ms < left ? e->step_ms : left > 0 ? (int)left : 0;
 
-void el__rdzv_node_free(struct el__rdzv_node *self)
-{
-    free(self->members);
-    self->members = NULL;
-    self->nmembers = 0;
-}
+        if (st.members) {
+            struct el__rdzv_member *m = NULL;
+            int n = 0, me = -1;
+            rc = el__rdzv_parse_members(st.members, &m, &n);
+            free(st.members);
+            if (rc)
+                return FAIL(e, rc, "round %" PRId64 ": unreadable member "
+                            "list in the rendezvous state", round);
+            for (int i = 0; i < n && me < 0; i++)
+                if (strcmp(m[i].id, e->self.id) == 0)
+                    me = i;
+            if (me >= 0) {
+                el__rdzv_take_round(&e->self, round, m, n, me, info);
+                o->took_round(e, round, m, n, me, info);
+                e->left_out = 0;
+                return 0;
+            }
+            /* Members known dead leave room too (their round may never
+             * be raised by them: every member of it may have been declared
+             * dead at once, as when the store's host was paused). */
+            if ((rc = check_self(e)) < 0) {
+                free(m);
+                return rc;
+            }
+            int live = 0;
+            for (int i = 0; i < n; i++)
+                live += !dead(e, m[i].id);
+            if (live < e->max_nodes) {
+                /* Room for us: open the next round (scale-up), expecting
+                 * its live members and us; but never for a node that
+                 * cannot be admitted (check_self above: a node declared
+                 * dead rejoins as a new one first). */
+                if (e->self.joined_round == round) {
+                    e->left_out++;
+                    e->self.joined_round = -1;
+                }
+                int backoff = el__rdzv_backoff_ms(e->left_out, e->window_ms);
+                if (rc == 0 && backoff > 0 && backoff_round != round) {
+                    backoff_round = round;
+                    backoff_until = el_now_ms() + backoff;
+                    note(e, "round %" PRId64 " was sealed without this node "
+                         "(%s) %d times in a row; waiting %d ms before asking "
+                         "for another", round, e->self.name, e->left_out,
+                         backoff);
+                }
+                long long wait = backoff_round == round
+                                     ? backoff_until - el_now_ms() : 0;
+                if (rc == 0 && wait > 0) {
+                    free(m);
+                    rc = o->wait(e, EL__RDZV_WAIT_ROUND, round, NULL, rrev,
+                                 wait < step ? (int)wait : step);
+                    if (rc && rc != -ETIMEDOUT)
+                        return rc;
+                    continue;
+                }
+                int64_t now;
+                rc = o->raise_round(e, round + 1, m, n, e->self.id, &now);
+                free(m);
+                if (rc)
+                    return rc;
+                continue;
+            }
+            free(m);
+            if (!e->self.spare_logged) {
+                note(e, "round %" PRId64 " is full (%d nodes); this node "
+                     "(%s) waits as a hot spare", round, n, e->self.name);
+                e->self.spare_logged = 1;
+            }
+            e->self.joined_round = -1;
+            rc = o->wait(e, EL__RDZV_WAIT_ROUND, round, NULL, rrev, step);
+            if (rc && rc != -ETIMEDOUT)
+                return rc;
+            continue;
+        }
 
-void el__rdzv_note(const struct el__rdzv_node *self, const char *fmt, ...)
-{
-    if (!self->on_event)
-        return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    self->on_event(self->event_arg, msg);
-}
-
-void el__rdzv_take_round(struct el__rdzv_node *self, int64_t round,
-                         struct el__rdzv_member *m, int n, int me,
-                         struct el_rdzv_info *info)
-{
-    char joined[512], left[512];
-    el__rdzv_round_change(self->members, self->nmembers, m, n, joined,
-                          sizeof joined, left, sizeof left);
-    el__rdzv_note(self, "round %" PRId64 ": %d nodes (joined: %s; left: %s); "
-                  "this node (%s) is rank %d", round, n, joined, left,
-                  self->name, me);
-    int base_rank = 0, world = 0;
-    for (int i = 0; i < n; i++) {
-        if (i < me)
-            base_rank += m[i].lws;
-        world += m[i].lws;
+        /* Round 'round' is open: join it once. */
+        if (e->self.joined_round != round) {
+            if ((rc = o->join(e, round, lws, &e->arrival, &e->expect_n)))
+                return rc;
+            e->self.joined_round = round;
+        }
+        if ((rc = o->count(e, round, e->expect_n > 0, &st)))
+            return rc;
+        /* 'stale': sealing found too few live nodes among this many
+         * joiners (some died); only a new joiner can change that. */
+        if (round != stale_round)
+            stale = -1;
+        if (left <= 0)
+            continue;
+        /* Complete at MAX, or once every expected node is in; or at the
+         * deadline (plus a stagger by arrival, so that the first in line
+         * seals while the others wait). */
+        int all_in = e->expect_n > 0 && st.expected_in >= e->expect_n &&
+                     st.joiners >= e->min_nodes;
+        long long until = st.deadline < 0 ? -1
+                          : st.deadline - el__rdzv_wall_ms() +
+                                (e->arrival < 50 ? e->arrival : 50) * 4;
+        int due = st.joiners >= e->max_nodes || all_in ||
+                  (st.deadline >= 0 && until <= 0);
+        if (due && st.joiners > stale && !st.sealing) {
+            int won = 1;
+            if (o->claim_seal && (rc = o->claim_seal(e, round, &won)))
+                return rc;
+            if (!won)
+                continue; /* another node seals; wait for its list */
+            if ((rc = seal(e, round)) < 0)
+                return rc;
+            if (rc == 1) {
+                /* Joiners died: fewer than MIN live ones; reopen the
+                 * deadline and wait for another. */
+                stale = st.joiners;
+                stale_round = round;
+                o->clear_deadline(e, round);
+                if (o->release_seal)
+                    o->release_seal(e, round);
+            }
+            continue;
+        }
+        if (st.deadline < 0 && st.joiners >= e->min_nodes &&
+            st.joiners > stale) {
+            /* Set by whoever sees MIN joiners first.  Expected nodes still
+             * missing get the keep-alive window: a live one arrives well
+             * within it, a dead one is known dead by then. */
+            long long wait = e->last_call_ms;
+            if (e->expect_n > 0 && wait < e->window_ms)
+                wait = e->window_ms;
+            if ((rc = o->set_deadline(e, round, el__rdzv_wall_ms() + wait)))
+                return rc;
+            continue;
+        }
+        if (stale >= 0 && st.joiners <= stale) {
+            rc = o->wait(e, EL__RDZV_WAIT_JOINERS, round, &st, 0, step);
+        } else {
+            /* The deadline to be set, a sealer to start or die, the member
+             * list; or the deadline itself. */
+            if (until > 0 && until < step && !st.sealing)
+                step = (int)until;
+            rc = o->wait(e, EL__RDZV_WAIT_STATE, round, &st, 0, step);
+        }
+        if (rc && rc != -ETIMEDOUT)
+            return rc;
     }
-    free(self->members);
-    self->members = m;
-    self->nmembers = n;
-    self->round = round;
-    self->rank = me;
-    self->joined_round = -1;
-    self->spare_logged = 0;
-    memset(info, 0, sizeof *info);
-    info->round = round;
-    info->node_rank = me;
-    info->num_nodes = n;
-    info->base_rank = base_rank;
-    info->world_size = world;
 }
 
-long long el__rdzv_wall_ms(void)
+int el__rdzv_elastic_next(struct el_rdzv *base, int lws, int cancel_fd,
+                          struct el_rdzv_info *info)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    struct el__rdzv_elastic *e = (struct el__rdzv_elastic *)base;
+    if (e->closed)
+        return FAIL(e, EL_ECLOSED, "the rendezvous is closed");
+    long long deadline = el_now_ms() + e->join_timeout_ms;
+    int rc = e->ops->enter(e, cancel_fd, deadline);
+    if (rc == 0)
+        rc = next_round(e, lws, deadline, info);
+    e->ops->leave(e);
+    return rc;
+}
+
+static int waiting(struct el__rdzv_elastic *e, int *n)
+{
+    const struct el__rdzv_state_ops *o = e->ops;
+    int64_t cur, rev;
+    int rc = o->read_job(e, &cur, &rev);
+    if (rc) {
+        if (rc < 0)
+            return rc;
+        *n = 1; /* the agent's next() reports the closure */
+        return 0;
+    }
+    if (cur > e->self.round) {
+        struct el__rdzv_round st;
+        memset(&st, 0, sizeof st);
+        if ((rc = o->count(e, cur, 0, &st)))
+            return rc;
+        *n = st.joiners > 0 ? (int)st.joiners : 1;
+        return 0;
+    }
+    if ((rc = refresh(e)))
+        return rc;
+    if (dead(e, e->self.id)) {
+        *n = 1; /* next() takes a new id (or says why it cannot) */
+        return 0;
+    }
+    /* A member of this round died: a change of membership, like a new
+     * node; next() opens the next round without charging the budget. */
+    const char *gone = NULL;
+    for (int i = 0; i < e->self.nmembers && !gone; i++)
+        if (dead(e, e->self.members[i].id))
+            gone = e->self.members[i].name;
+    if (gone)
+        note(e, "round %" PRId64 " (rank %d of %d nodes): node %s is gone; "
+             "re-forming", e->self.round, e->self.rank, e->self.nmembers,
+             gone);
+    *n = gone ? 1 : 0;
+    return 0;
+}
+
+int el__rdzv_elastic_num_nodes_waiting(struct el_rdzv *base, int *n)
+{
+    struct el__rdzv_elastic *e = (struct el__rdzv_elastic *)base;
+    *n = 0;
+    int rc = e->ops->enter(e, -1, el_now_ms() + e->io_timeout_ms);
+    if (rc == 0)
+        rc = waiting(e, n);
+    e->ops->leave(e);
+    return rc;
+}
+
+static int report_failure(struct el__rdzv_elastic *e, const char *why)
+{
+    const struct el__rdzv_state_ops *o = e->ops;
+    int64_t cur, rev, used, now;
+    int first = 0;
+    int rc = o->read_job(e, &cur, &rev);
+    if (rc < 0)
+        return rc;
+    /* Workers often fail because a peer node died (their collectives or
+     * their store lose it), or because this node was away: that round
+     * ended for a change of membership, and charges nothing. */
+    if ((rc = refresh(e)))
+        return rc;
+    int lost = dead(e, e->self.id);
+    for (int i = 0; i < e->self.nmembers && !lost; i++)
+        lost = dead(e, e->self.members[i].id);
+    if (cur > e->self.round || lost || (o->probe && o->probe(e) > 0))
+        return 0;
+    if ((rc = o->charge(e, e->self.round, &first)))
+        return rc;
+    if (first) {
+        if ((rc = o->add_restart(e, &used)))
+            return rc;
+        if (used > e->max_restarts) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "failed: restart budget of %d used up "
+                     "(last: %s)", e->max_restarts, why ? why : "failure");
+            o->close_job(e, msg);
+            return FAIL(e, EL_ELIMIT, "%s", msg);
+        }
+        note(e, "round %" PRId64 " (rank %d of %d nodes) failed (%s); "
+             "restart %" PRId64 " of %d", e->self.round, e->self.rank,
+             e->self.nmembers, why ? why : "failure", used, e->max_restarts);
+    }
+    if ((rc = o->read_job(e, &cur, &rev)) != 0)
+        return rc < 0 ? rc : EL_ELIMIT;
+    return o->raise_round(e, e->self.round + 1, e->self.members,
+                          e->self.nmembers, NULL, &now);
+}
+
+int el__rdzv_elastic_report_failure(struct el_rdzv *base, const char *why)
+{
+    struct el__rdzv_elastic *e = (struct el__rdzv_elastic *)base;
+    int rc = e->ops->enter(e, -1, el_now_ms() + e->io_timeout_ms);
+    if (rc == 0)
+        rc = report_failure(e, why);
+    e->ops->leave(e);
+    return rc;
+}
+
+/* Members of this node's round through the barrier: arrived, or dead
+ * without arriving (they never will). */
+static int exit_through(struct el__rdzv_elastic *e, int64_t arrived,
+                        int64_t *n)
+{
+    int rc;
+    *n = arrived;
+    if ((rc = refresh(e)))
+        return rc;
+    for (int i = 0; i < e->self.nmembers; i++) {
+        if (!dead(e, e->self.members[i].id))
+            continue;
+        rc = e->ops->exit_arrived(e, e->self.round, e->self.members[i].id);
+        if (rc < 0)
+            return rc;
+        if (rc == 0)
+            (*n)++;
+    }
+    return 0;
+}
+
+static int exit_barrier(struct el__rdzv_elastic *e, int timeout_ms)
+{
+    const struct el__rdzv_state_ops *o = e->ops;
+    int64_t round = e->self.round, arrived, through;
+    int rc;
+    if ((rc = o->exit_arrive(e, round, &arrived)))
+        return rc;
+    long long until = el_now_ms() + timeout_ms;
+    for (;;) {
+        if ((rc = exit_through(e, arrived, &through)))
+            return rc;
+        if (through >= e->self.nmembers && (rc = o->exit_verdict(e, round, 1)))
+            return rc;
+        long long left = until - el_now_ms();
+        if (left <= 0)
+            return FAIL(e, -ETIMEDOUT, "exit barrier: not every node "
+                        "finished within %d s", timeout_ms / 1000);
+        /* A death wakes nobody here: look again each keep-alive interval. */
+        rc = o->exit_wait(e, round, left < e->keepalive_ms ? (int)left
+                                                           : e->keepalive_ms);
+        if (rc != -ETIMEDOUT)
+            return rc;
+        if ((rc = o->exit_count(e, round, &arrived)))
+            return rc;
+    }
+}
+
+int el__rdzv_elastic_exit_barrier(struct el_rdzv *base, int succeeded,
+                                  int timeout_ms, int cancel_fd)
+{
+    struct el__rdzv_elastic *e = (struct el__rdzv_elastic *)base;
+    int rc = e->ops->enter(e, cancel_fd, el_now_ms() + 2000);
+    if (rc == 0)
+        rc = succeeded ? exit_barrier(e, timeout_ms)
+                       : e->ops->exit_verdict(e, e->self.round, 0);
+    e->ops->leave(e);
+    return rc;
+}
+
+int el__rdzv_elastic_set_closed(struct el_rdzv *base)
+{
+    struct el__rdzv_elastic *e = (struct el__rdzv_elastic *)base;
+    e->closed = 1;
+    int rc = e->ops->enter(e, -1, el_now_ms() + 2000);
+    if (rc == 0)
+        rc = e->ops->close_job(e, "ok");
+    e->ops->leave(e);
+    return rc;
 }

@@ -1,8 +1,15 @@
-/* elastic.h -- what the elastic backends share (dynamic.c on the elrun
- * store, etcd.c on etcd; private to src/rendezvous): this node's place in
- * the job (id, name, its last round and rank), the member list of a round
- * (text form, rank order), the expect list of a new round, and the one log
- * line per change of membership.
+/* elastic.h -- the elastic rendezvous (private to src/rendezvous).
+ *
+ * The rules (elastic.c) are written once: joining, the last call, sealing,
+ * hot spares, scale-up, the death of a member, the restart budget, the exit
+ * barrier, and what a node declared dead does.  They run over a table of
+ * state primitives (struct el__rdzv_state_ops) that a backend implements
+ * with one key per joiner: state_store.c on the elrun store, state_etcd.c
+ * on etcd, and an in-memory one in tests/unit/test_rdzv_rules.c.
+ *
+ * Also here (members.c): this node's place in the job (id, name, last round
+ * and rank), member lists (text form, rank order), expect lists, and the one
+ * log line per change of membership.
  */
 #ifndef ELRUN_RDZV_ELASTIC_H
 #define ELRUN_RDZV_ELASTIC_H
@@ -12,6 +19,7 @@
 
 #include "elrun/net.h"
 #include "elrun/rdzv.h"
+#include "rendezvous/rdzv_impl.h"
 
 #define EL__RDZV_ID_MAX 192
 
@@ -44,6 +52,10 @@ struct el__rdzv_node {
 void el__rdzv_node_init(struct el__rdzv_node *self,
                         const struct el_rdzv_config *cfg);
 void el__rdzv_node_free(struct el__rdzv_node *self);
+
+/* A new id for this node ("<name>#<pid>#<random>"): after it was declared
+ * dead, it rejoins as a new member. */
+void el__rdzv_node_new_id(struct el__rdzv_node *self);
 
 /* A one-line note to the caller's on_event (if any). */
 void el__rdzv_note(const struct el__rdzv_node *self, const char *fmt, ...)
@@ -99,5 +111,164 @@ char *el__rdzv_expect_list(const struct el__rdzv_member *m, int n,
 
 /* Is 'id' on a line of an expect list? */
 int el__rdzv_expected(const char *list, const char *id);
+
+/* ------------------------------------------------------------------------
+ * The rules over a state backend.
+ *
+ * A backend embeds struct el__rdzv_elastic as its first member (which embeds
+ * struct el_rdzv first), fills in its settings with el__rdzv_elastic_init()
+ * and 'ops', and uses el__rdzv_elastic_{next,num_nodes_waiting,
+ * report_failure,exit_barrier,set_closed} as its el_rdzv_ops.  Every
+ * primitive runs on the caller's thread, returns 0 or a negative code with
+ * the message set in e->base.errmsg (el__rdzv_fail), and may block for one
+ * request (waits: at most 'ms', cancellable through the cancel_fd given to
+ * enter()).
+ */
+
+struct el__rdzv_elastic;
+
+/* What one read of an open round tells (read_round, then count). */
+struct el__rdzv_round {
+    char *members;             /* the sealed list (malloc'd), NULL if open  */
+    int64_t deadline;          /* wall-clock ms it completes at, -1: none   */
+    int sealing;               /* another node holds the right to seal it   */
+    int64_t rev;               /* backend token: the state as read          */
+    int64_t joiners;           /* count(): nodes that joined                */
+    int64_t expected_in;       /* count(): expected nodes that joined       */
+    int64_t jrev;              /* count(): backend token of the joiners     */
+};
+
+enum el__rdzv_wait {
+    EL__RDZV_WAIT_ROUND,       /* the job's round moves past 'round'        */
+    EL__RDZV_WAIT_STATE,       /* the open round's state (deadline set,
+                                * sealer, member list) changes from st      */
+    EL__RDZV_WAIT_JOINERS,     /* someone joins after st->joiners / jrev    */
+};
+
+struct el__rdzv_state_ops {
+    /* Around every public call: connect, remember cancel_fd for the waits,
+     * and fail at once (EL_EPEERLOST) if the state is lost for good (store
+     * gone, etcd lease gone).  A node merely declared dead is not lost: the
+     * rules see it through is_dead(self).  leave() undoes what enter did to
+     * the connection (cancel fd). */
+    int (*enter)(struct el__rdzv_elastic *e, int cancel_fd,
+                 long long deadline);
+    void (*leave)(struct el__rdzv_elastic *e);
+    /* The round in force (created as 0 if none) and a token for
+     * WAIT_ROUND; returns 1 if the job is closed (errmsg: why). */
+    int (*read_job)(struct el__rdzv_elastic *e, int64_t *round,
+                    int64_t *rev);
+    /* Raise the round to at least target; *now gets the round in force.
+     * If m != NULL and round target has no expect list yet, first write
+     * one: the live nodes of m (n of them) plus 'extra' (may be NULL). */
+    int (*raise_round)(struct el__rdzv_elastic *e, int64_t target,
+                       const struct el__rdzv_member *m, int n,
+                       const char *extra, int64_t *now);
+    /* The open round's member list, deadline, sealer (st: see above). */
+    int (*read_round)(struct el__rdzv_elastic *e, int64_t round,
+                      struct el__rdzv_round *st);
+    /* Publish this node's record in round (its id, lws, previous rank,
+     * name and the backend's extras) and count it in if the round expects
+     * it.  *arrival: its place in arrival order (1 = first); *expect_n: the
+     * number of nodes the round expects (0: no list). */
+    int (*join)(struct el__rdzv_elastic *e, int64_t round, int lws,
+                int64_t *arrival, int64_t *expect_n);
+    /* st->joiners, st->jrev, and st->expected_in if expected. */
+    int (*count)(struct el__rdzv_elastic *e, int64_t round, int expected,
+                 struct el__rdzv_round *st);
+    /* Set the round's deadline unless one is set; clear it (a seal found
+     * too few live joiners: the round waits for more). */
+    int (*set_deadline)(struct el__rdzv_elastic *e, int64_t round,
+                        long long wall_ms);
+    void (*clear_deadline)(struct el__rdzv_elastic *e, int64_t round);
+    /* Optional: the right to seal, one node at a time (*won = 0: another
+     * holds it); release() gives it back when nothing was sealed. */
+    int (*claim_seal)(struct el__rdzv_elastic *e, int64_t round, int *won);
+    void (*release_seal)(struct el__rdzv_elastic *e, int64_t round);
+    /* Every joiner's record (malloc'd; seq = arrival order); those that
+     * vanished mid-join are left out. */
+    int (*joiners)(struct el__rdzv_elastic *e, int64_t round,
+                   struct el__rdzv_member **m, int *n);
+    /* Write the member list unless one exists (*created says if this call
+     * did), and wake the round's waiters. */
+    int (*publish)(struct el__rdzv_elastic *e, int64_t round,
+                   const char *list, size_t len, int *created);
+    /* Best effort: delete round's keys (the sealer of round+1 calls it). */
+    void (*forget)(struct el__rdzv_elastic *e, int64_t round);
+    /* Block up to ms for 'what'; 0 or -ETIMEDOUT (look again) or error. */
+    int (*wait)(struct el__rdzv_elastic *e, enum el__rdzv_wait what,
+                int64_t round, const struct el__rdzv_round *st, int64_t rev,
+                int ms);
+    /* Deaths: refresh() loads what the backend knows (may be NULL: kept
+     * current by a thread); is_dead() asks the last load. */
+    int (*refresh)(struct el__rdzv_elastic *e);
+    int (*is_dead)(struct el__rdzv_elastic *e, const char *id);
+    /* Optional: look for members gone for sure (etcd: a refused
+     * connection); returns how many it marked dead. */
+    int (*probe)(struct el__rdzv_elastic *e);
+    /* The restart budget: *first = 1 for the first failure report of
+     * round; add_restart() charges one, *used = rounds charged so far. */
+    int (*charge)(struct el__rdzv_elastic *e, int64_t round, int *first);
+    int (*add_restart)(struct el__rdzv_elastic *e, int64_t *used);
+    /* Close the job ("ok" or "failed: ..."), if not closed yet. */
+    int (*close_job)(struct el__rdzv_elastic *e, const char *why);
+    /* The exit barrier of round: ok/failed verdict; arrive (*n: arrivals
+     * so far); count the arrivals; did 'id' arrive; wait for the verdict
+     * (0: given, -ETIMEDOUT). */
+    int (*exit_verdict)(struct el__rdzv_elastic *e, int64_t round, int ok);
+    int (*exit_arrive)(struct el__rdzv_elastic *e, int64_t round,
+                       int64_t *n);
+    int (*exit_count)(struct el__rdzv_elastic *e, int64_t round, int64_t *n);
+    int (*exit_arrived)(struct el__rdzv_elastic *e, int64_t round,
+                        const char *id);
+    int (*exit_wait)(struct el__rdzv_elastic *e, int64_t round, int ms);
+    /* This node took round (its members m, itself at index me): fill in
+     * info's workers' store. */
+    void (*took_round)(struct el__rdzv_elastic *e, int64_t round,
+                       const struct el__rdzv_member *m, int n, int me,
+                       struct el_rdzv_info *info);
+    /* Optional: this node was declared dead; take self.id (new, set by the
+     * rules) into use (liveness).  NULL: a dead node cannot come back
+     * (etcd: its lease is gone), the rules end with EL_EPEERLOST. */
+    int (*reborn)(struct el__rdzv_elastic *e);
+};
+
+struct el__rdzv_elastic {
+    struct el_rdzv base;
+    const struct el__rdzv_state_ops *ops;
+    struct el__rdzv_node self;    /* id, name, round, rank, members        */
+    int min_nodes, max_nodes, max_restarts;
+    int join_timeout_ms, last_call_ms;
+    int keepalive_ms;             /* keep_alive_interval                   */
+    int window_ms;                /* keep-alive window: silence = death    */
+    int step_ms;                  /* longest wait before looking again     */
+    int io_timeout_ms;            /* read_timeout                          */
+    int list_ports;               /* member lists carry store port, lease  */
+    int64_t arrival;              /* place in the round joined             */
+    int64_t expect_n;             /* nodes that round expects (0: none)    */
+    int closed;
+    int left_out;                 /* rounds in a row sealed without us     */
+    int rebirths;                 /* times declared dead and rejoined      */
+    int cancel_fd;                /* of the call in progress (backends)    */
+};
+
+/* Settings from cfg (timeouts with their defaults), self from cfg. */
+void el__rdzv_elastic_init(struct el__rdzv_elastic *e,
+                           const struct el_rdzv_config *cfg);
+
+int el__rdzv_elastic_next(struct el_rdzv *base, int lws, int cancel_fd,
+                          struct el_rdzv_info *info);
+int el__rdzv_elastic_num_nodes_waiting(struct el_rdzv *base, int *n);
+int el__rdzv_elastic_report_failure(struct el_rdzv *base, const char *why);
+int el__rdzv_elastic_exit_barrier(struct el_rdzv *base, int succeeded,
+                                  int timeout_ms, int cancel_fd);
+int el__rdzv_elastic_set_closed(struct el_rdzv *base);
+
+/* How long a node left out of 'left_out' rounds in a row (that it joined,
+ * sealed below MAX without it) waits before it opens another: 0 for the
+ * first (a race with the sealer), then 100 ms doubling up to the larger of
+ * the keep-alive window and 30 s.  So whatever the cause, one node opens at
+ * most one round per that much time. */
+int el__rdzv_backoff_ms(int left_out, int window_ms);
 
 #endif

@@ -1,7 +1,7 @@
-/* rdzv.c -- the rendezvous interface (see include/elrun/rdzv.h): picks a
- * backend by name and dispatches every call through its ops table, so the
- * agent never knows which backend it runs on.  A new backend adds one row
- * to the table below.
+/* rdzv.c -- the rendezvous interface (see include/elrun/rdzv.h): dispatches
+ * every call through the backend's ops table, so the agent never knows which
+ * backend it runs on.  The backends are picked by name in backends.c; this
+ * file knows none of them.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -12,28 +12,6 @@
 #include "elrun/err.h"
 #include "rendezvous/rdzv_impl.h"
 
-/* c10d: one node runs as standalone at the endpoint (static.c); more are
- * the elastic rendezvous (dynamic.c). */
-static int el__rdzv_c10d_open(struct el_rdzv **out,
-                              const struct el_rdzv_config *cfg, char *err,
-                              size_t errlen)
-{
-    if (cfg->max_nodes > 1)
-        return el__rdzv_dynamic_open(out, cfg, err, errlen);
-    return el__rdzv_static_open(out, cfg, err, errlen);
-}
-
-static const struct {
-    const char *name;
-    el_rdzv_open_fn open;
-} backends[] = {
-    {"static", el__rdzv_static_open},
-    {"standalone", el__rdzv_static_open},
-    {"c10d", el__rdzv_c10d_open},
-    {"etcd", el__rdzv_etcd_open},
-    {"etcd-v2", el__rdzv_etcd_open},
-};
-
 int el__rdzv_fail(struct el_rdzv *r, int rc, const char *fmt, ...)
 {
     va_list ap;
@@ -41,17 +19,6 @@ int el__rdzv_fail(struct el_rdzv *r, int rc, const char *fmt, ...)
     el__verrf(r->errmsg, sizeof r->errmsg, rc, fmt, ap);
     va_end(ap);
     return rc;
-}
-
-int el_rdzv_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
-                 char *err, size_t errlen)
-{
-    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
-        if (cfg->backend && strcmp(cfg->backend, backends[i].name) == 0)
-            return backends[i].open(out, cfg, err, errlen);
-    snprintf(err, errlen, "unknown rendezvous backend '%s'",
-             cfg->backend ? cfg->backend : "(null)");
-    return EL_EUSAGE;
 }
 
 int el_rdzv_next(struct el_rdzv *r, int lws, int cancel_fd,

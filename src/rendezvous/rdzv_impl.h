@@ -1,11 +1,12 @@
 /* rdzv_impl.h -- what a rendezvous backend implements (private to
  * src/rendezvous).  Each backend embeds struct el_rdzv as its first member
- * and fills in an ops table; rdzv.c dispatches the public calls to it and
- * picks the backend by name from the table in rdzv.c.
+ * and fills in an ops table; rdzv.c dispatches the public calls to it, and
+ * backends.c picks the backend by name (the one list of names).
  */
 #ifndef ELRUN_RDZV_IMPL_H
 #define ELRUN_RDZV_IMPL_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 #include "elrun/net.h"
@@ -41,9 +42,9 @@ int el__rdzv_static_open(struct el_rdzv **out,
                          size_t errlen);
 int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
                        char *err, size_t errlen);
-int el__rdzv_dynamic_open(struct el_rdzv **out,
-                          const struct el_rdzv_config *cfg, char *err,
-                          size_t errlen);
+int el__rdzv_store_open(struct el_rdzv **out,
+                        const struct el_rdzv_config *cfg, char *err,
+                        size_t errlen);
 
 /* A backend's connection to the rendezvous store (store_link.c): where it
  * is, the job's key prefix, and the main client, connected lazily. */
@@ -56,6 +57,8 @@ struct el__rdzv_link {
     struct el_store *cl;       /* NULL until connected, or after a failure */
     uint8_t secret[EL_STORE_SECRET_MAX]; /* the job secret (secret_len > 0) */
     size_t secret_len;
+    void (*on_event)(void *arg, const char *msg); /* retries are logged    */
+    void *event_arg;
 };
 
 /* Copy cfg's job secret into l (checking its length); 0 or EL_EUSAGE with a
@@ -72,7 +75,8 @@ void el__rdzv_key(const struct el__rdzv_link *l, char *buf, size_t cap,
 /* Connect a client to the link's store, retrying refused connections until
  * deadline (el_now_ms() clock), and prove the job secret if the link has
  * one; -ECANCELED as soon as cancel_fd (>= 0) is readable.  Other failures
- * set r's message and return the error. */
+ * set r's message and return the error.  While it retries it tells
+ * l->on_event (if set) once at the start and then every 10 s. */
 int el__rdzv_connect(struct el_rdzv *r, const struct el__rdzv_link *l,
                      struct el_store **out, int io_timeout_ms, int cancel_fd,
                      long long deadline);
@@ -86,6 +90,15 @@ int el__rdzv_ensure(struct el_rdzv *r, struct el__rdzv_link *l, int cancel_fd,
  * Returns rc. */
 int el__rdzv_store_fail(struct el_rdzv *r, struct el__rdzv_link *l, int rc,
                         const char *what);
+
+/* A backend's helper thread that ends when a byte is written to stop[1]
+ * (and returns; it does not read the pipe).  start: pthread_create, with
+ * r's message naming 'what' on failure; stop (caller's thread): write the
+ * byte, join, and read the byte back so that a new thread starts with an
+ * empty pipe.  *running says whether the thread runs. */
+int el__rdzv_thread_start(struct el_rdzv *r, pthread_t *th, int *running,
+                          void *(*fn)(void *), void *arg, const char *what);
+void el__rdzv_thread_stop(pthread_t th, int *running, const int stop[2]);
 
 /* printf into r->errmsg; returns rc. */
 int el__rdzv_fail(struct el_rdzv *r, int rc, const char *fmt, ...)

@@ -23,6 +23,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,7 @@ struct st_rdzv {
     int stop_pipe[2];
     int evfd;
     int64_t watch_from;
-    volatile int lost;
+    atomic_int lost;              /* the watcher lost the store           */
     void (*on_event)(void *, const char *);
     void *event_arg;
 };
@@ -109,7 +110,7 @@ static void *watch_main(void *arg)
         }
     }
     if (rc != -ECANCELED) {
-        r->lost = 1;
+        atomic_store(&r->lost, 1);
         if (write(r->evfd, &one, sizeof one) < 0) {
             /* as above */
         }
@@ -120,16 +121,7 @@ static void *watch_main(void *arg)
 
 static void stop_watcher(struct st_rdzv *r)
 {
-    if (!r->th_running)
-        return;
-    char c = 1;
-    if (write(r->stop_pipe[1], &c, 1) < 0) {
-        /* the pipe is ours and empty */
-    }
-    pthread_join(r->th, NULL);
-    r->th_running = 0;
-    while (read(r->stop_pipe[0], &c, 1) > 0) {
-    }
+    el__rdzv_thread_stop(r->th, &r->th_running, r->stop_pipe);
 }
 
 static int start_watcher(struct st_rdzv *r)
@@ -137,12 +129,8 @@ static int start_watcher(struct st_rdzv *r)
     if (r->nodes <= 1)
         return 0;
     r->watch_from = r->round;
-    int rc = pthread_create(&r->th, NULL, watch_main, r);
-    if (rc)
-        return FAIL(r, -rc, "cannot start the rendezvous watcher: %s",
-                    strerror(rc));
-    r->th_running = 1;
-    return 0;
+    return el__rdzv_thread_start(&r->base, &r->th, &r->th_running, watch_main,
+                                 r, "watcher");
 }
 
 /* ---- operations ---- */
@@ -329,7 +317,7 @@ static int st_num_nodes_waiting(struct el_rdzv *base, int *n)
     *n = 0;
     if (r->nodes <= 1)
         return 0;
-    if (r->lost)
+    if (atomic_load(&r->lost))
         return FAIL(r, EL_EPEERLOST, "lost the connection to the rendezvous "
                     "store at %s:%d (node 0 gone?)", r->link.host,
                     r->link.port);
@@ -444,24 +432,49 @@ static int st_set_closed(struct el_rdzv *base)
     return rc ? store_fail(r, rc, "closing") : 0;
 }
 
+/* The host: the other nodes may still be reading the exit barrier's
+ * answer, so wait (parked on a WATCH of exit/left, up to 2 s) until the
+ * nodes - 1 others said they are done with the store. */
+static void wait_others_left(struct st_rdzv *r)
+{
+    char k[400], cur[32];
+    int64_t left = 0;
+    long long end = el_now_ms() + 2000;
+    key(r, k, sizeof k, "exit/left");
+    if (el_store_add(r->link.cl, k, 0, &left) != 0)
+        return;
+    while (left < r->nodes - 1) {
+        long long ms = end - el_now_ms();
+        int present = 0;
+        void *val = NULL;
+        size_t len = 0;
+        if (ms <= 0)
+            return;
+        snprintf(cur, sizeof cur, "%" PRId64, left);
+        if (el_store_watch(r->link.cl, k, 1, cur, strlen(cur), &present, &val,
+                           &len, (int)ms) != 0)
+            return;
+        left = present && val ? strtoll(val, NULL, 10) : left;
+        free(val);
+    }
+}
+
 static void st_close(struct el_rdzv *base)
 {
     struct st_rdzv *r = (struct st_rdzv *)base;
     stop_watcher(r);
-    el_store_close(r->link.cl);
-    r->link.cl = NULL;
-    if (r->srv && r->nodes > 1) {
-        /* The other nodes may still be reading the exit barrier's answer:
-         * give them up to 2 s to hang up before the store goes away. */
-        struct el_store_server_stats st;
-        long long end = el_now_ms() + 2000;
-        for (;;) {
-            el_store_server_stats(r->srv, &st);
-            if (st.connections == 0 || el_now_ms() >= end)
-                break;
-            usleep(5000);
+    if (r->nodes > 1 && r->link.cl) {
+        if (r->srv) {
+            wait_others_left(r);
+        } else {
+            char k[400];
+            int64_t v;
+            key(r, k, sizeof k, "exit/left");
+            el_store_add(r->link.cl, k, 1, &v); /* done with the store */
         }
     }
+    el_store_close(r->link.cl);
+    r->link.cl = NULL;
     el_store_server_close(r->srv);
     close(r->stop_pipe[0]);
     close(r->stop_pipe[1]);
@@ -543,6 +556,8 @@ int el__rdzv_static_open(struct el_rdzv **out,
     snprintf(r->link.host, sizeof r->link.host, "%s", host);
     r->link.port = cfg->port;
     r->link.hint = "start node 0 first or check --master-addr/--master-port";
+    r->link.on_event = cfg->on_event; /* retries are logged */
+    r->link.event_arg = cfg->event_arg;
     r->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (r->evfd < 0 || pipe2(r->stop_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
         int e = -errno;

@@ -1,13 +1,16 @@
 /* store_link.c -- what every store-based rendezvous backend (static,
  * standalone, c10d) does with its store: build keys under the job's prefix,
- * connect with retries and cancellation, and turn a failed call into one
- * clear message (see struct el__rdzv_link in rdzv_impl.h).
+ * connect with retries and cancellation, turn a failed call into one
+ * clear message (see struct el__rdzv_link in rdzv_impl.h), and start and
+ * stop their helper threads.
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "elrun/err.h"
 #include "elrun/net.h"
@@ -61,19 +64,22 @@ int el__rdzv_connect(struct el_rdzv *r, const struct el__rdzv_link *l,
                      struct el_store **out, int io_timeout_ms, int cancel_fd,
                      long long deadline)
 {
-    int rc = 0;
+    int rc = 0, pause = 0;
+    long long start = el_now_ms(), told = 0;
     for (;;) {
-        long long left = deadline - el_now_ms();
+        long long now = el_now_ms(), left = deadline - now;
         if (left <= 0)
             return el__rdzv_fail(r, rc ? rc : -ETIMEDOUT,
                                  "cannot reach the rendezvous store at %s:%d "
                                  "(%s); %s", l->host, l->port,
                                  el_strerror(rc ? rc : -ETIMEDOUT), l->hint);
-        if (cancel_fd >= 0) {
-            struct pollfd p = {.fd = cancel_fd, .events = POLLIN};
-            if (poll(&p, 1, 0) > 0)
-                return -ECANCELED;
-        }
+        /* Between attempts (a refusal comes back at once): 5 ms doubling
+         * to 200 ms, watching cancel_fd. */
+        struct pollfd p = {.fd = cancel_fd, .events = POLLIN};
+        int ms = pause < left ? pause : (int)left;
+        if (poll(&p, cancel_fd >= 0 ? 1 : 0, ms) > 0)
+            return -ECANCELED;
+        pause = pause ? (pause < 100 ? pause * 2 : 200) : 5;
         rc = el_store_connect(out, l->host, l->port,
                               left < 200 ? (int)left : 200, io_timeout_ms);
         if (rc == 0)
@@ -89,6 +95,15 @@ int el__rdzv_connect(struct el_rdzv *r, const struct el__rdzv_link *l,
             return el__rdzv_fail(r, rc, "cannot reach the rendezvous store "
                                  "at %s:%d: %s", l->host, l->port,
                                  el_strerror(rc));
+        if (l->on_event && (told ? now - told >= 10000 : now - start >= 1000)) {
+            char msg[EL_HOST_MAX + 200];
+            snprintf(msg, sizeof msg, "waiting for the rendezvous store at "
+                     "%s:%d (%s) for %lld s; giving up in %lld s",
+                     l->host, l->port, el_strerror(rc), (now - start) / 1000,
+                     left / 1000);
+            l->on_event(l->event_arg, msg);
+            told = now;
+        }
     }
 }
 
@@ -116,4 +131,32 @@ int el__rdzv_store_fail(struct el_rdzv *r, struct el__rdzv_link *l, int rc,
         l->cl = NULL;
     }
     return rc;
+}
+
+int el__rdzv_thread_start(struct el_rdzv *r, pthread_t *th, int *running,
+                          void *(*fn)(void *), void *arg, const char *what)
+{
+    int rc = pthread_create(th, NULL, fn, arg);
+    if (rc)
+        return el__rdzv_fail(r, -rc, "cannot start the rendezvous %s: %s",
+                             what, strerror(rc));
+    *running = 1;
+    return 0;
+}
+
+void el__rdzv_thread_stop(pthread_t th, int *running, const int stop[2])
+{
+    if (!*running)
+        return;
+    char c = 1;
+    if (write(stop[1], &c, 1) < 0) {
+        /* the pipe is ours and empty */
+    }
+    pthread_join(th, NULL);
+    *running = 0;
+    /* Take the byte back: the next thread starts with an empty pipe (the
+     * pipe is non-blocking: nothing else reads it). */
+    if (read(stop[0], &c, 1) < 0) {
+        /* cannot fail: the byte was written above */
+    }
 }

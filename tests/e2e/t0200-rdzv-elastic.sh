@@ -167,4 +167,59 @@ test_expect_success 'two jobs with different --rdzv-id share one store' '
 '
 finish f 1 3 && finish g 2 4; r_fin=$?
 test_expect_success 'both jobs finish' '[[ $r_fin -eq 0 ]]'
+# ---------------------------------------------------------------------------
+# A frozen member that comes back (issue #11.1): agent 3 is stopped past the
+# keep-alive window (2 s), the others re-form without it, its workers fail
+# (their peers moved on: rdzv_peer_worker.sh), then it continues.  It must
+# rejoin once as a new member, not make the job churn.
+W="$ROOT/tests/e2e/bin/rdzv_peer_worker.sh"
+KA="last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=2"
+agent 1 h 2:3 --rdzv-endpoint=$EP --rdzv-conf=$KA
+agent 2 h 2:3 --rdzv-endpoint=$EP --rdzv-conf=$KA
+agent 3 h 2:3 --rdzv-endpoint=$EP --rdzv-conf=$KA
+workers h 6; r_h0=$?; RH0=$ROUND
+kill -STOP "${AGENT_PID[3]}"
+workers h 4 "${RH0:--1}" 30; r_h1=$?; RH1=$ROUND
+kill -CONT "${AGENT_PID[3]}"
+workers h 6 "${RH1:--1}" 30; r_h2=$?; RH2=$ROUND
+test_expect_success 'a frozen member declared dead rejoins once as a new member' '
+    [[ $r_h0 -eq 0 && $r_h1 -eq 0 && $r_h2 -eq 0 ]]
+    grep -q "this node (elh3) was declared dead by the others: it was silent for longer than the keep-alive window (2 s), e.g. paused or cut off; it rejoins as a new member" "$T/h/agent.3.log"
+    [[ $(grep -h -o "host=elh[0-9]" "$T"/h/w.$RH2.* | sort -u | wc -l) -eq 3 ]]
+    (( RH2 == RH1 + 1 ))   # one round to take it back in
+'
+# gone I...: every agent I exited (so that finish cannot hang on a churn).
+gone() { local i; for i in "$@"; do [[ ! -e /proc/${AGENT_PID[$i]} ]] || return 1; done; }
+touch "$T/h/finish"
+r_fin=1; wait_until 'gone 1 2 3' 30; r_hw=$?
+((r_hw == 0)) && { finish h 1 2 3; r_fin=$?; }
+n_rounds=$(cat "$T"/h/agent.*.log | grep -c "INFO .* round [0-9]*: node")
+test_expect_success 'the job with the resumed member finishes, without churn' '
+    [[ $r_hw -eq 0 && $r_fin -eq 0 ]]
+    [[ $(latest h) -eq $RH2 ]]
+    echo "agents took $n_rounds rounds"
+    (( n_rounds <= 8 ))    # 3 + 2 + 3
+'
+W="$ROOT/tests/e2e/bin/rdzv_worker.sh"
+
+# ---------------------------------------------------------------------------
+# The store host is paused past the keep-alive window (issue #11.10): when
+# it continues it says what happened to it, not that its store is gone.
+KA="last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=2"
+agent 1 k 2:3 --rdzv-endpoint=$EP --rdzv-conf=$KA
+agent 2 k 2:3 --rdzv-endpoint=$EP --rdzv-conf=$KA
+agent 3 k 2:3 --rdzv-endpoint=$EP --rdzv-conf=$KA
+workers k 6; r_k0=$?; RK0=$ROUND
+kill -STOP "${AGENT_PID[1]}"
+sleep 4   # the stimulus: paused for twice the keep-alive window
+kill -CONT "${AGENT_PID[1]}"
+wait_for_line "$T/k/agent.1.log" "was declared dead by the others" 20; r_k1=$?
+workers k 6 "${RK0:--1}" 30; r_k2=$?
+test_expect_success 'the paused store host says it was declared dead, and the job goes on' '
+    [[ $r_k0 -eq 0 && $r_k1 -eq 0 && $r_k2 -eq 0 ]]
+    refute grep -q "lost the rendezvous store" "$T/k/agent.1.log"
+'
+touch "$T/k/finish"
+r_fin=1; wait_until 'gone 1 2 3' 30 && { finish k 1 2 3; r_fin=$?; }
+test_expect_success 'the job whose store host was paused finishes' '[[ $r_fin -eq 0 ]]'
 test_done

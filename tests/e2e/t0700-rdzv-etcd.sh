@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The etcd rendezvous (--rdzv-backend=etcd, src/rendezvous/etcd.c) across
+# The etcd rendezvous (--rdzv-backend=etcd, src/rendezvous/state_etcd.c) across
 # simulated hosts: network namespaces elh1..elh7 from tests/infra, each agent
 # a real elrun process on its own host (elh1..elh4, --local-addr 10.77.0.I),
 # against a real etcd 3.4 (Debian's etcd-server) started here: one member in

@@ -306,7 +306,7 @@ static const struct {
     {{"--nproc-per-node=0", "x.py"}, {0}, "--nproc-per-node=0: expected a number of workers from 1 to 4096, 'cpu' or 'auto'"},
     {{"--nproc-per-node=4097", "x.py"}, {0}, "expected a number of workers from 1 to 4096"},
     {{"x.py"}, {"PET_NPROC_PER_NODE=lots"}, "PET_NPROC_PER_NODE=lots: expected a number of workers"},
-    {{"--rdzv-backend=zk", "x.py"}, {0}, "--rdzv-backend=zk: unknown rendezvous backend; use static, c10d or etcd"},
+    {{"--rdzv-backend=zk", "x.py"}, {0}, "--rdzv-backend=zk: unknown rendezvous backend; use one of: static, c10d, etcd, etcd-v2"},
     {{"--rdzv-id=", "x.py"}, {0}, "--rdzv-id is empty; give a job id such as --rdzv-id=job42"},
     {{"--rdzv-conf=timeout", "x.py"}, {0}, "--rdzv-conf=timeout: expected KEY=VALUE pairs separated by commas"},
     {{"--rdzv-conf=a=1,=2", "x.py"}, {0}, "--rdzv-conf=a=1,=2: expected KEY=VALUE pairs"},

@@ -1,4 +1,4 @@
-/* etcd.c -- the elastic rendezvous on etcd ("etcd", alias "etcd-v2"):
+/* state_etcd.c -- the elastic rendezvous on etcd ("etcd", alias "etcd-v2"):
  * the semantics of dynamic.c (rounds, last call, stable ranks, hot spares,
  * scale-up, a job-wide restart budget), with its state in a replicated
  * etcd cluster instead of one agent's store, so no agent is a single point
@@ -65,7 +65,7 @@
 #define KEY_MAX 700
 
 struct etcd_rdzv {
-    struct el_rdzv base;
+    struct el__rdzv_elastic e;    /* first: the rules' state, then base   */
     char prefix[512];             /* "<etcd_prefix>/<run_id>/"             */
     struct el_etcd_opts eo;       /* strings owned by 'strs'               */
     char *strs[7];
@@ -73,15 +73,9 @@ struct etcd_rdzv {
     int64_t lease;
     int64_t ttl_s;
     struct el_etcd_keeper *keeper;
-    struct el__rdzv_node self;    /* id, name, round, rank, members        */
-    int min_nodes, max_nodes, max_restarts;
-    int join_timeout_ms, last_call_ms, keepalive_ms, window_ms;
     struct el_store_server *srv;  /* this agent's workers' store           */
     int srv_port;
     int64_t served;               /* last round its workers used it, or -1 */
-    int64_t arrival;              /* joiners counted right after joining   */
-    int64_t expect_n;             /* nodes that round expects (0: no list)  */
-    int closed;
     /* The watcher threads (deaths: alive/ deletes; ctl: c/ changes). */
     pthread_t th[2];
     int th_running[2];
@@ -97,11 +91,12 @@ struct etcd_rdzv {
     int ring_evfd;                /* readable: a new successor to watch    */
     struct el__rdzv_member succ;  /* guarded by mu; port 0: none           */
     atomic_int lost;              /* the lease is gone: lost_why says why  */
-    char lost_why[300];
+    char lost_why[300];           /* guarded by mu (the keeper writes it)  */
 };
 
-#define FAIL(r, rc, ...) el__rdzv_fail(&(r)->base, (rc), __VA_ARGS__)
-#define note(r, ...) el__rdzv_note(&(r)->self, __VA_ARGS__)
+#define R(e) ((struct etcd_rdzv *)(e))
+#define FAIL(r, rc, ...) el__rdzv_fail(&(r)->e.base, (rc), __VA_ARGS__)
+#define note(r, ...) el__rdzv_note(&(r)->e.self, __VA_ARGS__)
 
 static void key(const struct etcd_rdzv *r, char *buf, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -114,6 +109,17 @@ static void key(const struct etcd_rdzv *r, char *buf, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The lease is gone (the keeper said why): EL_EPEERLOST with that reason. */
+static int lease_gone(struct etcd_rdzv *r, const char *more)
+{
+    char why[300];
+    pthread_mutex_lock(&r->mu);
+    snprintf(why, sizeof why, "%s", r->lost_why);
+    pthread_mutex_unlock(&r->mu);
+    return FAIL(r, EL_EPEERLOST, "this node's etcd lease is gone (%s)%s", why,
+                more);
+}
+
 /* An etcd call failed with rc while doing 'what': say so, with the client's
  * reason (which names the members tried).  Returns rc. */
 static int efail(struct etcd_rdzv *r, struct el_etcd *c, int rc,
@@ -122,8 +128,7 @@ static int efail(struct etcd_rdzv *r, struct el_etcd *c, int rc,
     if (rc == -ECANCELED)
         return FAIL(r, rc, "canceled");
     if (rc == EL_ENOTFOUND && atomic_load(&r->lost))
-        return FAIL(r, EL_EPEERLOST, "this node's etcd lease is gone (%s)",
-                    r->lost_why);
+        return lease_gone(r, "");
     if (rc == EL_ENOTFOUND)
         return FAIL(r, EL_EPEERLOST, "%s: this node's etcd lease %" PRId64
                     " expired (the node was cut off from etcd for longer "
@@ -194,22 +199,6 @@ static int count(struct etcd_rdzv *r, const char *k, int64_t *n,
     return rc ? efail(r, r->c, rc, "counting the joiners") : 0;
 }
 
-/* 1 if the job is closed (reason in errmsg), 0 if not, < 0 on error. */
-static int check_closed(struct etcd_rdzv *r)
-{
-    char k[KEY_MAX];
-    void *val = NULL;
-    key(r, k, "c/closed");
-    int rc = el_etcd_get(r->c, k, &val, NULL, NULL);
-    if (rc == EL_ENOTFOUND)
-        return 0;
-    if (rc)
-        return efail(r, r->c, rc, "reading the job state");
-    FAIL(r, EL_ECLOSED, "the job is closed (%s)", (char *)val);
-    free(val);
-    return 1;
-}
-
 static int is_dead(struct etcd_rdzv *r, const char *id)
 {
     int dead = 0;
@@ -248,9 +237,9 @@ static void mark_dead(struct etcd_rdzv *r, const char *id)
 static int probe_members(struct etcd_rdzv *r)
 {
     int gone = 0;
-    for (int i = 0; i < r->self.nmembers; i++) {
-        const struct el__rdzv_member *m = &r->self.members[i];
-        if (strcmp(m->id, r->self.id) == 0 || m->port <= 0 || is_dead(r, m->id))
+    for (int i = 0; i < r->e.self.nmembers; i++) {
+        const struct el__rdzv_member *m = &r->e.self.members[i];
+        if (strcmp(m->id, r->e.self.id) == 0 || m->port <= 0 || is_dead(r, m->id))
             continue;
         int fd = el_tcp_connect(m->name, m->port, 50);
         if (fd >= 0) {
@@ -262,8 +251,8 @@ static int probe_members(struct etcd_rdzv *r)
         mark_dead(r, m->id);
         gone++;
         note(r, "round %" PRId64 " (rank %d of %d nodes): node %s is gone "
-             "(its agent refuses connections); re-forming", r->self.round,
-             r->self.rank, r->self.nmembers, m->name);
+             "(its agent refuses connections); re-forming", r->e.self.round,
+             r->e.self.rank, r->e.self.nmembers, m->name);
     }
     return gone;
 }
@@ -405,87 +394,6 @@ static int read_job(struct etcd_rdzv *r, int64_t *round, int64_t *mod)
     return read_round(r, round, mod);
 }
 
-/* Try to complete round R: 0 when r<R>/members exists afterwards (sealed by
- * us or someone else), 1 if fewer than MIN live nodes joined, < 0 on
- * error. */
-static int seal(struct etcd_rdzv *r, int64_t round)
-{
-    char k[KEY_MAX];
-    struct el_etcd_kv *kvs = NULL;
-    size_t nk = 0;
-    int rc;
-    key(r, k, "r%" PRId64 "/node/", round);
-    if ((rc = el_etcd_range_prefix(r->c, k, &kvs, &nk, NULL)))
-        return efail(r, r->c, rc, "reading the joiners");
-    struct el__rdzv_member *m = calloc(nk + 1, sizeof *m);
-    if (!m) {
-        el_etcd_kvs_free(kvs, nk);
-        return FAIL(r, -ENOMEM, "out of memory");
-    }
-    int n = 0;
-    for (size_t i = 0; i < nk; i++) {
-        struct el__rdzv_member *x = &m[n];
-        if (sscanf(kvs[i].value, "v1 %191s %d %d %255s %d %" SCNd64, x->id,
-                   &x->lws, &x->prev_rank, x->name, &x->port,
-                   &x->lease) == 6 &&
-            !is_dead(r, x->id)) {
-            x->seq = kvs[i].create_revision;
-            n++;
-        }
-    }
-    el_etcd_kvs_free(kvs, nk);
-    char *list;
-    size_t len;
-    rc = el__rdzv_seal_list(round, m, n, r->min_nodes, r->max_nodes, 1,
-                            &list, &len);
-    free(m);
-    if (rc)
-        return rc == 1 ? 1 : FAIL(r, rc, "out of memory");
-    int created = 0;
-    key(r, k, "r%" PRId64 "/s/members", round);
-    rc = create(r, k, list, 0, &created, "sealing the round");
-    free(list);
-    if (rc)
-        return rc;
-    if (created && round > 0) {
-        /* Nobody needs the round before any more. */
-        key(r, k, "r%" PRId64 "/", round - 1);
-        el_etcd_delete_prefix(r->c, k, NULL);
-    }
-    return 0;
-}
-
-/* Seal round R unless another node is at it: one sealer per round (the
- * holder of r<R>/sealer, on its lease), since sealing reads every joiner's
- * record and a thousand nodes doing it at once swamp etcd.  Returns as
- * seal(); *busy = 1 when another node holds the key (then wait for the
- * member list; if that node dies its key goes with its lease). */
-static int seal_once(struct etcd_rdzv *r, int64_t round, int *busy)
-{
-    char k[KEY_MAX];
-    struct el_etcd_cas cas = {.cond = EL_ETCD_IF_ABSENT,
-                              .desired = r->self.id,
-                              .desired_len = strlen(r->self.id),
-                              .lease = r->lease};
-    struct el_etcd_kv cur = {0};
-    int won = 0, rc;
-    *busy = 0;
-    key(r, k, "r%" PRId64 "/s/sealer", round);
-    if ((rc = el_etcd_cas(r->c, k, &cas, &won, &cur)))
-        return efail(r, r->c, rc, "electing the round's sealer");
-    if (!won && cur.key && strcmp(cur.value, r->self.id) == 0)
-        won = 1; /* ours from an attempt that failed midway */
-    el_etcd_kv_clear(&cur);
-    if (!won) {
-        *busy = 1;
-        return 0;
-    }
-    rc = seal(r, round);
-    if (rc == 1)
-        el_etcd_delete(r->c, k, NULL); /* too few: a later attempt may */
-    return rc;
-}
-
 /* ---- the watcher threads ---- */
 
 /* Follow one watch until stopped: 'deaths' records the ids whose alive/
@@ -624,11 +532,11 @@ static void *ring_main(void *arg)
 /* Watch the successor of this node in the round it just took. */
 static void ring_follow(struct etcd_rdzv *r)
 {
-    int n = r->self.nmembers, me = r->self.rank;
+    int n = r->e.self.nmembers, me = r->e.self.rank;
     pthread_mutex_lock(&r->mu);
     memset(&r->succ, 0, sizeof r->succ);
     if (n > 1 && me >= 0)
-        r->succ = r->self.members[(me + 1) % n];
+        r->succ = r->e.self.members[(me + 1) % n];
     pthread_mutex_unlock(&r->mu);
     signal_fd(r->ring_evfd);
 }
@@ -637,7 +545,9 @@ static void on_lease_lost(void *arg, int64_t lease, int err, const char *why)
 {
     struct etcd_rdzv *r = arg;
     (void)lease; /* 'why' names it */
+    pthread_mutex_lock(&r->mu);
     snprintf(r->lost_why, sizeof r->lost_why, "%s", why);
+    pthread_mutex_unlock(&r->mu);
     atomic_store(&r->lost, 1);
     signal_agent(r);
 }
@@ -665,11 +575,11 @@ static void forget_served(struct etcd_rdzv *r, int64_t round)
 }
 
 /* Round 'round' is sealed with m (n members), this node at 'me'. */
-static void take_round(struct etcd_rdzv *r, int64_t round,
-                       struct el__rdzv_member *m, int n, int me,
-                       struct el_rdzv_info *info)
+static void et_took_round(struct el__rdzv_elastic *e, int64_t round,
+                          const struct el__rdzv_member *m, int n, int me,
+                          struct el_rdzv_info *info)
 {
-    el__rdzv_take_round(&r->self, round, m, n, me, info);
+    struct etcd_rdzv *r = R(e);
     ring_follow(r);
     if (me == 0)
         forget_served(r, round);
@@ -682,17 +592,21 @@ static void take_round(struct etcd_rdzv *r, int64_t round,
 /* Join open round 'round': publish this node, and mark it arrived if the
  * round expects it.  *expect_n gets the number of nodes expected (0: no
  * list). */
-static int join(struct etcd_rdzv *r, int64_t round, int lws,
-                int64_t *expect_n)
+static int et_join(struct el__rdzv_elastic *e, int64_t round, int lws,
+                   int64_t *arrival, int64_t *expect_n)
 {
+    struct etcd_rdzv *r = R(e);
     char k[KEY_MAX], v[ID_MAX + EL_HOST_MAX + 64];
     int rc;
-    key(r, k, "r%" PRId64 "/node/%s", round, r->self.id);
-    snprintf(v, sizeof v, "v1 %s %d %d %s %d %" PRId64, r->self.id, lws,
-             r->self.rank, r->self.name, r->srv_port, r->lease);
+    key(r, k, "r%" PRId64 "/node/%s", round, r->e.self.id);
+    snprintf(v, sizeof v, "v1 %s %d %d %s %d %" PRId64, r->e.self.id, lws,
+             r->e.self.rank, r->e.self.name, r->srv_port, r->lease);
     if ((rc = el_etcd_put(r->c, k, v, strlen(v), r->lease, NULL)))
         return efail(r, r->c, rc, "joining the round");
-    r->self.joined_round = round;
+    /* Its place: the joiners counted right after joining. */
+    key(r, k, "r%" PRId64 "/node/", round);
+    if ((rc = count(r, k, arrival, NULL)))
+        return rc;
     *expect_n = 0;
     void *ev = NULL;
     key(r, k, "r%" PRId64 "/expect", round);
@@ -702,11 +616,11 @@ static int join(struct etcd_rdzv *r, int64_t round, int lws,
     if (rc)
         return efail(r, r->c, rc, "reading the expected nodes");
     *expect_n = strtoll(ev, NULL, 10);
-    int mine = el__rdzv_expected(ev, r->self.id);
+    int mine = el__rdzv_expected(ev, r->e.self.id);
     free(ev);
     if (!mine)
         return 0;
-    key(r, k, "r%" PRId64 "/exp/%s", round, r->self.id);
+    key(r, k, "r%" PRId64 "/exp/%s", round, r->e.self.id);
     rc = el_etcd_put(r->c, k, "1", 1, r->lease, NULL);
     return rc ? efail(r, r->c, rc, "joining as expected") : 0;
 }
@@ -714,20 +628,15 @@ static int join(struct etcd_rdzv *r, int64_t round, int lws,
 /* The state of an open round, one range read of r<R>/s/: its deadline
  * (-1: none), whether someone is sealing it, its member list (NULL: not
  * sealed; malloc'd), and the revision of the read. */
-struct round_state {
-    int64_t deadline;
-    int sealing;
-    char *members;
-    int64_t rev;
-};
-
-static int read_state(struct etcd_rdzv *r, int64_t round,
-                      struct round_state *st)
+static int et_read_round(struct el__rdzv_elastic *e, int64_t round,
+                         struct el__rdzv_round *st)
 {
+    struct etcd_rdzv *r = R(e);
     char k[KEY_MAX];
     struct el_etcd_kv *kvs = NULL;
     size_t n = 0;
-    memset(st, 0, sizeof *st);
+    st->members = NULL;
+    st->sealing = 0;
     st->deadline = -1;
     key(r, k, "r%" PRId64 "/s/", round);
     size_t skip = strlen(k);
@@ -764,249 +673,302 @@ static int wait_round(struct etcd_rdzv *r, int64_t round, const char *sub,
     return efail(r, r->c, rc, "waiting for the round");
 }
 
-static int next_round(struct etcd_rdzv *r, int lws, long long deadline,
-                      struct el_rdzv_info *info)
+
+/* ---- the rest of the state primitives (elastic.h) ---- */
+
+static int et_enter(struct el__rdzv_elastic *e, int cancel_fd,
+                    long long deadline)
 {
-    char k[KEY_MAX];
-    int rc;
-    int64_t stale = -1, stale_round = -1;
-    for (;;) {
-        if (el_now_ms() > deadline)
-            return FAIL(r, -ETIMEDOUT,
-                        "no round with at least %d nodes formed within %d s; "
-                        "start more nodes or raise --rdzv-conf=join_timeout",
-                        r->min_nodes, r->join_timeout_ms / 1000);
-        if (atomic_load(&r->lost))
-            return FAIL(r, EL_EPEERLOST, "this node's etcd lease is gone "
-                        "(%s)", r->lost_why);
-        int64_t round, round_mod;
-        if ((rc = read_job(r, &round, &round_mod)) != 0)
-            return rc < 0 ? rc : EL_ECLOSED;
-        /* After a round this node took part in, the next one is newer; its
-         * live members are expected in it. */
-        if (r->self.rank >= 0 && round <= r->self.round) {
-            if ((rc = raise_round(r, r->self.round + 1, r->self.members,
-                                  r->self.nmembers, NULL, &round)))
-                return rc;
-            continue;
-        }
-
-        /* Is the round sealed already? */
-        struct round_state st;
-        if ((rc = read_state(r, round, &st)))
-            return rc;
-        if (st.members) {
-            struct el__rdzv_member *m = NULL;
-            int n = 0, me = -1;
-            rc = el__rdzv_parse_members(st.members, &m, &n);
-            free(st.members);
-            if (rc)
-                return FAIL(r, rc, "round %" PRId64 ": unreadable member "
-                            "list in etcd under %s", round, r->prefix);
-            for (int i = 0; i < n && me < 0; i++)
-                if (strcmp(m[i].id, r->self.id) == 0)
-                    me = i;
-            if (me >= 0) {
-                take_round(r, round, m, n, me, info);
-                return 0;
-            }
-            if (n < r->max_nodes) {
-                /* Room for us: open the next round (scale-up), expecting
-                 * its members and us. */
-                int64_t now;
-                rc = raise_round(r, round + 1, m, n, r->self.id, &now);
-                free(m);
-                if (rc)
-                    return rc;
-                continue;
-            }
-            free(m);
-            if (!r->self.spare_logged) {
-                note(r, "round %" PRId64 " is full (%d nodes); this node "
-                     "(%s) waits as a hot spare", round, n, r->self.name);
-                r->self.spare_logged = 1;
-            }
-            long long left = deadline - el_now_ms();
-            int present;
-            struct el_etcd_kv kv = {0};
-            key(r, k, "c/round");
-            /* in steps of a TTL, to notice a lost lease */
-            rc = el_etcd_wait_change(r->c, k, round_mod, &present, &kv,
-                                     left <= 0              ? 0
-                                     : left < r->window_ms ? (int)left
-                                                           : r->window_ms);
-            el_etcd_kv_clear(&kv);
-            if (rc && rc != -ETIMEDOUT && rc != -ESTALE)
-                return efail(r, r->c, rc, "waiting as a spare");
-            continue;
-        }
-
-        /* Round 'round' is open: join it once. */
-        int64_t joiners, rev, expected_in = 0;
-        int just_joined = r->self.joined_round != round;
-        if (just_joined && (rc = join(r, round, lws, &r->expect_n)))
-            return rc;
-        key(r, k, "r%" PRId64 "/node/", round);
-        if ((rc = count(r, k, &joiners, &rev)))
-            return rc;
-        if (just_joined)
-            r->arrival = joiners;
-        if (round != stale_round)
-            stale = -1;
-        int64_t expect_n = r->expect_n;
-        if (expect_n > 0) {
-            key(r, k, "r%" PRId64 "/exp/", round);
-            if ((rc = count(r, k, &expected_in, NULL)))
-                return rc;
-        }
-        /* Waits are watches of the round's state; they end at least every
-         * TTL, to notice a lost lease or the join timeout. */
-        long long left = deadline - el_now_ms();
-        if (left <= 0)
-            continue;
-        int step = r->window_ms < left ? r->window_ms : (int)left;
-        /* Complete at MAX, or once every expected node is in; or at the
-         * deadline (plus a stagger by arrival, so that the first in line
-         * seals while the others wait). */
-        int all_in = expect_n > 0 && expected_in >= expect_n &&
-                     joiners >= r->min_nodes;
-        long long until = st.deadline < 0 ? -1
-                          : st.deadline - el__rdzv_wall_ms() +
-                                (r->arrival < 50 ? r->arrival : 50) * 4;
-        int due = (joiners >= r->max_nodes || all_in) ||
-                  (st.deadline >= 0 && until <= 0);
-        if (due && joiners > stale && !st.sealing) {
-            int busy = 0;
-            if ((rc = seal_once(r, round, &busy)) < 0)
-                return rc;
-            if (!busy && rc == 1) {
-                /* Joiners died: fewer than MIN live ones; reopen the
-                 * deadline and wait for another. */
-                stale = joiners;
-                stale_round = round;
-                key(r, k, "r%" PRId64 "/s/deadline", round);
-                el_etcd_delete(r->c, k, NULL);
-            }
-            continue;
-        }
-        if (st.deadline < 0 && joiners >= r->min_nodes && joiners > stale) {
-            /* The round's deadline, set by whoever sees MIN joiners first.
-             * Expected nodes still missing get the lease's TTL: a live one
-             * arrives well within it, a dead one is gone by then. */
-            long long wait = r->last_call_ms;
-            if (expect_n > 0 && wait < r->window_ms)
-                wait = r->window_ms;
-            char d[32];
-            key(r, k, "r%" PRId64 "/s/deadline", round);
-            snprintf(d, sizeof d, "%lld", el__rdzv_wall_ms() + wait);
-            if ((rc = create(r, k, d, 0, NULL, "setting the deadline")))
-                return rc;
-            continue;
-        }
-        if (stale >= 0 && joiners <= stale) {
-            /* Too few live joiners: wait for another one. */
-            rc = wait_round(r, round, "node/", rev, step);
-        } else {
-            /* Wait for the deadline to be set, a sealer to start or die,
-             * or the member list; or for the deadline itself. */
-            if (until > 0 && until < step && !st.sealing)
-                step = (int)until;
-            rc = wait_round(r, round, "s/", st.rev, step);
-        }
-        if (rc)
-            return rc;
-    }
-}
-
-static int etcd_next(struct el_rdzv *base, int lws, int cancel_fd,
-                     struct el_rdzv_info *info)
-{
-    struct etcd_rdzv *r = (struct etcd_rdzv *)base;
-    if (r->closed)
-        return FAIL(r, EL_ECLOSED, "the rendezvous is closed");
+    struct etcd_rdzv *r = R(e);
+    e->cancel_fd = cancel_fd;
     el_etcd_set_cancel_fd(r->c, cancel_fd);
-    int rc = next_round(r, lws, el_now_ms() + r->join_timeout_ms, info);
-    el_etcd_set_cancel_fd(r->c, -1);
-    return rc;
-}
-
-static int etcd_num_nodes_waiting(struct el_rdzv *base, int *n)
-{
-    struct etcd_rdzv *r = (struct etcd_rdzv *)base;
-    char k[KEY_MAX];
-    int64_t cur, waiting;
-    int rc;
-    *n = 0;
     if (atomic_load(&r->lost))
-        return FAIL(r, EL_EPEERLOST, "this node's etcd lease is gone (%s); "
-                    "the other nodes re-form without it", r->lost_why);
-    int64_t mod;
-    if ((rc = read_job(r, &cur, &mod)) != 0) {
-        if (rc < 0)
-            return rc;
-        *n = 1; /* the agent's next() reports the closure */
-        return 0;
-    }
-    if (cur > r->self.round) {
-        key(r, k, "r%" PRId64 "/node/", cur);
-        if ((rc = count(r, k, &waiting, NULL)))
-            return rc;
-        *n = waiting > 0 ? (int)waiting : 1;
-        return 0;
-    }
-    const char *dead = NULL;
-    for (int i = 0; i < r->self.nmembers && !dead; i++)
-        if (is_dead(r, r->self.members[i].id))
-            dead = r->self.members[i].name;
-    if (dead)
-        note(r, "round %" PRId64 " (rank %d of %d nodes): node %s is gone; "
-             "re-forming", r->self.round, r->self.rank, r->self.nmembers, dead);
-    *n = dead ? 1 : 0;
+        return lease_gone(r, "; the other nodes re-form without it");
     return 0;
 }
 
-static int etcd_report_failure(struct el_rdzv *base, const char *why)
+static void et_leave(struct el__rdzv_elastic *e)
 {
-    struct etcd_rdzv *r = (struct etcd_rdzv *)base;
-    char k[KEY_MAX];
-    int64_t cur, used, now;
-    int rc, first = 0;
-    /* A round that ended for a change of membership charges nothing. */
-    key(r, k, "c/round");
-    if ((rc = get_int(r, k, 0, &cur, NULL)))
-        return rc;
-    /* Workers often fail because a peer node died (their collectives or
-     * their store lose it): that round ended for a change of membership. */
-    int lost = 0;
-    for (int i = 0; i < r->self.nmembers && !lost; i++)
-        lost = is_dead(r, r->self.members[i].id);
-    if (cur > r->self.round || lost || probe_members(r) > 0)
-        return 0;
-    key(r, k, "r%" PRId64 "/failed", r->self.round);
-    if ((rc = create(r, k, r->self.id, 0, &first, "reporting a failure")))
-        return rc;
-    if (first) {
-        key(r, k, "c/restarts");
-        if ((rc = el_etcd_add(r->c, k, 1, &used)))
-            return efail(r, r->c, rc, "charging the restart budget");
-        if (used > r->max_restarts) {
-            char msg[300];
-            snprintf(msg, sizeof msg, "failed: restart budget of %d used up "
-                     "(last: %s)", r->max_restarts, why ? why : "failure");
-            key(r, k, "c/closed");
-            create(r, k, msg, 0, NULL, "closing the job");
-            return FAIL(r, EL_ELIMIT, "%s", msg);
-        }
-        note(r, "round %" PRId64 " (rank %d of %d nodes) failed (%s); "
-             "restart %" PRId64 " of %d", r->self.round, r->self.rank,
-             r->self.nmembers,
-             why ? why : "failure", used, r->max_restarts);
-    }
-    if ((rc = check_closed(r)) != 0)
-        return rc < 0 ? rc : EL_ELIMIT;
-    return raise_round(r, r->self.round + 1, r->self.members,
-                       r->self.nmembers, NULL, &now);
+    el_etcd_set_cancel_fd(R(e)->c, -1);
+    e->cancel_fd = -1;
 }
+
+static int et_read_job(struct el__rdzv_elastic *e, int64_t *round,
+                       int64_t *rev)
+{
+    return read_job(R(e), round, rev);
+}
+
+static int et_raise_round(struct el__rdzv_elastic *e, int64_t target,
+                          const struct el__rdzv_member *m, int n,
+                          const char *extra, int64_t *now)
+{
+    return raise_round(R(e), target, m, n, extra, now);
+}
+
+static int et_count(struct el__rdzv_elastic *e, int64_t round, int expected,
+                    struct el__rdzv_round *st)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX];
+    int rc;
+    key(r, k, "r%" PRId64 "/node/", round);
+    if ((rc = count(r, k, &st->joiners, &st->jrev)))
+        return rc;
+    st->expected_in = 0;
+    if (!expected)
+        return 0;
+    key(r, k, "r%" PRId64 "/exp/", round);
+    return count(r, k, &st->expected_in, NULL);
+}
+
+static int et_set_deadline(struct el__rdzv_elastic *e, int64_t round,
+                           long long wall_ms)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX], d[32];
+    key(r, k, "r%" PRId64 "/s/deadline", round);
+    snprintf(d, sizeof d, "%lld", wall_ms);
+    return create(r, k, d, 0, NULL, "setting the deadline");
+}
+
+static void et_clear_deadline(struct el__rdzv_elastic *e, int64_t round)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX];
+    key(r, k, "r%" PRId64 "/s/deadline", round);
+    el_etcd_delete(r->c, k, NULL);
+}
+
+/* One sealer per round (the holder of r<R>/s/sealer, on its lease), since
+ * sealing reads every joiner's record and a thousand nodes doing it at
+ * once swamp etcd.  If the holder dies its key goes with its lease. */
+static int et_claim_seal(struct el__rdzv_elastic *e, int64_t round, int *won)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX];
+    struct el_etcd_cas cas = {.cond = EL_ETCD_IF_ABSENT,
+                              .desired = e->self.id,
+                              .desired_len = strlen(e->self.id),
+                              .lease = r->lease};
+    struct el_etcd_kv cur = {0};
+    int rc;
+    *won = 0;
+    key(r, k, "r%" PRId64 "/s/sealer", round);
+    if ((rc = el_etcd_cas(r->c, k, &cas, won, &cur)))
+        return efail(r, r->c, rc, "electing the round's sealer");
+    if (!*won && cur.key && strcmp(cur.value, e->self.id) == 0)
+        *won = 1; /* ours from an attempt that failed midway */
+    el_etcd_kv_clear(&cur);
+    return 0;
+}
+
+static void et_release_seal(struct el__rdzv_elastic *e, int64_t round)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX];
+    key(r, k, "r%" PRId64 "/s/sealer", round);
+    el_etcd_delete(r->c, k, NULL); /* too few: a later attempt may */
+}
+
+static int et_joiners(struct el__rdzv_elastic *e, int64_t round,
+                      struct el__rdzv_member **out, int *nout)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX];
+    struct el_etcd_kv *kvs = NULL;
+    size_t nk = 0;
+    int rc;
+    key(r, k, "r%" PRId64 "/node/", round);
+    if ((rc = el_etcd_range_prefix(r->c, k, &kvs, &nk, NULL)))
+        return efail(r, r->c, rc, "reading the joiners");
+    struct el__rdzv_member *m = calloc(nk + 1, sizeof *m);
+    if (!m) {
+        el_etcd_kvs_free(kvs, nk);
+        return FAIL(r, -ENOMEM, "out of memory");
+    }
+    int n = 0;
+    for (size_t i = 0; i < nk; i++) {
+        struct el__rdzv_member *x = &m[n];
+        if (sscanf(kvs[i].value, "v1 %191s %d %d %255s %d %" SCNd64, x->id,
+                   &x->lws, &x->prev_rank, x->name, &x->port,
+                   &x->lease) == 6) {
+            x->seq = kvs[i].create_revision;
+            n++;
+        }
+    }
+    el_etcd_kvs_free(kvs, nk);
+    *out = m;
+    *nout = n;
+    return 0;
+}
+
+static int et_publish(struct el__rdzv_elastic *e, int64_t round,
+                      const char *list, size_t len, int *created)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX];
+    key(r, k, "r%" PRId64 "/s/members", round);
+    return create(r, k, list, 0, created, "sealing the round");
+}
+
+static void et_forget(struct el__rdzv_elastic *e, int64_t round)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX];
+    key(r, k, "r%" PRId64 "/", round);
+    el_etcd_delete_prefix(r->c, k, NULL);
+}
+
+static int et_wait(struct el__rdzv_elastic *e, enum el__rdzv_wait what,
+                   int64_t round, const struct el__rdzv_round *st, int64_t rev,
+                   int ms)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX];
+    int rc;
+    if (what == EL__RDZV_WAIT_ROUND) {
+        int present;
+        struct el_etcd_kv kv = {0};
+        key(r, k, "c/round");
+        rc = el_etcd_wait_change(r->c, k, rev, &present, &kv, ms);
+        el_etcd_kv_clear(&kv);
+        if (rc && rc != -ETIMEDOUT && rc != -ESTALE)
+            return efail(r, r->c, rc, "waiting as a spare");
+    } else {
+        rc = wait_round(r, round, what == EL__RDZV_WAIT_STATE ? "s/" : "node/",
+                        what == EL__RDZV_WAIT_STATE ? st->rev : st->jrev, ms);
+        if (rc)
+            return rc;
+    }
+    /* Waits end at least every TTL: a lost lease shows here. */
+    if (atomic_load(&r->lost))
+        return lease_gone(r, "");
+    return 0;
+}
+
+static int et_is_dead(struct el__rdzv_elastic *e, const char *id)
+{
+    return is_dead(R(e), id);
+}
+
+static int et_probe(struct el__rdzv_elastic *e)
+{
+    return probe_members(R(e));
+}
+
+static int et_charge(struct el__rdzv_elastic *e, int64_t round, int *first)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX];
+    key(r, k, "r%" PRId64 "/failed", round);
+    return create(r, k, e->self.id, 0, first, "reporting a failure");
+}
+
+static int et_add_restart(struct el__rdzv_elastic *e, int64_t *used)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX];
+    key(r, k, "c/restarts");
+    int rc = el_etcd_add(r->c, k, 1, used);
+    return rc ? efail(r, r->c, rc, "charging the restart budget") : 0;
+}
+
+static int et_close_job(struct el__rdzv_elastic *e, const char *why)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX];
+    key(r, k, "c/closed");
+    return create(r, k, why, 0, NULL, "closing the job");
+}
+
+static int et_exit_verdict(struct el__rdzv_elastic *e, int64_t round, int ok)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX];
+    key(r, k, "r%" PRId64 "/exit/done", round);
+    int rc = el_etcd_put(r->c, k, ok ? "ok" : "failed", ok ? 2 : 6, 0, NULL);
+    return rc ? efail(r, r->c, rc, ok ? "completing the exit barrier"
+                                      : "reporting the failure") : 0;
+}
+
+static int et_exit_count(struct el__rdzv_elastic *e, int64_t round,
+                         int64_t *n)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX];
+    key(r, k, "r%" PRId64 "/exit/in/", round);
+    return count(r, k, n, NULL);
+}
+
+static int et_exit_arrive(struct el__rdzv_elastic *e, int64_t round,
+                          int64_t *n)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX];
+    /* Not on the lease: an arrival stands after its agent exits. */
+    key(r, k, "r%" PRId64 "/exit/in/%s", round, e->self.id);
+    int rc = el_etcd_put(r->c, k, "1", 1, 0, NULL);
+    if (rc)
+        return efail(r, r->c, rc, "entering the exit barrier");
+    return et_exit_count(e, round, n);
+}
+
+static int et_exit_arrived(struct el__rdzv_elastic *e, int64_t round,
+                           const char *id)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX];
+    key(r, k, "r%" PRId64 "/exit/in/%s", round, id);
+    int rc = el_etcd_get(r->c, k, NULL, NULL, NULL);
+    if (rc == EL_ENOTFOUND)
+        return 0;
+    return rc ? efail(r, r->c, rc, "counting the nodes done") : 1;
+}
+
+static int et_exit_wait(struct el__rdzv_elastic *e, int64_t round, int ms)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX];
+    struct el_etcd_kv kv = {0};
+    key(r, k, "r%" PRId64 "/exit/done", round);
+    int rc = el_etcd_wait_key(r->c, k, &kv, ms);
+    el_etcd_kv_clear(&kv);
+    if (rc && rc != -ETIMEDOUT)
+        return efail(r, r->c, rc, "waiting in the exit barrier");
+    return rc;
+}
+
+/* No reborn(): a node declared dead on etcd has lost its lease, and says
+ * so (the others re-formed without it). */
+static const struct el__rdzv_state_ops etcd_state = {
+    .enter = et_enter,
+    .leave = et_leave,
+    .read_job = et_read_job,
+    .raise_round = et_raise_round,
+    .read_round = et_read_round,
+    .join = et_join,
+    .count = et_count,
+    .set_deadline = et_set_deadline,
+    .clear_deadline = et_clear_deadline,
+    .claim_seal = et_claim_seal,
+    .release_seal = et_release_seal,
+    .joiners = et_joiners,
+    .publish = et_publish,
+    .forget = et_forget,
+    .wait = et_wait,
+    .is_dead = et_is_dead,
+    .probe = et_probe,
+    .charge = et_charge,
+    .add_restart = et_add_restart,
+    .close_job = et_close_job,
+    .exit_verdict = et_exit_verdict,
+    .exit_arrive = et_exit_arrive,
+    .exit_count = et_exit_count,
+    .exit_arrived = et_exit_arrived,
+    .exit_wait = et_exit_wait,
+    .took_round = et_took_round,
+};
 
 static int etcd_notify_fd(struct el_rdzv *base)
 {
@@ -1019,80 +981,6 @@ static void etcd_ack_notify(struct el_rdzv *base)
     if (read(((struct etcd_rdzv *)base)->evfd, &v, sizeof v) < 0) {
         /* nothing pending */
     }
-}
-
-/* How many members of this node's round are through the exit barrier:
- * arrived (r<R>/exit/in/<id>), or dead without arriving. */
-static int exit_count(struct etcd_rdzv *r, int64_t *n)
-{
-    char k[KEY_MAX];
-    int rc;
-    key(r, k, "r%" PRId64 "/exit/in/", r->self.round);
-    if ((rc = count(r, k, n, NULL)))
-        return rc;
-    for (int i = 0; i < r->self.nmembers; i++) {
-        if (!is_dead(r, r->self.members[i].id))
-            continue;
-        key(r, k, "r%" PRId64 "/exit/in/%s", r->self.round,
-            r->self.members[i].id);
-        rc = el_etcd_get(r->c, k, NULL, NULL, NULL);
-        if (rc == EL_ENOTFOUND)
-            (*n)++;
-        else if (rc)
-            return efail(r, r->c, rc, "counting the nodes done");
-    }
-    return 0;
-}
-
-static int etcd_exit_barrier(struct el_rdzv *base, int succeeded,
-                             int timeout_ms, int cancel_fd)
-{
-    struct etcd_rdzv *r = (struct etcd_rdzv *)base;
-    char k[KEY_MAX], kd[KEY_MAX];
-    int rc;
-    key(r, kd, "r%" PRId64 "/exit/done", r->self.round);
-    if (!succeeded) {
-        rc = el_etcd_put(r->c, kd, "failed", 6, 0, NULL);
-        return rc ? efail(r, r->c, rc, "reporting the failure") : 0;
-    }
-    /* Not on the lease: an arrival stands after its agent exits. */
-    key(r, k, "r%" PRId64 "/exit/in/%s", r->self.round, r->self.id);
-    if ((rc = el_etcd_put(r->c, k, "1", 1, 0, NULL)))
-        return efail(r, r->c, rc, "entering the exit barrier");
-    long long until = el_now_ms() + timeout_ms;
-    for (;;) {
-        /* A member that died will never arrive: count it as through, and
-         * look again each keep-alive interval (a death wakes nobody here). */
-        int64_t n;
-        if ((rc = exit_count(r, &n)))
-            return rc;
-        if (n >= r->self.nmembers &&
-            (rc = el_etcd_put(r->c, kd, "ok", 2, 0, NULL)))
-            return efail(r, r->c, rc, "completing the exit barrier");
-        long long left = until - el_now_ms();
-        if (left <= 0)
-            return FAIL(r, -ETIMEDOUT, "exit barrier: not every node "
-                        "finished within %d s", timeout_ms / 1000);
-        struct el_etcd_kv kv = {0};
-        el_etcd_set_cancel_fd(r->c, cancel_fd);
-        rc = el_etcd_wait_key(r->c, kd, &kv,
-                              left < r->keepalive_ms ? (int)left
-                                                     : r->keepalive_ms);
-        el_etcd_set_cancel_fd(r->c, -1);
-        el_etcd_kv_clear(&kv);
-        if (rc != -ETIMEDOUT)
-            return rc ? efail(r, r->c, rc, "waiting in the exit barrier")
-                      : 0;
-    }
-}
-
-static int etcd_set_closed(struct el_rdzv *base)
-{
-    struct etcd_rdzv *r = (struct etcd_rdzv *)base;
-    char k[KEY_MAX];
-    r->closed = 1;
-    key(r, k, "c/closed");
-    return create(r, k, "ok", 0, NULL, "closing the job");
 }
 
 static void stop_watchers(struct etcd_rdzv *r)
@@ -1143,19 +1031,19 @@ static void etcd_close(struct el_rdzv *base)
         close(r->ring_evfd);
     for (size_t i = 0; i < sizeof r->strs / sizeof r->strs[0]; i++)
         free(r->strs[i]);
-    el__rdzv_node_free(&r->self);
+    el__rdzv_node_free(&r->e.self);
     free(r);
 }
 
 static const struct el_rdzv_ops etcd_ops = {
     .name = "etcd",
-    .next = etcd_next,
-    .num_nodes_waiting = etcd_num_nodes_waiting,
+    .next = el__rdzv_elastic_next,
+    .num_nodes_waiting = el__rdzv_elastic_num_nodes_waiting,
     .notify_fd = etcd_notify_fd,
     .ack_notify = etcd_ack_notify,
-    .exit_barrier = etcd_exit_barrier,
-    .set_closed = etcd_set_closed,
-    .report_failure = etcd_report_failure,
+    .exit_barrier = el__rdzv_elastic_exit_barrier,
+    .set_closed = el__rdzv_elastic_set_closed,
+    .report_failure = el__rdzv_elastic_report_failure,
     .close = etcd_close,
 };
 
@@ -1199,14 +1087,14 @@ static int start(struct etcd_rdzv *r, char *err, size_t errlen)
     r->srv_port = el_store_server_port(r->srv);
     if ((rc = el_etcd_lease_grant(r->c, r->ttl_s, 0, &r->lease))) {
         efail(r, r->c, rc, "granting this node's lease");
-        snprintf(err, errlen, "%s", r->base.errmsg);
+        snprintf(err, errlen, "%s", r->e.base.errmsg);
         return rc;
     }
-    key(r, k, "alive/%s", r->self.id);
-    if ((rc = el_etcd_put(r->c, k, r->self.name, strlen(r->self.name), r->lease,
+    key(r, k, "alive/%s", r->e.self.id);
+    if ((rc = el_etcd_put(r->c, k, r->e.self.name, strlen(r->e.self.name), r->lease,
                           &r->watch_from))) {
         efail(r, r->c, rc, "announcing this node");
-        snprintf(err, errlen, "%s", r->base.errmsg);
+        snprintf(err, errlen, "%s", r->e.base.errmsg);
         return rc;
     }
     r->watch_from++;
@@ -1267,27 +1155,21 @@ int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
     struct etcd_rdzv *r = calloc(1, sizeof *r);
     if (!r)
         return -ENOMEM;
-    r->base.ops = &etcd_ops;
+    r->e.base.ops = &etcd_ops;
+    r->e.ops = &etcd_state;
     r->stop_pipe[0] = r->stop_pipe[1] = -1;
     r->evfd = -1;
     r->ring_evfd = -1;
     pthread_mutex_init(&r->mu, NULL);
     snprintf(r->prefix, sizeof r->prefix, "%s%s%s/", pfx,
              pfx[strlen(pfx) - 1] == '/' ? "" : "/", run_id);
-    r->min_nodes = cfg->min_nodes;
-    r->max_nodes = cfg->max_nodes;
-    r->max_restarts = cfg->max_restarts;
-    r->join_timeout_ms = cfg->join_timeout_ms > 0 ? cfg->join_timeout_ms
-                                                  : 600000;
-    r->last_call_ms = cfg->last_call_timeout_ms > 0
-                          ? cfg->last_call_timeout_ms : 0;
-    r->keepalive_ms = cfg->keep_alive_interval_ms > 0
-                          ? cfg->keep_alive_interval_ms : 5000;
-    r->window_ms = r->keepalive_ms * (cfg->keep_alive_max_attempt > 0
-                                          ? cfg->keep_alive_max_attempt : 3);
-    r->ttl_s = (r->window_ms + 999) / 1000;
+    el__rdzv_elastic_init(&r->e, cfg);
+    r->e.list_ports = 1;
+    /* Waits are watches; they end at least every TTL, to notice a lost
+     * lease or the join timeout. */
+    r->e.step_ms = r->e.window_ms;
+    r->ttl_s = (r->e.window_ms + 999) / 1000;
     r->served = -1;
-    el__rdzv_node_init(&r->self, cfg);
     int rc = copy_opts(r, cfg, endpoints);
     /* One etcd call, retries across members included, gives up after
      * read_timeout [15 s], and never outlasts the join timeout. */
@@ -1297,8 +1179,8 @@ int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
      * once; the client's 2 s default gave up on slow answers, resent them
      * and added to the load). */
     r->eo.request_timeout_ms = 5000;
-    if (r->eo.op_timeout_ms > r->join_timeout_ms)
-        r->eo.op_timeout_ms = r->join_timeout_ms;
+    if (r->eo.op_timeout_ms > r->e.join_timeout_ms)
+        r->eo.op_timeout_ms = r->e.join_timeout_ms;
     if (rc == 0) {
         r->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         r->ring_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -1311,9 +1193,9 @@ int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
     if (rc == 0)
         rc = start(r, err, errlen);
     if (rc) {
-        etcd_close(&r->base);
+        etcd_close(&r->e.base);
         return rc;
     }
-    *out = &r->base;
+    *out = &r->e.base;
     return 0;
 }

@@ -21,10 +21,13 @@ if [[ $EUID -ne 0 ]]; then test_skip 'slurm jobs' 'needs root to start Slurm'; t
 free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # Node ports are consecutive: find a free run of 4.
 node_base() {
-    local b
+    local b used
     for _ in 1 2 3 4 5 6 7 8; do
         b=$(( ($(free_port) % 20000) + 20000 ))
-        ! ss -Hltn | awk '{print $4}' | grep -qE ":($((b+1))|$((b+2))|$((b+3))|$((b+4)))$" && { echo $b; return; }
+        used=$(ss -Hltn | awk '{print $4}')
+        if ! grep -qE ":($((b+1))|$((b+2))|$((b+3))|$((b+4)))$" <<<"$used"; then
+            echo $b; return
+        fi
     done
     return 1
 }

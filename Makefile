@@ -25,7 +25,7 @@ WARN    := -Wall -Wextra -Wshadow -Wvla -Wmissing-prototypes -Wstrict-prototypes
            -Wpointer-arith -Wformat=2 -Wno-unused-parameter -Werror
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Isrc $(PKG_CFLAGS)
-LDLIBS  += $(PKG_LIBS) -lpthread -lm
+LDLIBS  += $(PKG_LIBS) -lhttp_parser -lpthread -lm
 
 # Per-program extra libraries: the training example needs BLAS and zlib.
 EXAMPLE_CFLAGS_train_fmnist := $(shell pkg-config --cflags openblas zlib 2>/dev/null)
@@ -37,7 +37,7 @@ CFLAGS  += -O1 -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=a
 LDFLAGS += -fsanitize=$(SAN)
 endif
 
-LIB_MODULES := common store rendezvous agent worker coll ckpt etcd
+LIB_MODULES := common store rendezvous agent worker coll ckpt etcd metrics http
 LIB_SRC  := $(foreach m,$(LIB_MODULES),$(wildcard src/$(m)/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC  := $(wildcard src/cli/*.c)
@@ -76,7 +76,7 @@ $(BUILD)/elrun: $(CLI_OBJ) $(BUILD)/libelrun.a
 
 $(BUILD)/elrun.pc: Makefile
 	@mkdir -p $(dir $@)
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: elrun\nDescription: elastic distributed-training runtime\nVersion: %s\nRequires.private: %s\nLibs: -L$${libdir} -lelrun\nLibs.private: -lpthread -lm\nCflags: -I$${includedir}\n' \
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: elrun\nDescription: elastic distributed-training runtime\nVersion: %s\nRequires.private: %s\nLibs: -L$${libdir} -lelrun\nLibs.private: -lhttp_parser -lpthread -lm\nCflags: -I$${includedir}\n' \
 	    '$(PREFIX)' '$(VERSION)' '$(PKGS)' > $@
 
 $(BUILD)/unit_tests: $(UNIT_OBJ) $(BUILD)/libelrun.a

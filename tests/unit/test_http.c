@@ -1,0 +1,233 @@
+/* test_http.c -- the HTTP server (src/http) and the /metrics endpoint
+ * (el_metrics_serve) over real sockets: a scrape answers 200 with the
+ * registry in the text format; a request that does not parse gets 400 and
+ * the server goes on serving others; an oversized request gets 431; a
+ * slow client is dropped after the timeout; keep-alive and pipelined
+ * requests are answered in order; other paths 404, other methods 405.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "elrun/http.h"
+#include "elrun/metrics.h"
+#include "elrun/net.h"
+#include "test.h"
+
+/* Send req, read until the server closes or timeout_ms; returns what was
+ * read (malloc'd). */
+static char *exchange(int port, const char *req, size_t reqlen,
+                      int timeout_ms)
+{
+    int fd = el_tcp_connect("127.0.0.1", port, 5000);
+    CHECK(fd >= 0);
+    if (reqlen && send(fd, req, reqlen, MSG_NOSIGNAL) < 0)
+        CHECK(errno == EPIPE || errno == ECONNRESET);
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap + 1);
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, timeout_ms) <= 0)
+            break;
+        ssize_t n = read(fd, out + len, cap - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    out[len] = 0;
+    close(fd);
+    return out;
+}
+
+static int count(const char *s, const char *sub)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, sub)); p++)
+        n++;
+    return n;
+}
+
+static struct el_metrics_server *serve(struct el_metrics **reg)
+{
+    struct el_metric *g;
+    CHECK_EQ(el_metrics_new(reg, (const char *const[]){"run_id", "t", NULL}),
+             0);
+    CHECK_EQ(el_metrics_register(*reg, &g, EL_METRIC_GAUGE, "elrun_round",
+                                 "The round.", NULL, NULL, 0), 0);
+    el_metric_set(g, NULL, 3);
+    struct el_metrics_server *s;
+    char err[256];
+    CHECK_EQ(el_metrics_serve(&s, *reg, "127.0.0.1", 0, err, sizeof err), 0);
+    CHECK(el_metrics_server_port(s) > 0);
+    return s;
+}
+
+TEST(http_metrics_scrape_and_bad_requests)
+{
+    struct el_metrics *reg;
+    struct el_metrics_server *s = serve(&reg);
+    int port = el_metrics_server_port(s);
+    const char get[] = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: "
+                       "close\r\n\r\n";
+    char *r = exchange(port, get, sizeof get - 1, 5000);
+    CHECK(strncmp(r, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    CHECK(strstr(r, "Content-Type: text/plain; version=0.0.4; charset=utf-8"));
+    CHECK(strstr(r, "\r\n\r\n# HELP elrun_round The round.\n"));
+    CHECK(strstr(r, "elrun_round{run_id=\"t\"} 3\n"));
+    free(r);
+
+    /* Garbage: 400 and closed; the next client is served as before. */
+    r = exchange(port, "GARBAGE\r\n\r\n", 11, 5000);
+    CHECK(strncmp(r, "HTTP/1.1 400 Bad Request\r\n", 26) == 0);
+    CHECK(strstr(r, "Connection: close"));
+    free(r);
+    r = exchange(port, get, sizeof get - 1, 5000);
+    CHECK(strstr(r, "elrun_round{run_id=\"t\"} 3\n"));
+    free(r);
+
+    /* Bigger than the 8 KiB limit: 431 as soon as the limit is passed,
+     * not when (if ever) the request ends. */
+    size_t big = 20000;
+    char *req = malloc(big + 64);
+    int hl = sprintf(req, "GET /metrics HTTP/1.1\r\nX: ");
+    memset(req + hl, 'a', big);
+    r = exchange(port, req, (size_t)hl + big, 5000);
+    CHECK(strncmp(r, "HTTP/1.1 431 ", 13) == 0);
+    free(r);
+    free(req);
+
+    r = exchange(port, "GET /other HTTP/1.0\r\n\r\n", 23, 5000);
+    CHECK(strncmp(r, "HTTP/1.1 404 Not Found\r\n", 24) == 0);
+    free(r);
+    r = exchange(port, "DELETE /metrics HTTP/1.0\r\n\r\n", 28, 5000);
+    CHECK(strncmp(r, "HTTP/1.1 405 ", 13) == 0);
+    free(r);
+    r = exchange(port, "HEAD /metrics HTTP/1.0\r\n\r\n", 26, 5000);
+    CHECK(strncmp(r, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    CHECK(!strstr(r, "elrun_round"));
+    free(r);
+
+    /* Keep-alive, pipelined: three answers in order on one connection. */
+    const char three[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+                         "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n"
+                         "GET /metrics HTTP/1.1\r\nHost: x\r\n"
+                         "Connection: close\r\n\r\n";
+    r = exchange(port, three, sizeof three - 1, 5000);
+    CHECK_EQ(count(r, "HTTP/1.1 200 OK"), 2);
+    CHECK_EQ(count(r, "HTTP/1.1 404"), 1);
+    CHECK(strstr(r, "404") < strrchr(r, '#'));
+    free(r);
+    el_metrics_server_close(s);
+    el_metrics_free(reg);
+}
+
+struct loop_thread {
+    uv_loop_t loop;
+    uv_async_t stop;
+    struct el_http *h;
+    pthread_t th;
+};
+
+static void lt_handle(void *arg, const struct el_http_request *rq,
+                      struct el_http_response *rs)
+{
+    rs->body = strdup("ok\n");
+    rs->len = 3;
+}
+
+static void lt_stop(uv_async_t *a)
+{
+    struct loop_thread *lt = a->data;
+    el_http_close(lt->h);
+    uv_close((uv_handle_t *)a, NULL);
+}
+
+static void *lt_run(void *arg)
+{
+    struct loop_thread *lt = arg;
+    uv_run(&lt->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+TEST(http_slow_client_dropped_others_served)
+{
+    struct loop_thread lt;
+    char err[256];
+    CHECK_EQ(uv_loop_init(&lt.loop), 0);
+    struct el_http_limits lim = {.timeout_ms = 300, .max_conns = 4};
+    CHECK_EQ(el_http_open(&lt.h, &lt.loop, "127.0.0.1", 0, &lim, lt_handle,
+                          NULL, err, sizeof err), 0);
+    uv_async_init(&lt.loop, &lt.stop, lt_stop);
+    lt.stop.data = &lt;
+    pthread_create(&lt.th, NULL, lt_run, &lt);
+    int port = el_http_port(lt.h);
+
+    /* Half a request, then nothing: closed after the timeout, unanswered. */
+    int slow = el_tcp_connect("127.0.0.1", port, 5000);
+    CHECK(slow >= 0);
+    CHECK(send(slow, "GET /m", 6, 0) == 6);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* Meanwhile another client is served. */
+    char *r = exchange(port, "GET / HTTP/1.0\r\n\r\n", 18, 5000);
+    CHECK(strstr(r, "\r\n\r\nok\n"));
+    free(r);
+    char c;
+    struct pollfd p = {.fd = slow, .events = POLLIN};
+    CHECK_EQ(poll(&p, 1, 5000), 1);
+    CHECK_EQ(read(slow, &c, 1), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) +
+               (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    CHECK(s >= 0.25);
+    close(slow);
+
+    /* More clients than max_conns: the extra ones are closed at once. */
+    int fds[6];
+    for (int i = 0; i < 6; i++)
+        CHECK((fds[i] = el_tcp_connect("127.0.0.1", port, 5000)) >= 0);
+    /* Look for 150 ms, well within the 300 ms timeout. */
+    int closed = 0, gone[6] = {0};
+    for (int round = 0; round < 15; round++) {
+        struct pollfd q[6];
+        for (int i = 0; i < 6; i++)
+            q[i] = (struct pollfd){.fd = gone[i] ? -1 : fds[i],
+                                   .events = POLLIN};
+        poll(q, 6, 10);
+        for (int i = 0; i < 6; i++)
+            if (q[i].revents && read(fds[i], &c, 1) == 0) {
+                gone[i] = 1;
+                closed++;
+            }
+    }
+    CHECK_EQ(closed, 2);
+    for (int i = 0; i < 6; i++)
+        close(fds[i]);
+
+    uv_async_send(&lt.stop);
+    pthread_join(lt.th, NULL);
+    CHECK_EQ(uv_loop_close(&lt.loop), 0);
+}
+
+TEST(http_listen_errors)
+{
+    struct el_metrics *reg;
+    CHECK_EQ(el_metrics_new(&reg, NULL), 0);
+    struct el_metrics_server *s, *s2;
+    char err[256];
+    CHECK(el_metrics_serve(&s, reg, "not-an-ip", 0, err, sizeof err) < 0);
+    CHECK(strstr(err, "not an IP address"));
+    CHECK_EQ(el_metrics_serve(&s, reg, "127.0.0.1", 0, err, sizeof err), 0);
+    CHECK(el_metrics_serve(&s2, reg, "127.0.0.1", el_metrics_server_port(s),
+                           err, sizeof err) < 0);
+    CHECK(strstr(err, "choose another port"));
+    el_metrics_server_close(s);
+    el_metrics_free(reg);
+}

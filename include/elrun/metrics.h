@@ -80,6 +80,11 @@ void el_metric_clear(struct el_metric *m);
 int el_metrics_on_collect(struct el_metrics *reg, void (*fn)(void *arg),
                           void *arg);
 
+/* Remove a hook added with the same fn and arg; once it returns, fn is
+ * not running and will not be called again. */
+void el_metrics_off_collect(struct el_metrics *reg, void (*fn)(void *arg),
+                            void *arg);
+
 /* The whole registry in the text format 0.0.4 (families in registration
  * order, series in creation order).  *out is malloc'd (caller frees),
  * NUL-terminated, *len bytes.  Returns 0 or -ENOMEM. */
@@ -100,6 +105,14 @@ int el_metrics_serve(struct el_metrics_server **out, struct el_metrics *reg,
                      const char *host, int port, char *err, size_t errlen);
 
 int el_metrics_server_port(const struct el_metrics_server *s);
+
+/* --metrics-addr in one call: a new registry with consts (as
+ * el_metrics_new) served at addr "HOST:PORT".  Returns 0; EL_EUSAGE when
+ * addr is not HOST:PORT; or an error of el_metrics_serve; err says why.
+ * The URL served is "http://HOST:<el_metrics_server_port>/metrics". */
+int el_metrics_start(const char *addr, const char *const *consts,
+                     struct el_metrics **reg, struct el_metrics_server **srv,
+                     char *err, size_t errlen);
 
 /* Stop serving, join the thread, free.  reg is not freed.  NULL: no-op. */
 void el_metrics_server_close(struct el_metrics_server *s);

@@ -50,6 +50,7 @@ struct el_store_server_stats {
     uint64_t requests;         /* requests served since start                */
     uint64_t rejected;         /* connections closed for a bad request       */
     uint64_t parked;           /* requests waiting for keys (GET, WAIT ...)  */
+    uint64_t bytes;            /* value bytes held                           */
 };
 
 struct el_store_server;
@@ -71,6 +72,13 @@ int el_store_server_port(const struct el_store_server *srv);
 /* A snapshot of the counters.  Safe from any thread. */
 void el_store_server_stats(const struct el_store_server *srv,
                            struct el_store_server_stats *st);
+
+/* fn(arg, op, n) for each request type served so far ("SET", "GET",
+ * "X_WATCH" ...: the wire protocol's names) with its count.  Safe from any
+ * thread. */
+void el_store_server_ops(const struct el_store_server *srv,
+                         void (*fn)(void *arg, const char *op, uint64_t n),
+                         void *arg);
 
 /* Stop serving, drop every client and free everything.  For a server from
  * el_store_server_start() this joins its thread.  For one opened on a

@@ -45,6 +45,7 @@ struct hook {
 
 struct el_metrics {
     pthread_mutex_t mu;
+    pthread_mutex_t hook_mu;  /* held while hooks run (off_collect waits) */
     char **consts;           /* name, value, ... */
     int nconsts;
     struct el_metric **fam;
@@ -77,6 +78,7 @@ int el_metrics_new(struct el_metrics **out, const char *const *consts)
     if (!r)
         return -ENOMEM;
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->hook_mu, NULL);
     int n = 0;
     while (consts && consts[n] && consts[n + 1])
         n += 2;
@@ -131,6 +133,7 @@ void el_metrics_free(struct el_metrics *r)
         free(r->consts[i]);
     free(r->consts);
     pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->hook_mu);
     free(r);
 }
 
@@ -346,6 +349,21 @@ int el_metrics_on_collect(struct el_metrics *r, void (*fn)(void *arg),
     return rc;
 }
 
+void el_metrics_off_collect(struct el_metrics *r, void (*fn)(void *arg),
+                            void *arg)
+{
+    pthread_mutex_lock(&r->hook_mu);
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->nhooks; i++) {
+        if (r->hooks[i].fn == fn && r->hooks[i].arg == arg) {
+            r->hooks[i] = r->hooks[--r->nhooks];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->hook_mu);
+}
+
 /* ---- rendering ---- */
 
 struct buf {
@@ -493,12 +511,14 @@ static void render_family(struct buf *b, const struct el_metrics *r,
 int el_metrics_render(struct el_metrics *r, char **out, size_t *len)
 {
     struct hook hooks[8];
+    pthread_mutex_lock(&r->hook_mu);
     pthread_mutex_lock(&r->mu);
     int nh = r->nhooks;
     memcpy(hooks, r->hooks, sizeof hooks);
     pthread_mutex_unlock(&r->mu);
     for (int i = 0; i < nh; i++)
         hooks[i].fn(hooks[i].arg);
+    pthread_mutex_unlock(&r->hook_mu);
 
     struct buf b = {0};
     pthread_mutex_lock(&r->mu);

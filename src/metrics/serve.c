@@ -16,8 +16,10 @@
 #include <string.h>
 #include <uv.h>
 
+#include "elrun/err.h"
 #include "elrun/http.h"
 #include "elrun/metrics.h"
+#include "elrun/net.h"
 
 struct el_metrics_server {
     struct el_metrics *reg;
@@ -102,6 +104,31 @@ int el_metrics_serve(struct el_metrics_server **out, struct el_metrics *reg,
     }
     *out = s;
     return 0;
+}
+
+int el_metrics_start(const char *addr, const char *const *consts,
+                     struct el_metrics **reg, struct el_metrics_server **srv,
+                     char *err, size_t errlen)
+{
+    char host[EL_HOST_MAX];
+    int port;
+    *reg = NULL;
+    *srv = NULL;
+    if (el_addr_parse(addr, -1, host, &port) < 0) {
+        snprintf(err, errlen, "--metrics-addr needs HOST:PORT (for example "
+                 "127.0.0.1:9400, or port 0 for a free one), got '%s'", addr);
+        return EL_EUSAGE;
+    }
+    int rc = el_metrics_new(reg, consts);
+    if (rc < 0) {
+        snprintf(err, errlen, "metrics: %s", el_strerror(rc));
+        return rc;
+    }
+    if ((rc = el_metrics_serve(srv, *reg, host, port, err, errlen)) < 0) {
+        el_metrics_free(*reg);
+        *reg = NULL;
+    }
+    return rc;
 }
 
 int el_metrics_server_port(const struct el_metrics_server *s)

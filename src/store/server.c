@@ -93,7 +93,8 @@ struct el_store_server {
     pthread_t thread;
     uv_async_t stop_async;
     /* Counters, read from any thread. */
-    uint64_t n_conns, n_requests, n_rejected, n_keys, n_parked;
+    uint64_t n_conns, n_requests, n_rejected, n_keys, n_parked, n_bytes;
+    uint64_t n_ops[32];  /* by enum el_op */
 };
 
 static void conn_close(struct conn *c, const char *why);
@@ -285,6 +286,7 @@ static void flush_dirty(struct el_store_server *srv)
         }
     }
     stat_set(&srv->n_keys, srv->table.npresent);
+    stat_set(&srv->n_bytes, srv->table.bytes);
 }
 
 /* ------------------------------------------------------------------------
@@ -608,6 +610,7 @@ static void op_append(struct conn *c, const struct el_req *rq)
     memcpy(p + e->vlen, rq->str[1], rq->len[1]);
     e->val = p;
     e->vlen += rq->len[1];
+    srv->table.bytes += rq->len[1];
     wake(srv, e);
 }
 
@@ -732,6 +735,7 @@ static void run_pending_hooks(struct el_store_server *srv)
                 memcpy(p + e->vlen, v, h->vlen);
                 e->val = p;
                 e->vlen += h->vlen;
+                srv->table.bytes += h->vlen;
                 ok = 1;
             }
         } else if (e) {
@@ -753,6 +757,8 @@ static int handle(struct conn *c, const struct el_req *rq)
     const uint8_t *frame = rq->frame;
     int rc;
     srv->n_requests++;
+    __atomic_add_fetch(&srv->n_ops[(unsigned)rq->op % 32], 1,
+                       __ATOMIC_RELAXED);
     if (c->parked && frame != c->parked) {
         /* A new request while one is parked: the client gave up waiting
          * (a 1.13 client's socket timeout) or cancels (2.x CANCEL_WAIT).
@@ -1186,6 +1192,18 @@ void el_store_server_stats(const struct el_store_server *srv,
     st->requests = __atomic_load_n(&srv->n_requests, __ATOMIC_RELAXED);
     st->rejected = __atomic_load_n(&srv->n_rejected, __ATOMIC_RELAXED);
     st->parked = __atomic_load_n(&srv->n_parked, __ATOMIC_RELAXED);
+    st->bytes = __atomic_load_n(&srv->n_bytes, __ATOMIC_RELAXED);
+}
+
+void el_store_server_ops(const struct el_store_server *srv,
+                         void (*fn)(void *arg, const char *op, uint64_t n),
+                         void *arg)
+{
+    for (unsigned op = 1; op < 32; op++) {
+        uint64_t n = __atomic_load_n(&srv->n_ops[op], __ATOMIC_RELAXED);
+        if (n)
+            fn(arg, el__proto_op_name((enum el_op)op), n);
+    }
 }
 
 /* Close every handle; in embedded mode the last close callback frees. */

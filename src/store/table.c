@@ -115,6 +115,7 @@ int el__table_set_value(struct el_table *t, struct el_entry *e,
         memcpy(copy, val, vlen);
     }
     free(e->val);
+    t->bytes += vlen - e->vlen;
     e->val = copy;
     e->vlen = vlen;
     if (!e->present) {
@@ -127,6 +128,7 @@ int el__table_set_value(struct el_table *t, struct el_entry *e,
 void el__table_clear_value(struct el_table *t, struct el_entry *e)
 {
     free(e->val);
+    t->bytes -= e->vlen;
     e->val = NULL;
     e->vlen = 0;
     if (e->present) {

@@ -27,6 +27,7 @@ struct el_table {
     size_t nbuckets;             /* power of two                            */
     size_t nentries;             /* including waiter-only entries           */
     size_t npresent;             /* entries holding a value                 */
+    size_t bytes;                /* value bytes held (appends add to it)    */
 };
 
 int el__table_init(struct el_table *t);

@@ -15,6 +15,7 @@ pkgs=(
   dataset-fashion-mnist        # the example's data set
   python3-torch                # the real PyTorch client and torchrun anchor in tests/benches
   procps iproute2 psmisc       # ps/pgrep, ip netns, fuser in tests
+  libhttp-parser-dev prometheus # /metrics requests; promtool and a real Prometheus in tests
 )
 
 missing=()

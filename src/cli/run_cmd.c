@@ -522,6 +522,20 @@ static int run_main(struct run *run, int argc, char **argv)
                 strchr(mh, ':') ? "[" : "", mh, strchr(mh, ':') ? "]" : "",
                 el_metrics_server_port(run->msrv));
         ac.metrics = run->metrics;
+        /* What alerts compare the job with (deploy/prometheus). */
+        struct el_metric *g;
+        if (el_metrics_register(run->metrics, &g, EL_METRIC_GAUGE,
+                                "elrun_job_min_nodes", "--nnodes MIN.", NULL,
+                                NULL, 0) == 0)
+            el_metric_set(g, NULL, o->min_nodes);
+        if (el_metrics_register(run->metrics, &g, EL_METRIC_GAUGE,
+                                "elrun_job_max_nodes", "--nnodes MAX.", NULL,
+                                NULL, 0) == 0)
+            el_metric_set(g, NULL, o->max_nodes);
+        if (el_metrics_register(run->metrics, &g, EL_METRIC_GAUGE,
+                                "elrun_max_restarts", "--max-restarts.", NULL,
+                                NULL, 0) == 0)
+            el_metric_set(g, NULL, o->max_restarts);
     }
     if ((rc = el_agent_open(&run->agent, &ac))) {
         el_log(EL_LOG_ERROR, "cannot start the agent: %s", el_strerror(rc));

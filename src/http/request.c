@@ -72,6 +72,8 @@ static int deliver(struct el__http_req *r)
                u.field_data[UF_PATH].len);
         path[u.field_data[UF_PATH].len] = 0;
     }
+    if (path[0] != '/')
+        return 400;  /* "*" (asterisk-form): nothing here is served so */
     if (u.field_set & (1 << UF_QUERY)) {
         memcpy(query, r->url + u.field_data[UF_QUERY].off,
                u.field_data[UF_QUERY].len);

@@ -62,6 +62,20 @@ int el_metrics_register(struct el_metrics *reg, struct el_metric **out,
                         const char *help, const char *labels,
                         const double *buckets, int nbuckets);
 
+/* A table of families to register at once into struct fields: each row's
+ * family goes to *(struct el_metric **)((char *)base + off). */
+struct el_metric_def {
+    size_t off;
+    enum el_metric_type type;
+    const char *name, *help, *labels;
+};
+
+/* el_metrics_register for each of the n rows (histograms get buckets).
+ * Returns 0 or the first error (families registered before it stay). */
+int el_metrics_register_table(struct el_metrics *reg, void *base,
+                              const struct el_metric_def *defs, size_t n,
+                              const double *buckets, int nbuckets);
+
 /* Updates.  values: one string per label of the family (NULL when it has
  * none); the series is created on first use.  add: counters (v >= 0) and
  * gauges; set: gauges (and counters mirroring a count kept elsewhere);

@@ -90,11 +90,7 @@ int el__obs_open(struct el_agent *a)
     for (int i = 0; i < o->np; i++)
         o->p[i] = (struct rank_progress){.rank = -1, .rfd = -1, .wfd = -1};
     pthread_mutex_init(&o->mu, NULL);
-    static const struct {
-        size_t off;
-        enum el_metric_type t;
-        const char *name, *help, *labels;
-    } defs[] = {
+    static const struct el_metric_def defs[] = {
 #define O(f) offsetof(struct el__agent_obs, f)
         {O(round), EL_METRIC_GAUGE, "elrun_round",
          "The rendezvous round this node's workers run in (TORCHELASTIC_RESTART_COUNT).", NULL},
@@ -147,17 +143,14 @@ int el__obs_open(struct el_agent *a)
          "rank,local_rank"},
 #undef O
     };
-    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-        struct el_metric **m = (struct el_metric **)((char *)o + defs[i].off);
-        int rc = el_metrics_register(o->reg, m, defs[i].t, defs[i].name,
-                                     defs[i].help, defs[i].labels,
-                                     time_buckets, NB);
-        if (rc < 0 && rc != -EEXIST) {
-            pthread_mutex_destroy(&o->mu);
-            free(o->p);
-            free(o);
-            return rc;
-        }
+    int rc = el_metrics_register_table(o->reg, o, defs,
+                                       sizeof defs / sizeof defs[0],
+                                       time_buckets, NB);
+    if (rc < 0) {
+        pthread_mutex_destroy(&o->mu);
+        free(o->p);
+        free(o);
+        return rc;
     }
     el_metric_set(o->local, NULL, a->cfg.nproc);
     el_metric_set(o->restarts_left, NULL, a->cfg.max_restarts);

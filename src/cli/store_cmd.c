@@ -73,11 +73,7 @@ static void store_collect(void *arg)
 static int store_metrics_register(struct el_metrics *reg,
                                   struct store_metrics *m)
 {
-    static const struct {
-        size_t off;
-        enum el_metric_type t;
-        const char *name, *help, *labels;
-    } defs[] = {
+    static const struct el_metric_def defs[] = {
 #define O(f) offsetof(struct store_metrics, f)
         {O(conns), EL_METRIC_GAUGE, "elrun_store_connections",
          "Open client connections.", NULL},
@@ -96,13 +92,10 @@ static int store_metrics_register(struct el_metrics *reg,
          "Requests served by type (the wire protocol's names).", "op"},
 #undef O
     };
-    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-        int rc = el_metrics_register(
-            reg, (struct el_metric **)((char *)m + defs[i].off), defs[i].t,
-            defs[i].name, defs[i].help, defs[i].labels, NULL, 0);
-        if (rc < 0)
-            return rc;
-    }
+    int rc = el_metrics_register_table(reg, m, defs,
+                                       sizeof defs / sizeof defs[0], NULL, 0);
+    if (rc < 0)
+        return rc;
     return el_metrics_on_collect(reg, store_collect, m);
 }
 

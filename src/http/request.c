@@ -98,6 +98,8 @@ int el__http_req_feed(struct el__http_req *r, const char *data, size_t len)
             http_parser_pause(&r->p, 0);
             if (r->seen > r->max)
                 return 431;
+            if (r->p.upgrade)
+                return 400;  /* CONNECT or Upgrade: never served */
             r->seen = 0;
             int rc = deliver(r);
             if (rc)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/sbuf.h"
 #include "elrun/metrics.h"
 
 struct series {
@@ -278,6 +279,21 @@ fail:
     return rc;
 }
 
+int el_metrics_register_table(struct el_metrics *reg, void *base,
+                              const struct el_metric_def *defs, size_t n,
+                              const double *buckets, int nbuckets)
+{
+    for (size_t i = 0; i < n; i++) {
+        int rc = el_metrics_register(
+            reg, (struct el_metric **)((char *)base + defs[i].off),
+            defs[i].type, defs[i].name, defs[i].help, defs[i].labels,
+            buckets, nbuckets);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 enum op { OP_ADD, OP_SET, OP_OBSERVE };
 
 static int update(struct el_metric *m, const char *const *values, double v,
@@ -366,40 +382,8 @@ void el_metrics_off_collect(struct el_metrics *r, void (*fn)(void *arg),
 
 /* ---- rendering ---- */
 
-struct buf {
-    char *p;
-    size_t len, cap;
-    int oom;
-};
-
-static void put(struct buf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-static void puts_(struct buf *b, const char *s)
-{
-    put(b, s, strlen(s));
-}
-
 /* HELP text escapes \ and newline; label values also ". */
-static void put_escaped(struct buf *b, const char *s, int quote)
+static void put_escaped(struct el__sbuf *b, const char *s, int quote)
 {
     const char *run = s;
     for (; *s; s++) {
@@ -407,15 +391,15 @@ static void put_escaped(struct buf *b, const char *s, int quote)
                         : quote && *s == '"' ? "\\\"" : NULL;
         if (!rep)
             continue;
-        put(b, run, (size_t)(s - run));
-        puts_(b, rep);
+        el__sbuf_add(b, run, (size_t)(s - run));
+        el__sbuf_str(b, rep);
         run = s + 1;
     }
-    put(b, run, (size_t)(s - run));
+    el__sbuf_add(b, run, (size_t)(s - run));
 }
 
 /* The shortest text that reads back as v; Go's spellings of the specials. */
-static void put_double(struct buf *b, double v)
+static void put_double(struct el__sbuf *b, double v)
 {
     char t[40];
     if (isnan(v))
@@ -429,11 +413,11 @@ static void put_double(struct buf *b, double v)
                 break;
         }
     }
-    puts_(b, t);
+    el__sbuf_str(b, t);
 }
 
 /* name{consts,labels[,le="x"]} */
-static void put_labels(struct buf *b, const struct el_metrics *r,
+static void put_labels(struct el__sbuf *b, const struct el_metrics *r,
                        const struct el_metric *m, const struct series *s,
                        const char *le)
 {
@@ -450,41 +434,41 @@ static void put_labels(struct buf *b, const struct el_metrics *r,
             k = "le";
             v = le;
         }
-        puts_(b, n++ ? "," : "{");
-        puts_(b, k);
-        puts_(b, "=\"");
+        el__sbuf_str(b, n++ ? "," : "{");
+        el__sbuf_str(b, k);
+        el__sbuf_str(b, "=\"");
         put_escaped(b, v, 1);
-        puts_(b, "\"");
+        el__sbuf_str(b, "\"");
     }
     if (n)
-        puts_(b, "}");
+        el__sbuf_str(b, "}");
 }
 
-static void put_sample(struct buf *b, const struct el_metrics *r,
+static void put_sample(struct el__sbuf *b, const struct el_metrics *r,
                        const struct el_metric *m, const struct series *s,
                        const char *suffix, const char *le, double v)
 {
-    puts_(b, m->name);
-    puts_(b, suffix);
+    el__sbuf_str(b, m->name);
+    el__sbuf_str(b, suffix);
     put_labels(b, r, m, s, le);
-    puts_(b, " ");
+    el__sbuf_str(b, " ");
     put_double(b, v);
-    puts_(b, "\n");
+    el__sbuf_str(b, "\n");
 }
 
-static void render_family(struct buf *b, const struct el_metrics *r,
+static void render_family(struct el__sbuf *b, const struct el_metrics *r,
                           const struct el_metric *m)
 {
     static const char *const types[] = {"counter", "gauge", "histogram"};
-    puts_(b, "# HELP ");
-    puts_(b, m->name);
-    puts_(b, " ");
+    el__sbuf_str(b, "# HELP ");
+    el__sbuf_str(b, m->name);
+    el__sbuf_str(b, " ");
     put_escaped(b, m->help, 0);
-    puts_(b, "\n# TYPE ");
-    puts_(b, m->name);
-    puts_(b, " ");
-    puts_(b, types[m->type]);
-    puts_(b, "\n");
+    el__sbuf_str(b, "\n# TYPE ");
+    el__sbuf_str(b, m->name);
+    el__sbuf_str(b, " ");
+    el__sbuf_str(b, types[m->type]);
+    el__sbuf_str(b, "\n");
     for (int i = 0; i < m->ns; i++) {
         const struct series *s = &m->s[i];
         if (m->type != EL_METRIC_HISTOGRAM) {
@@ -496,7 +480,7 @@ static void render_family(struct buf *b, const struct el_metrics *r,
             char le[40] = "+Inf";
             cum += s->buckets[k];
             if (k < m->nbuckets) {
-                struct buf lb = {0};
+                struct el__sbuf lb = {0};
                 put_double(&lb, m->bounds[k]);
                 snprintf(le, sizeof le, "%s", lb.p ? lb.p : "0");
                 free(lb.p);
@@ -520,9 +504,9 @@ int el_metrics_render(struct el_metrics *r, char **out, size_t *len)
         hooks[i].fn(hooks[i].arg);
     pthread_mutex_unlock(&r->hook_mu);
 
-    struct buf b = {0};
+    struct el__sbuf b = {0};
     pthread_mutex_lock(&r->mu);
-    put(&b, "", 0);
+    el__sbuf_add(&b, "", 0);
     for (int i = 0; i < r->nfam; i++)
         render_family(&b, r, r->fam[i]);
     pthread_mutex_unlock(&r->mu);

@@ -39,6 +39,35 @@ promq_is() {
     [[ $got == "$2" ]] || { echo "promq: $1 = $got, expected $2" >&2; return 1; }
 }
 
+# ---- the flags, without Prometheus ----
+test_expect_success 'PET_METRICS_ADDR serves /metrics and the URL is logged at the default level; workers get ELRUN_PROGRESS_FD' '
+    PET_METRICS_ADDR=127.0.0.1:0 "$ELRUN" --standalone --no-python \
+        sh -c "echo fd=\$ELRUN_PROGRESS_FD" >"$T/env.on" 2>"$T/env.on.err"
+    grep -qE "metrics at http://127\.0\.0\.1:[0-9]+/metrics$" "$T/env.on.err"
+    grep -qE "^fd=[0-9]+$" "$T/env.on"
+'
+test_expect_success 'without --metrics-addr: no progress fd, an inherited ELRUN_PROGRESS_FD is not passed on' '
+    ELRUN_PROGRESS_FD=7 "$ELRUN" --standalone --no-python \
+        sh -c "echo fd=\${ELRUN_PROGRESS_FD-unset}" >"$T/env.off" 2>"$T/env.off.err"
+    grep -qx "fd=unset" "$T/env.off"
+    refute grep -q "metrics at" "$T/env.off.err"
+'
+test_expect_success 'a bad --metrics-addr is a usage error (exit 2, one line), a port in use fails the start' '
+    st=0; "$ELRUN" --standalone --metrics-addr=nope --no-python true 2>"$T/bad.err" || st=$?
+    [[ $st == 2 ]]
+    grep -q "metrics-addr needs HOST:PORT" "$T/bad.err"
+    st=0; "$ELRUN" store --listen 127.0.0.1:0 --metrics-addr=nope 2>"$T/sbad.err" || st=$?
+    [[ $st == 2 ]]
+    grep -q "metrics-addr needs HOST:PORT" "$T/sbad.err"
+    "$PY" -c "import socket,time,sys; s=socket.socket(); s.bind((\"127.0.0.1\",0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(30)" >"$T/busy" &
+    wait_until "[[ -s $T/busy ]]" 10
+    st=0; "$ELRUN" --standalone --metrics-addr="127.0.0.1:$(cat "$T/busy")" --no-python true 2>"$T/busy.err" || st=$?
+    kill %1
+    [[ $st == 1 ]]
+    grep -q "choose another port" "$T/busy.err"
+'
+
+# ---- a job scraped by Prometheus ----
 start_store --metrics-addr 127.0.0.1:0
 wait_for_line "$T/store.err" 'metrics at http://' 20
 STORE_M=$(metrics_port "$T/store.err")

@@ -184,5 +184,6 @@ kill -TERM "${AGENT_PID[1]}"
 test_expect_success 'the remaining agent obeys SIGTERM with metrics on' '
     wait_until "exited ${AGENT_PID[1]}" 30
     refute curl -sf "http://127.0.0.1:${AGENT_M[1]}/metrics" -o /dev/null
+    refute grep -qE "Sanitizer|runtime error" "$T/agent.1.err" "$T/agent.2.err" "$T/store.err"
 '
 test_done

@@ -25,7 +25,9 @@ WARN    := -Wall -Wextra -Wshadow -Wvla -Wmissing-prototypes -Wstrict-prototypes
            -Wpointer-arith -Wformat=2 -Wno-unused-parameter -Werror
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Isrc $(PKG_CFLAGS)
-LDLIBS  += $(PKG_LIBS) -lhttp_parser -lpthread -lm
+# http-parser (src/http) is linked statically: no extra shared library is
+# mapped into agents that do not serve /metrics.
+LDLIBS  += $(PKG_LIBS) -l:libhttp_parser.a -lpthread -lm
 
 # Per-program extra libraries: the training example needs BLAS and zlib.
 EXAMPLE_CFLAGS_train_fmnist := $(shell pkg-config --cflags openblas zlib 2>/dev/null)

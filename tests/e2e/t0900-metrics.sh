@@ -67,6 +67,24 @@ test_expect_success 'a bad --metrics-addr is a usage error (exit 2, one line), a
     grep -q "choose another port" "$T/busy.err"
 '
 
+test_expect_success 'progress lines: garbage and lines over 255 bytes are ignored, the last good one counts' '
+    printf "%s\n" "#!/bin/bash" \
+        "long=\$(printf %0300d 0)" \
+        "printf \"hello\\nstep x\\nstep 7 samples 3\\nstep 9 samples \$long\\nstep -4\\n\" >&\$ELRUN_PROGRESS_FD" \
+        "while [[ ! -e \$1 ]]; do sleep 0.05; done" >"$T/lines.sh"
+    chmod +x "$T/lines.sh"
+    "$ELRUN" --standalone --metrics-addr=127.0.0.1:0 --no-python "$T/lines.sh" "$T/lines.stop" \
+        >"$T/lines.out" 2>"$T/lines.err" &
+    wait_until "[[ -n \$(metrics_port $T/lines.err) ]]" 20
+    url="http://127.0.0.1:$(metrics_port "$T/lines.err")/metrics"
+    wait_until "curl -sf $url | grep -qE \"^elrun_worker_step[{].*[}] 7\\\$\"" 20
+    curl -sf "$url" >"$T/lines.metrics"
+    touch "$T/lines.stop"
+    grep -qE "^elrun_worker_samples[{].*[}] 3$" "$T/lines.metrics"
+    [[ $(grep -c "^elrun_worker_step[{]" "$T/lines.metrics") == 1 ]]
+    grep -qE "^# TYPE elrun_worker_step gauge$" "$T/lines.metrics"
+'
+
 # ---- a job scraped by Prometheus ----
 start_store --metrics-addr 127.0.0.1:0
 wait_for_line "$T/store.err" 'metrics at http://' 20

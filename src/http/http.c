@@ -4,8 +4,8 @@
  *
  * A client's timer runs from its accept, and again from each answered
  * request: a request not complete when it fires (slow client, idle
- * keep-alive) closes the connection.  A client whose answers pile up
- * unread (more than 4 MiB queued) is closed too.
+ * keep-alive) closes the connection.  A client that sends requests while
+ * more than 4 MiB of earlier answers wait unread is closed too.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -113,6 +113,14 @@ static void respond(struct conn *c, int status, const char *ctype,
         free(body);
         return;
     }
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) >
+        WRITE_QUEUE_MAX) {
+        /* Earlier answers still unread: a pipelining client that does not
+         * read.  (One answer of any size is queued whole.) */
+        free(body);
+        conn_close(c);
+        return;
+    }
     char head[256];
     int hl = snprintf(head, sizeof head,
                       "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
@@ -146,9 +154,6 @@ static void respond(struct conn *c, int status, const char *ctype,
     c->writes++;
     if (!keep_alive)
         c->close_after_write = 1;
-    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) >
-        WRITE_QUEUE_MAX)
-        conn_close(c);
 }
 
 static void respond_text(struct conn *c, int status, const char *msg,
@@ -186,6 +191,12 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 {
     struct conn *c = st->data;
+    if (n == UV_EOF && c->writes > 0) {
+        /* Half-closed after its request: answer, then close. */
+        c->close_after_write = 1;
+        uv_read_stop(st);
+        return;
+    }
     if (n < 0) {
         conn_close(c);
         return;

@@ -103,6 +103,18 @@ TEST(http_metrics_scrape_and_bad_requests)
     free(r);
     free(req);
 
+    /* A client that half-closes after its request still gets the answer. */
+    int fd = el_tcp_connect("127.0.0.1", port, 5000);
+    CHECK(fd >= 0);
+    CHECK(send(fd, get, sizeof get - 1, 0) == (ssize_t)(sizeof get - 1));
+    shutdown(fd, SHUT_WR);
+    char buf[256];
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    CHECK_EQ(poll(&pf, 1, 5000), 1);
+    CHECK(read(fd, buf, 17) == 17);
+    CHECK(strncmp(buf, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    close(fd);
+
     r = exchange(port, "GET /other HTTP/1.0\r\n\r\n", 23, 5000);
     CHECK(strncmp(r, "HTTP/1.1 404 Not Found\r\n", 24) == 0);
     free(r);
@@ -228,6 +240,58 @@ TEST(http_listen_errors)
     CHECK(el_metrics_serve(&s2, reg, "127.0.0.1", el_metrics_server_port(s),
                            err, sizeof err) < 0);
     CHECK(strstr(err, "choose another port"));
+    el_metrics_server_close(s);
+    el_metrics_free(reg);
+}
+
+/* A scrape bigger than the socket buffers, from a client that half-closes
+ * after its request and reads late: the whole body arrives. */
+TEST(http_big_answer_to_half_closed_client)
+{
+    struct el_metrics *reg;
+    CHECK_EQ(el_metrics_new(&reg, NULL), 0);
+    char v[1000];
+    for (int f = 0; f < 4; f++) {  /* 4 x 4000 x 1 KB: more than the
+                                      loopback's send and receive buffers */
+        struct el_metric *g;
+        snprintf(v, sizeof v, "g%d", f);
+        CHECK_EQ(el_metrics_register(reg, &g, EL_METRIC_GAUGE, v, "", "k",
+                                     NULL, 0), 0);
+        for (int i = 0; i < 4000; i++) {
+            snprintf(v, sizeof v, "%0900d", i);
+            el_metric_set(g, (const char *[]){v}, i);
+        }
+    }
+    struct el_metrics_server *s;
+    char err[256];
+    CHECK_EQ(el_metrics_serve(&s, reg, "127.0.0.1", 0, err, sizeof err), 0);
+    int fd = el_tcp_connect("127.0.0.1", el_metrics_server_port(s), 5000);
+    CHECK(fd >= 0);
+    const char get[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    CHECK(send(fd, get, sizeof get - 1, 0) == (ssize_t)(sizeof get - 1));
+    shutdown(fd, SHUT_WR);
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    size_t cap = 32 << 20, len = 0;
+    char *out = malloc(cap + 1);
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 5000) <= 0)
+            break;
+        ssize_t n = read(fd, out + len, cap - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    out[len] = 0;
+    close(fd);
+    const char *body = strstr(out, "\r\n\r\n");
+    const char *cl = strstr(out, "Content-Length: ");
+    CHECK(body && cl);
+    size_t want = strtoul(cl + 16, NULL, 10);
+    CHECK(want > 14000000);
+    CHECK_EQ(len - (size_t)(body + 4 - out), want);
+    free(out);
     el_metrics_server_close(s);
     el_metrics_free(reg);
 }

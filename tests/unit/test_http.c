@@ -21,16 +21,11 @@
 #include "elrun/net.h"
 #include "test.h"
 
-/* Send req, read until the server closes or timeout_ms; returns what was
- * read (malloc'd). */
-static char *exchange(int port, const char *req, size_t reqlen,
-                      int timeout_ms)
+/* Read fd until the peer closes, cap bytes or timeout_ms of silence; close
+ * it; return what was read (malloc'd, NUL-terminated). */
+static char *read_all(int fd, size_t cap, int timeout_ms, size_t *lenp)
 {
-    int fd = el_tcp_connect("127.0.0.1", port, 5000);
-    CHECK(fd >= 0);
-    if (reqlen && send(fd, req, reqlen, MSG_NOSIGNAL) < 0)
-        CHECK(errno == EPIPE || errno == ECONNRESET);
-    size_t cap = 1 << 16, len = 0;
+    size_t len = 0;
     char *out = malloc(cap + 1);
     for (;;) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -43,7 +38,20 @@ static char *exchange(int port, const char *req, size_t reqlen,
     }
     out[len] = 0;
     close(fd);
+    if (lenp)
+        *lenp = len;
     return out;
+}
+
+/* Send req on a new connection and read the answer (read_all). */
+static char *exchange(int port, const char *req, size_t reqlen,
+                      int timeout_ms)
+{
+    int fd = el_tcp_connect("127.0.0.1", port, 5000);
+    CHECK(fd >= 0);
+    if (reqlen && send(fd, req, reqlen, MSG_NOSIGNAL) < 0)
+        CHECK(errno == EPIPE || errno == ECONNRESET);
+    return read_all(fd, 1 << 16, timeout_ms, NULL);
 }
 
 static int count(const char *s, const char *sub)
@@ -272,19 +280,8 @@ TEST(http_big_answer_to_half_closed_client)
     shutdown(fd, SHUT_WR);
     struct timespec ts = {0, 200 * 1000 * 1000};
     nanosleep(&ts, NULL);
-    size_t cap = 32 << 20, len = 0;
-    char *out = malloc(cap + 1);
-    for (;;) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 5000) <= 0)
-            break;
-        ssize_t n = read(fd, out + len, cap - len);
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    out[len] = 0;
-    close(fd);
+    size_t len;
+    char *out = read_all(fd, 32 << 20, 5000, &len);
     const char *body = strstr(out, "\r\n\r\n");
     const char *cl = strstr(out, "Content-Length: ");
     CHECK(body && cl);

@@ -25,7 +25,8 @@ ELRUN=$PWD/$BUILD/elrun
 command -v curl >/dev/null || { echo "needs curl" >&2; exit 2; }
 W=$(mktemp -d "${TMPDIR:-/tmp}/metrics-bench.XXXXXX")
 pids=()
-trap 'for p in "${pids[@]:-}"; do [[ -n $p ]] && kill -KILL "$p" 2>/dev/null; done; rm -rf "$W"' EXIT
+# (|| true: under set -e a pid already gone would end the trap early.)
+trap 'for p in "${pids[@]:-}"; do [[ -n $p ]] && kill -KILL "$p" 2>/dev/null || true; done; rm -rf "$W"' EXIT
 
 stats() {
     sort -g | awk '{ v[NR] = $1 } END {

@@ -67,14 +67,17 @@ test_expect_success 'a bad --metrics-addr is a usage error (exit 2, one line), a
     grep -q "choose another port" "$T/busy.err"
 '
 
+# A worker that writes good and bad progress lines, then waits for
+# $T/lines.stop (at most 60 s).
+printf "%s\n" "#!/bin/bash" \
+    "long=\$(printf %0300d 0)" \
+    "printf \"hello\\nstep x\\nstep 7 samples 3\\nstep 9 samples \$long\\nstep -4\\n\" >&\$ELRUN_PROGRESS_FD" \
+    "for i in \$(seq 1200); do [[ -e \$1 ]] && break; sleep 0.05; done" >"$T/lines.sh"
+chmod +x "$T/lines.sh"
+"$ELRUN" --standalone --metrics-addr=127.0.0.1:0 --no-python "$T/lines.sh" "$T/lines.stop" \
+    >"$T/lines.out" 2>"$T/lines.err" &
+track_pid $!
 test_expect_success 'progress lines: garbage and lines over 255 bytes are ignored, the last good one counts' '
-    printf "%s\n" "#!/bin/bash" \
-        "long=\$(printf %0300d 0)" \
-        "printf \"hello\\nstep x\\nstep 7 samples 3\\nstep 9 samples \$long\\nstep -4\\n\" >&\$ELRUN_PROGRESS_FD" \
-        "while [[ ! -e \$1 ]]; do sleep 0.05; done" >"$T/lines.sh"
-    chmod +x "$T/lines.sh"
-    "$ELRUN" --standalone --metrics-addr=127.0.0.1:0 --no-python "$T/lines.sh" "$T/lines.stop" \
-        >"$T/lines.out" 2>"$T/lines.err" &
     wait_until "[[ -n \$(metrics_port $T/lines.err) ]]" 20
     url="http://127.0.0.1:$(metrics_port "$T/lines.err")/metrics"
     wait_until "curl -sf $url | grep -qE \"^elrun_worker_step[{].*[}] 7\\\$\"" 20

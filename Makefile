@@ -29,7 +29,9 @@ WARN    := -Wall -Wextra -Wshadow -Wvla -Wmissing-prototypes -Wstrict-prototypes
            -Wpointer-arith -Wformat=2 -Wno-unused-parameter -Werror
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Isrc $(PKG_CFLAGS)
-LDLIBS  += $(PKG_LIBS) -lpthread -lm -ldl
+# http-parser (src/http) is linked statically: no extra shared library is
+# mapped into agents that do not serve /metrics.
+LDLIBS  += $(PKG_LIBS) -l:libhttp_parser.a -lpthread -lm -ldl
 
 # Per-program extra libraries: the training example needs BLAS and zlib.
 EXAMPLE_CFLAGS_train_fmnist := $(shell pkg-config --cflags openblas zlib 2>/dev/null)
@@ -52,7 +54,7 @@ CFLAGS  += -O1 -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=a
 LDFLAGS += -fsanitize=$(SAN)
 endif
 
-LIB_MODULES := common store rendezvous agent worker coll ckpt etcd job
+LIB_MODULES := common store rendezvous agent worker coll ckpt etcd job metrics http
 LIB_SRC  := $(foreach m,$(LIB_MODULES),$(wildcard src/$(m)/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC  := $(wildcard src/cli/*.c)
@@ -100,7 +102,7 @@ $(BUILD)/elrun: $(CLI_OBJ) $(BUILD)/libelrun.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libelrun.a $(LDLIBS)
 
 # pc_file PREFIX: the pkg-config file's text for an install under PREFIX.
-pc_file = printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: elrun\nDescription: elastic distributed-training runtime\nVersion: %s\nRequires.private: %s\nLibs: -L$${libdir} -lelrun\nLibs.private: -lpthread -lm -ldl\nCflags: -I$${includedir}\n' \
+pc_file = printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: elrun\nDescription: elastic distributed-training runtime\nVersion: %s\nRequires.private: %s\nLibs: -L$${libdir} -lelrun\nLibs.private: -lhttp_parser -lpthread -lm -ldl\nCflags: -I$${includedir}\n' \
 	    '$(1)' '$(VERSION)' '$(PKGS)'
 
 $(BUILD)/elrun.pc: Makefile

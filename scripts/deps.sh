@@ -18,6 +18,7 @@ pkgs=(
   procps iproute2 psmisc       # ps/pgrep, ip netns, fuser in tests
   clang-format                 # scripts/format-check.sh
   slurmctld slurmd slurm-client munge  # a real Slurm for the job tests (t0810)
+  libhttp-parser-dev prometheus # /metrics requests; promtool and a real Prometheus in tests
 )
 
 missing=()

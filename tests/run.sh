@@ -46,6 +46,7 @@ if [[ $what == all || $what == unit ]]; then
         n=${f##*/fuzz_replay_}
         run_part "fuzz-$n" "$f" "tests/fuzz/corpus/$n"
     done
+    run_part prometheus-rules bash tests/prometheus/run.sh
 fi
 if [[ $what == all || $what == e2e ]]; then
     for t in tests/e2e/t[0-9]*.sh; do

@@ -79,6 +79,10 @@ struct el_agent_config {
     void (*on_event)(void *arg, enum el_agent_event_level lvl,
                      const char *msg);
     void *event_arg;
+    /* Where the agent records its metrics (docs/METRICS.md) and reads its
+     * workers' progress (ELRUN_PROGRESS_FD); NULL: neither.  Must outlive
+     * the agent. */
+    struct el_metrics *metrics;
 };
 
 enum el_agent_outcome {

@@ -112,6 +112,13 @@ int el_store_server_port(const struct el_store_server *srv);
 void el_store_server_stats(const struct el_store_server *srv,
                            struct el_store_server_stats *st);
 
+/* fn(arg, op, n) for each request type served so far ("SET", "GET",
+ * "X_WATCH" ...: the wire protocol's names) with its count.  Safe from any
+ * thread. */
+void el_store_server_ops(const struct el_store_server *srv,
+                         void (*fn)(void *arg, const char *op, uint64_t n),
+                         void *arg);
+
 /* Stop serving, drop every client and free everything.  For a server from
  * el_store_server_start() this joins its thread.  For one opened on a
  * caller's loop, it closes the handles; memory is released once the caller

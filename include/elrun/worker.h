@@ -131,6 +131,15 @@ int el_worker_barrier_cb(void *arg);
 int el_worker_record_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 
+/* Report training progress to the agent (its /metrics shows step, samples,
+ * step rate and the time since the last report, per rank): writes
+ * "step <step> samples <samples>\n" to $ELRUN_PROGRESS_FD, which the agent
+ * sets when it serves metrics (--metrics-addr).  samples < 0: not known.
+ * Never blocks and needs no context.  Returns 0; -ENOENT when the variable
+ * is unset (not under an agent with metrics: nothing to do); -EAGAIN when
+ * the agent is behind and this report was dropped; or -errno. */
+int el_worker_progress(int64_t step, int64_t samples);
+
 #ifdef __cplusplus
 }
 #endif

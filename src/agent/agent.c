@@ -100,6 +100,8 @@ int el_agent_open(struct el_agent **out, const struct el_agent_config *cfg)
     ev.data.u64 = EL__TAG_TIMER;
     if (epoll_ctl(a->epfd, EPOLL_CTL_ADD, a->tfd, &ev) < 0)
         goto fail;
+    if ((errno = -el__obs_open(a)))
+        goto fail;
     *out = a;
     return 0;
 fail:;
@@ -112,6 +114,7 @@ void el_agent_close(struct el_agent *a)
 {
     if (!a)
         return;
+    el__obs_close(a);
     if (a->sigfd >= 0)
         close(a->sigfd);
     if (a->epfd >= 0)
@@ -160,6 +163,7 @@ static void set_state(struct el_agent *a, enum el__group_state s)
                                  .data.u64 = EL__TAG_RDZV};
         epoll_ctl(a->epfd, EPOLL_CTL_MOD, a->rdzv_fd, &ev);
     }
+    el__obs_state(a, a->state, s);
     a->state = s;
 }
 
@@ -251,7 +255,9 @@ static void reap(struct el_agent *a)
                       "worker local_rank %d (rank %d, pid %d) exited with "
                       "code %d", w->local_rank, w->global_rank, (int)pid,
                       WEXITSTATUS(st));
+            el__obs_exit(a, w);
         }
+        el__obs_workers(a);
     }
 }
 
@@ -315,6 +321,7 @@ static int spend_restart(struct el_agent *a)
     int job = el_rdzv_report_failure(a->r, "worker group failed");
     if (job == 0) {
         a->res->restarts++;
+        el__obs_restarts(a);
         event(a, EL_AGENT_WARN, "worker group failed; the job restarts on "
               "every node");
         return 1;
@@ -326,6 +333,7 @@ static int spend_restart(struct el_agent *a)
     if (a->restarts_left > 0) {
         a->restarts_left--;
         a->res->restarts++;
+        el__obs_restarts(a);
         event(a, EL_AGENT_WARN, "worker group failed; restarting (%d of %d "
               "restarts used)", a->res->restarts, a->cfg.max_restarts);
         return 1;
@@ -474,6 +482,7 @@ static void check_group(struct el_agent *a)
     for (int i = 0; i < a->cfg.nproc; i++) {
         if (a->w[i].failed) {
             a->ran_ms = (el_now_ns() - a->healthy_ns) / 1000000;
+            el__obs_failure(a, "worker_failure");
             set_state(a, EL__GS_UNHEALTHY);
             begin_stop(a, EL__STOP_FAILURE, SIGTERM);
             return;
@@ -539,6 +548,7 @@ static void on_rdzv(struct el_agent *a)
     } else if (waiting > 0) {
         event(a, EL_AGENT_WARN, "other nodes are waiting for a new round; "
               "restarting the workers (not counted as a restart)");
+        el__obs_failure(a, "membership");
         begin_stop(a, EL__STOP_MEMBERSHIP, SIGTERM);
     }
 }
@@ -579,6 +589,7 @@ static int dispatch(struct el_agent *a)
     int n = epoll_wait(a->epfd, evs, 16, -1);
     if (n < 0)
         return errno == EINTR ? 0 : -errno;
+    a->woke_ns = el_now_ns();
     for (int e = 0; e < n && (a->state == EL__GS_HEALTHY ||
                               a->state == EL__GS_STOPPING ||
                               a->state == EL__GS_BACKOFF); e++) {
@@ -589,6 +600,8 @@ static int dispatch(struct el_agent *a)
             on_rdzv(a);
         else if (tag == EL__TAG_TIMER)
             on_timer(a);
+        else if (tag >= EL__TAG_PROGRESS)
+            el__obs_progress(a, (int)(tag - EL__TAG_PROGRESS));
         else if (tag >= EL__TAG_STREAM)
             on_stream(a, tag);
     }
@@ -629,6 +642,7 @@ static void next_round(struct el_agent *a)
           info.node_rank, info.num_nodes, info.base_rank,
           info.base_rank + a->cfg.nproc - 1, info.world_size,
           info.store_host, info.store_port, a->cfg.nproc);
+    el__obs_round(a, &info);
     rc = el__agent_start_workers(a, &info, res);
     if (rc == 1) {
         begin_stop(a, EL__STOP_EXEC, SIGKILL);

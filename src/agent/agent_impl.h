@@ -24,6 +24,7 @@ struct el_rdzv_info;
 #define EL__TAG_RDZV   2
 #define EL__TAG_TIMER  3
 #define EL__TAG_STREAM 4   /* + 2 * worker index + stream (0 out, 1 err) */
+#define EL__TAG_PROGRESS (1ULL << 40) /* + worker index (observe.c)       */
 
 #define EL__LINE_MAX 65536 /* a teed line longer than this is cut */
 
@@ -75,6 +76,7 @@ enum el__stop_cause {
 };
 
 struct el_rdzv;
+struct el__agent_obs;
 
 struct el_agent {
     struct el_agent_config cfg;
@@ -102,6 +104,8 @@ struct el_agent {
     struct el_agent_result *res;
     char *outbuf;        /* pump.c's prefixed-lines buffer */
     size_t outcap;
+    struct el__agent_obs *obs; /* observe.c's metrics; NULL when off      */
+    int64_t woke_ns;     /* when epoll_wait last returned (el_now_ns)      */
 };
 
 /* spawn.c.  Create <log_dir>/<run_id>_<rand> (a new /tmp/torchelastic_*
@@ -141,6 +145,24 @@ void el__agent_read_error_file(struct el_agent_failure *f, const char *path);
 
 /* report.c.  Free res->failures and their strings. */
 void el__agent_free_failures(struct el_agent_result *res);
+
+/* observe.c: metrics hooks, each a no-op when cfg.metrics is NULL.  from,
+ * to: enum el__group_state.  cause: "worker_failure" or "membership". */
+int el__obs_open(struct el_agent *a);
+void el__obs_close(struct el_agent *a);
+void el__obs_state(struct el_agent *a, int from, int to);
+void el__obs_round(struct el_agent *a, const struct el_rdzv_info *info);
+void el__obs_workers(struct el_agent *a);
+void el__obs_exit(struct el_agent *a, const struct el__worker *w);
+void el__obs_failure(struct el_agent *a, const char *cause);
+void el__obs_restarts(struct el_agent *a);
+/* Worker i's progress pipe for the next fork: the write end's fd (to pass
+ * as ELRUN_PROGRESS_FD, close-on-exec: clear it in the child), or -1 when
+ * off.  el__obs_progress_forked closes the agent's copy after the fork;
+ * el__obs_progress reads what came (EL__TAG_PROGRESS + i). */
+int el__obs_progress_pipe(struct el_agent *a, int i);
+void el__obs_progress_forked(struct el_agent *a, int i);
+void el__obs_progress(struct el_agent *a, int i);
 
 int el__rm_rf(const char *path);
 int el__mkdir_p(const char *path);

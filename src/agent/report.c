@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "agent/agent_impl.h"
+#include "common/sbuf.h"
 #include "elrun/agent.h"
 
 #define NO_TRACEBACK \
@@ -154,42 +155,10 @@ void el_agent_fqdn(char *buf, size_t cap)
 
 /* ---- the ChildFailedError box ---- */
 
-struct sbuf {
-    char *p;
-    size_t len, cap;
-    int oom;
-};
-
-static void sb_add(struct sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = (b->cap ? b->cap * 2 : 1024);
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-static void sb_str(struct sbuf *b, const char *s)
-{
-    sb_add(b, s, strlen(s));
-}
-
-static void sb_rep(struct sbuf *b, char c, size_t n)
+static void sb_rep(struct el__sbuf *b, char c, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        sb_add(b, &c, 1);
+        el__sbuf_add(b, &c, 1);
 }
 
 /* Characters (not bytes) in the longest line of s, as Python's len(). */
@@ -227,9 +196,9 @@ static char *format_one(int idx, const struct el_agent_failure *f,
              "  traceback : ",
              idx, t, host, f->global_rank, f->local_rank, f->exitcode,
              (int)f->pid, f->error_file ? f->error_file : "<N/A>");
-    struct sbuf b = {0};
-    sb_str(&b, head);
-    sb_str(&b, f->message ? f->message : "<N/A>");
+    struct el__sbuf b = {0};
+    el__sbuf_str(&b, head);
+    el__sbuf_str(&b, f->message ? f->message : "<N/A>");
     if (b.oom) {
         free(b.p);
         return NULL;
@@ -240,7 +209,7 @@ static char *format_one(int idx, const struct el_agent_failure *f,
 char *el_agent_format_failures(const struct el_agent_result *res,
                                const char *title, const char *host)
 {
-    struct sbuf b = {0};
+    struct el__sbuf b = {0};
     char *full_title = NULL;
     size_t tl = strlen(title) + 8;
     int n = res->nfailures;
@@ -261,29 +230,29 @@ char *el_agent_format_failures(const struct el_agent_result *res,
     if (width > 60)
         width = 60;
     sb_rep(&b, '=', width);
-    sb_str(&b, "\n");
-    sb_str(&b, full_title);
-    sb_str(&b, "\n");
+    el__sbuf_str(&b, "\n");
+    el__sbuf_str(&b, full_title);
+    el__sbuf_str(&b, "\n");
     sb_rep(&b, '-', width);
-    sb_str(&b, "\nFailures:\n");
+    el__sbuf_str(&b, "\nFailures:\n");
     int others = 0;
     for (int i = 0; i < n; i++) {
         if (i == res->root || !fmt[i])
             continue;
         if (others++)
-            sb_str(&b, "\n");
-        sb_str(&b, fmt[i]);
+            el__sbuf_str(&b, "\n");
+        el__sbuf_str(&b, fmt[i]);
     }
     if (!others)
-        sb_str(&b, "  <NO_OTHER_FAILURES>");
-    sb_str(&b, "\n");
+        el__sbuf_str(&b, "  <NO_OTHER_FAILURES>");
+    el__sbuf_str(&b, "\n");
     sb_rep(&b, '-', width);
-    sb_str(&b, "\nRoot Cause (first observed failure):\n");
+    el__sbuf_str(&b, "\nRoot Cause (first observed failure):\n");
     if (n > 0 && fmt[res->root])
-        sb_str(&b, fmt[res->root]);
-    sb_str(&b, "\n");
+        el__sbuf_str(&b, fmt[res->root]);
+    el__sbuf_str(&b, "\n");
     sb_rep(&b, '=', width);
-    sb_str(&b, "\n");
+    el__sbuf_str(&b, "\n");
     for (int i = 0; i < n; i++)
         free(fmt[i]);
     free(fmt);

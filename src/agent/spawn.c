@@ -108,6 +108,7 @@ static const char *const env_set_names[] = {
     "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
     "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
     "NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "ELRUN_PROGRESS_FD",  /* last: set only with metrics (observe.c) */
 };
 #define N_ENV_SET (sizeof env_set_names / sizeof env_set_names[0])
 
@@ -123,7 +124,7 @@ static int env_is_set_name(const char *kv)
 
 /* A NULL-terminated envp in one allocation: pointers, then strings. */
 static char **build_env(const struct el_agent *a, const struct el__worker *w,
-                        const struct el_rdzv_info *info)
+                        const struct el_rdzv_info *info, int progress_fd)
 {
     char vals[N_ENV_SET][4200];
     const char *nccl = getenv("NCCL_ASYNC_ERROR_HANDLING");
@@ -147,6 +148,10 @@ static char **build_env(const struct el_agent *a, const struct el__worker *w,
     snprintf(vals[15], sizeof vals[15], "%s/error.json", w->dir);
     snprintf(vals[16], sizeof vals[16], "%s", nccl ? nccl : "1");
     snprintf(vals[17], sizeof vals[17], "%s", tnccl ? tnccl : "1");
+    vals[18][0] = 0;
+    if (progress_fd >= 0)
+        snprintf(vals[18], sizeof vals[18], "%d", progress_fd);
+    size_t nset = progress_fd >= 0 ? N_ENV_SET : N_ENV_SET - 1;
 
     size_t n = 0, bytes = 0;
     for (char **e = environ; *e; e++) {
@@ -155,9 +160,9 @@ static char **build_env(const struct el_agent *a, const struct el__worker *w,
         n++;
         bytes += strlen(*e) + 1;
     }
-    for (size_t i = 0; i < N_ENV_SET; i++)
+    for (size_t i = 0; i < nset; i++)
         bytes += strlen(env_set_names[i]) + strlen(vals[i]) + 2;
-    n += N_ENV_SET;
+    n += nset;
     char **envp = malloc((n + 1) * sizeof *envp + bytes);
     if (!envp)
         return NULL;
@@ -171,7 +176,7 @@ static char **build_env(const struct el_agent *a, const struct el__worker *w,
         envp[j++] = s;
         s += l;
     }
-    for (size_t i = 0; i < N_ENV_SET; i++) {
+    for (size_t i = 0; i < nset; i++) {
         int l = sprintf(s, "%s=%s", env_set_names[i], vals[i]);
         envp[j++] = s;
         s += l + 1;
@@ -348,7 +353,8 @@ int el__agent_start_workers(struct el_agent *a,
             }
         }
         char **argv = build_argv(a, i);
-        char **envp = build_env(a, w, info);
+        int pfd = el__obs_progress_pipe(a, i);
+        char **envp = build_env(a, w, info, pfd);
         int ep[2];
         if (!argv || !envp || pipe2(ep, O_CLOEXEC) < 0) {
             rc = !argv || !envp ? -ENOMEM : -errno;
@@ -374,6 +380,8 @@ int el__agent_start_workers(struct el_agent *a,
             for (int s = 0; s < 2; s++)
                 if (child_fd[s] >= 0)
                     dup2(child_fd[s], s + 1);
+            if (pfd >= 0)
+                fcntl(pfd, F_SETFD, 0);
             execvpe(argv[0], argv, envp);
             int e = errno;
             ssize_t wr = write(ep[1], &e, sizeof e);
@@ -381,6 +389,7 @@ int el__agent_start_workers(struct el_agent *a,
             _exit(127);
         }
         int fork_errno = errno;
+        el__obs_progress_forked(a, i);
         free(argv);
         free(envp);
         close(ep[1]);

@@ -36,7 +36,7 @@ enum opt_id {
     O_REDIRECTS, O_TEE, O_LOCAL_RANKS_FILTER, O_NODE_RANK, O_MASTER_ADDR,
     O_MASTER_PORT, O_LOCAL_ADDR, O_SIGNALS, O_LOGS_SPECS, O_NUMA_BINDING,
     O_EVENT_LOG_HANDLER, O_STOP_TIMEOUT, O_EXIT_BARRIER_TIMEOUT,
-    O_RESTART_BACKOFF, O_RESTART_BACKOFF_MAX, O_HELP, O_VERSION, O_COUNT
+    O_RESTART_BACKOFF, O_RESTART_BACKOFF_MAX, O_METRICS_ADDR, O_HELP, O_VERSION, O_COUNT
 };
 
 typedef char opt_src[64];  /* where a value came from: "--flag", "PET_FLAG" */
@@ -191,6 +191,8 @@ static const struct opt_def defs[O_COUNT] = {
                                .lo = 1e-3, .hi = MAX_S,
                                .expect = "expected seconds > 0 (use "
                                "--restart-backoff=0 to restart at once)"},
+    [O_METRICS_ADDR] = {"metrics-addr", .env = 1, .set = set_str_or_null,
+                        .off = F(metrics_addr)},
     [O_HELP] = {"help", 'h', .is_bool = 1},
     [O_VERSION] = {"version", .is_bool = 1},
 };
@@ -245,6 +247,8 @@ const char el_opts_help[] =
 "  --signals-to-handle SIGS   signals forwarded to workers before exiting\n"
 "                             [SIGTERM,SIGINT,SIGHUP,SIGQUIT]\n"
 "  --stop-timeout S           grace between SIGTERM and SIGKILL [30]\n"
+"  --metrics-addr HOST:PORT   serve Prometheus metrics at /metrics (port 0\n"
+"                             picks one; see docs/METRICS.md)\n"
 "  -h, --help                 this text;  --version  elrun's version\n"
 "\n"
 "Exit status: 0 when every worker succeeded, 1 on a worker failure (after\n"

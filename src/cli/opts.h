@@ -68,6 +68,7 @@ struct el_opts {
     double exit_barrier_timeout;  /* --exit-barrier-timeout S     [300]    */
     double restart_backoff;       /* --restart-backoff S          [1]      */
     double restart_backoff_max;   /* --restart-backoff-max S      [30]     */
+    const char *metrics_addr;     /* --metrics-addr HOST:PORT     [NULL]   */
     int help;                     /* -h, --help                             */
     int version;                  /* --version                              */
     /* The training script and its arguments (pointers into argv). */

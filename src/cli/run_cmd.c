@@ -20,6 +20,7 @@
 #include "elrun/agent.h"
 #include "elrun/err.h"
 #include "elrun/log.h"
+#include "elrun/metrics.h"
 #include "elrun/net.h"
 #include "elrun/rdzv.h"
 #include "elrun/store.h"
@@ -459,12 +460,16 @@ struct run {
     char *own_ef;
     struct el_agent *agent;
     struct el_rdzv *rdzv;
+    struct el_metrics *metrics;
+    struct el_metrics_server *msrv;
 };
 
 static void run_free(struct run *run)
 {
     el_rdzv_close(run->rdzv);
+    el_metrics_server_close(run->msrv);  /* before the agent it reads */
     el_agent_close(run->agent);
+    el_metrics_free(run->metrics);
     free(run->own_ef);
     free(run->wargv);
     free(run->redir);
@@ -543,6 +548,42 @@ static int run_main(struct run *run, int argc, char **argv)
     ac.err_fd = 2;
     ac.on_event = on_agent_event;
 
+    if (o->metrics_addr) {
+        char node[256];
+        el_agent_fqdn(node, sizeof node);
+        const char *const consts[] = {"run_id", ac.run_id, "node", node,
+                                      "role", ac.role, NULL};
+        rc = el_metrics_start(o->metrics_addr, consts, &run->metrics,
+                              &run->msrv, err, sizeof err);
+        if (rc == EL_EUSAGE)
+            return usage_error(err);
+        if (rc) {
+            el_log(EL_LOG_ERROR, "%s", err);
+            return 1;
+        }
+        /* Shown at any log level: the address was asked for. */
+        char mh[EL_HOST_MAX];
+        int mp;
+        el_addr_parse(o->metrics_addr, -1, mh, &mp);
+        el_log_(EL_LOG_INFO, "metrics at http://%s%s%s:%d/metrics",
+                strchr(mh, ':') ? "[" : "", mh, strchr(mh, ':') ? "]" : "",
+                el_metrics_server_port(run->msrv));
+        ac.metrics = run->metrics;
+        /* What alerts compare the job with (deploy/prometheus). */
+        struct el_metric *g;
+        if (el_metrics_register(run->metrics, &g, EL_METRIC_GAUGE,
+                                "elrun_job_min_nodes", "--nnodes MIN.", NULL,
+                                NULL, 0) == 0)
+            el_metric_set(g, NULL, o->min_nodes);
+        if (el_metrics_register(run->metrics, &g, EL_METRIC_GAUGE,
+                                "elrun_job_max_nodes", "--nnodes MAX.", NULL,
+                                NULL, 0) == 0)
+            el_metric_set(g, NULL, o->max_nodes);
+        if (el_metrics_register(run->metrics, &g, EL_METRIC_GAUGE,
+                                "elrun_max_restarts", "--max-restarts.", NULL,
+                                NULL, 0) == 0)
+            el_metric_set(g, NULL, o->max_restarts);
+    }
     if ((rc = el_agent_open(&run->agent, &ac))) {
         el_log(EL_LOG_ERROR, "cannot start the agent: %s", el_strerror(rc));
         return 1;

@@ -1,6 +1,7 @@
 /* store_cmd.c -- `elrun store`: run the store server on its own.
  *
  *   elrun store --listen HOST:PORT [limits...] [--secret-file PATH]
+ *               [--metrics-addr HOST:PORT]
  *
  * Prints "listening on HOST:PORT" on stdout once it accepts connections
  * (port 0 picks a free port), logs one line per notable event on stderr,
@@ -16,6 +17,7 @@
 #include "cli/cli.h"
 #include "elrun/err.h"
 #include "elrun/log.h"
+#include "elrun/metrics.h"
 #include "elrun/net.h"
 #include "elrun/store.h"
 
@@ -49,6 +51,8 @@ static const char usage[] =
     "                         owner can read): keys under /elrun/ may then be\n"
     "                         written only by agents that prove it [none]\n"
     "  --backlog N            listen backlog [65535, capped by net.core.somaxconn]\n"
+    "  --metrics-addr HOST:PORT  serve Prometheus metrics at /metrics\n"
+    "                         (port 0 picks one; see docs/METRICS.md)\n"
     "  -h, --help             this text\n";
 
 static void log_event(void *arg, const char *msg)
@@ -57,10 +61,72 @@ static void log_event(void *arg, const char *msg)
     el_log(EL_LOG_WARN, "%s", msg);
 }
 
+/* The store's metrics, read at scrape time on the metrics thread from the
+ * server's atomic counters (el_store_server_stats/_ops are thread-safe). */
+struct store_metrics {
+    struct el_store_server *srv;
+    struct el_metric *conns, *keys, *bytes, *parked, *requests, *rejected,
+        *ops;
+};
+
+static void store_op(void *arg, const char *op, uint64_t n)
+{
+    el_metric_set(arg, (const char *[]){op}, (double)n);
+}
+
+static void store_collect(void *arg)
+{
+    struct store_metrics *m = arg;
+    struct el_store_server_stats st;
+    el_store_server_stats(m->srv, &st);
+    el_metric_set(m->conns, NULL, (double)st.connections);
+    el_metric_set(m->keys, NULL, (double)st.keys);
+    el_metric_set(m->bytes, NULL, (double)st.data);
+    el_metric_set(m->parked, NULL, (double)st.parked);
+    el_metric_set(m->requests, NULL, (double)st.requests);
+    el_metric_set(m->rejected, NULL, (double)st.rejected);
+    el_store_server_ops(m->srv, store_op, m->ops);
+}
+
+static int store_metrics_register(struct el_metrics *reg,
+                                  struct store_metrics *m)
+{
+    static const struct el_metric_def defs[] = {
+#define O(f) offsetof(struct store_metrics, f)
+        {O(conns), EL_METRIC_GAUGE, "elrun_store_connections",
+         "Open client connections.", NULL},
+        {O(keys), EL_METRIC_GAUGE, "elrun_store_keys", "Keys holding a value.",
+         NULL},
+        {O(bytes), EL_METRIC_GAUGE, "elrun_store_data_bytes",
+         "Bytes of keys and values stored (what --max-total-data bounds).", NULL},
+        {O(parked), EL_METRIC_GAUGE, "elrun_store_parked_requests",
+         "Requests waiting for keys (GET, WAIT, WATCH ...).", NULL},
+        {O(requests), EL_METRIC_COUNTER, "elrun_store_requests_total",
+         "Requests served.", NULL},
+        {O(rejected), EL_METRIC_COUNTER,
+         "elrun_store_rejected_connections_total",
+         "Connections closed for a bad request or a broken limit.", NULL},
+        {O(ops), EL_METRIC_COUNTER, "elrun_store_ops_total",
+         "Requests served by type (the wire protocol's names).", "op"},
+#undef O
+    };
+    int rc = el_metrics_register_table(reg, m, defs,
+                                       sizeof defs / sizeof defs[0], NULL, 0);
+    if (rc < 0)
+        return rc;
+    return el_metrics_on_collect(reg, store_collect, m);
+}
+
+/* Set while /metrics is served: the hook goes before the server. */
+static struct el_metrics *served_reg;
+static struct store_metrics served;
+
 static void on_signal(uv_signal_t *sig, int signum)
 {
     struct el_store_server *srv = sig->data;
     el_log(EL_LOG_INFO, "received %s, shutting down", strsignal(signum));
+    if (served_reg)
+        el_metrics_off_collect(served_reg, store_collect, &served);
     el_store_server_close(srv);
     uv_close((uv_handle_t *)sig, NULL);
     uv_signal_t *other = sig + (signum == SIGINT ? 1 : -1);
@@ -100,6 +166,7 @@ int cli_store_main(int argc, char **argv)
         {"listen", required_argument, NULL, 'l'},
         {"secret-file", required_argument, NULL, 'S'},
         {"backlog", required_argument, NULL, 'B'},
+        {"metrics-addr", required_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     struct el_store_server_opts so = {0};
@@ -111,6 +178,7 @@ int cli_store_main(int argc, char **argv)
         &lim->max_conns_per_peer, &lim->max_conns_per_loopback,
         &lim->fd_reserve,        &lim->max_total_data};
     const char *listen = "0.0.0.0:29400";
+    const char *metrics_addr = NULL;
     char host[EL_HOST_MAX], flag[64];
     size_t backlog = 0;
     static uint8_t secret[EL_STORE_SECRET_MAX + 1];
@@ -143,6 +211,9 @@ int cli_store_main(int argc, char **argv)
             if (parse_size("--backlog", optarg, &backlog))
                 return 2;
             so.backlog = backlog > 1000000 ? 1000000 : (int)backlog;
+            break;
+        case 'M':
+            metrics_addr = optarg;
             break;
         case 'h':
             fputs(usage, stdout);
@@ -189,7 +260,34 @@ int cli_store_main(int argc, char **argv)
     el_log(EL_LOG_INFO, "store listening on port %d%s",
            el_store_server_port(srv),
            so.secret ? ", with a job secret" : "");
+    struct el_metrics *reg = NULL;
+    struct el_metrics_server *msrv = NULL;
+    struct store_metrics *sm = &served;
+    sm->srv = srv;
+    if (metrics_addr) {
+        char err[512];
+        rc = el_metrics_start(metrics_addr, NULL, &reg, &msrv, err,
+                              sizeof err);
+        if (rc == 0 && (rc = store_metrics_register(reg, sm)) < 0)
+            snprintf(err, sizeof err, "metrics: %s", el_strerror(rc));
+        if (rc) {
+            fprintf(stderr, "elrun store: %s\n", err);
+            el_metrics_server_close(msrv);
+            el_metrics_free(reg);
+            return rc == EL_EUSAGE ? 2 : 1;
+        }
+        char mh[EL_HOST_MAX];
+        int mp;
+        el_addr_parse(metrics_addr, -1, mh, &mp);
+        served_reg = reg;
+        el_log_(EL_LOG_INFO, "metrics at http://%s%s%s:%d/metrics",
+                strchr(mh, ':') ? "[" : "", mh, strchr(mh, ':') ? "]" : "",
+                el_metrics_server_port(msrv));
+    }
     uv_run(loop, UV_RUN_DEFAULT);
+    /* The collect hook reads srv: stop scraping before it is freed. */
+    el_metrics_server_close(msrv);
+    el_metrics_free(reg);
     uv_loop_close(loop);
     return 0;
 }

@@ -157,6 +157,7 @@ struct el_store_server {
     /* Counters, read from any thread. */
     uint64_t n_conns, n_requests, n_rejected, n_keys, n_parked;
     uint64_t buffered, buffered_peak, n_paused, n_limited, n_data;
+    uint64_t n_ops[32];  /* by enum el_op */
 };
 
 static void conn_close(struct conn *c, const char *why);
@@ -1062,6 +1063,9 @@ static int handle(struct conn *c, const struct el_req *rq)
     if (rq->op >= EL_OP_X_GET)
         c->native = 1;
     c->active_ms = uv_now(srv->loop);
+    _Static_assert(EL_OP_X_AUTH < 32, "n_ops has a slot per op");
+    __atomic_add_fetch(&srv->n_ops[(unsigned)rq->op % 32], 1,
+                       __ATOMIC_RELAXED);
     if (c->parked && frame != c->parked) {
         /* A new request while one is parked: the client gave up waiting
          * (a 1.13 client's socket timeout) or cancels (2.x CANCEL_WAIT).
@@ -1826,6 +1830,17 @@ void el_store_server_stats(const struct el_store_server *srv,
     st->paused = __atomic_load_n(&srv->n_paused, __ATOMIC_RELAXED);
     st->limited = __atomic_load_n(&srv->n_limited, __ATOMIC_RELAXED);
     st->data = __atomic_load_n(&srv->n_data, __ATOMIC_RELAXED);
+}
+
+void el_store_server_ops(const struct el_store_server *srv,
+                         void (*fn)(void *arg, const char *op, uint64_t n),
+                         void *arg)
+{
+    for (unsigned op = 1; op < 32; op++) {
+        uint64_t n = __atomic_load_n(&srv->n_ops[op], __ATOMIC_RELAXED);
+        if (n)
+            fn(arg, el__proto_op_name((enum el_op)op), n);
+    }
 }
 
 /* Close every handle; in embedded mode the last close callback frees. */

@@ -98,6 +98,10 @@ struct el_agent_failure {
     char *error_json;           /* the file's contents (NULL if none)      */
     char *message;              /* the traceback / message to print        */
     int64_t timestamp;          /* seconds since the epoch                 */
+    int64_t ran_ms;             /* how long the worker ran before it failed */
+    /* The line "ModuleNotFoundError: ..." / "ImportError: ..." found in its
+     * error file or its stderr.log (when redirected), else NULL. */
+    char *import_error;
 };
 
 struct el_agent_result {

@@ -240,6 +240,7 @@ static void reap(struct el_agent *a)
             if (!ok && healthy) {
                 w->failed = 1;
                 w->fail_time = (int64_t)time(NULL);
+                w->fail_ns = el_now_ns();
             }
             if (WIFSIGNALED(st))
                 event(a, ok || !healthy ? EL_AGENT_DEBUG : EL_AGENT_WARN,
@@ -296,6 +297,8 @@ static void collect_failures(struct el_agent *a, struct el_agent_result *res)
         char path[4200];
         snprintf(path, sizeof path, "%s/error.json", w->dir);
         el__agent_read_error_file(f, path);
+        f->ran_ms = (w->fail_ns - a->healthy_ns) / 1000000;
+        el__agent_find_import_error(f, w->dir);
     }
     res->root = 0;
     for (int i = 1; i < res->nfailures; i++)

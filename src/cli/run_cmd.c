@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,8 +35,10 @@ static int usage_error(const char *msg)
 }
 
 /* Is prog runnable: a path that is an executable file, or a name found
- * in PATH?  Fills why on failure. */
-static int find_program(const char *prog, char *why, size_t cap)
+ * in PATH?  full gets the path that will run (the PATH entry for a bare
+ * name).  Fills why on failure. */
+static int find_program(const char *prog, char *full, size_t fcap, char *why,
+                        size_t cap)
 {
     struct stat st;
     if (strchr(prog, '/')) {
@@ -49,6 +52,7 @@ static int find_program(const char *prog, char *why, size_t cap)
                      "or drop --no-python to run it with python3", prog);
             return -1;
         }
+        snprintf(full, fcap, "%s", prog);
         return 0;
     }
     const char *path = getenv("PATH");
@@ -56,8 +60,7 @@ static int find_program(const char *prog, char *why, size_t cap)
         path = "/usr/local/bin:/usr/bin:/bin";
     while (*path) {
         size_t n = strcspn(path, ":");
-        char full[4096];
-        snprintf(full, sizeof full, "%.*s/%s", (int)n, n ? path : ".", prog);
+        snprintf(full, fcap, "%.*s/%s", (int)n, n ? path : ".", prog);
         if (stat(full, &st) == 0 && !S_ISDIR(st.st_mode) &&
             access(full, X_OK) == 0)
             return 0;
@@ -68,6 +71,34 @@ static int find_program(const char *prog, char *why, size_t cap)
     snprintf(why, cap, "program '%s' was not found in PATH; give its path or "
              "fix PATH", prog);
     return -1;
+}
+
+/* A script handed to python that is not Python (an ELF program, or a #!
+ * line naming another interpreter) would end in Python's SyntaxError on
+ * every worker: say so instead.  Returns 0, or -1 with the message. */
+static int check_python_script(const char *script, char *err, size_t cap)
+{
+    char head[256] = {0};
+    int fd = open(script, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, head, sizeof head - 1);
+    close(fd);
+    if (n >= 4 && memcmp(head, "\x7f" "ELF", 4) == 0) {
+        snprintf(err, cap, "'%s' is an ELF executable, not a Python script; "
+                 "add --no-python to run it directly", script);
+        return -1;
+    }
+    if (n >= 2 && head[0] == '#' && head[1] == '!') {
+        head[strcspn(head, "\r\n")] = 0;
+        if (!strstr(head, "python")) {
+            snprintf(err, cap, "'%s' is not a Python script (its first line "
+                     "is '%s'); add --no-python to run it directly", script,
+                     head);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static void uuid4(char out[37])
@@ -148,18 +179,20 @@ static void on_rdzv_event(void *arg, const char *msg)
 /* ---- the workers' command line ---- */
 
 /* python3 -u [-m | -c RUN_PATH_BOOT] SCRIPT ARGS, or the program itself
- * (--no-python).  Returns 0 with a malloc'd *out (NULL-terminated, strings
- * borrowed from o and the environment), 2 with a usage message in err, or
- * 1 on ENOMEM. */
-static int worker_argv(const struct el_opts *o, char ***out,
-                       const char **binary, char *err, size_t cap)
+ * (--no-python).  The interpreter is $PYTHON_EXEC, else python3 from PATH
+ * (as torchrun's sys.executable, by its full path).  Returns 0 with a
+ * malloc'd *out (NULL-terminated, strings borrowed from o and binary) and
+ * binary = the interpreter's full path or the program as given, 2 with a usage
+ * message in err, or 1 on ENOMEM. */
+static int worker_argv(const struct el_opts *o, char ***out, char *binary,
+                       size_t bcap, char *err, size_t cap)
 {
     const char *python = getenv("PYTHON_EXEC");
     if (!python || !*python)
         python = "python3";
     int use_python = o->run_path || !o->no_python;
-    *binary = use_python ? python : o->script;
-    if (find_program(*binary, err, cap) != 0) {
+    if (find_program(use_python ? python : o->script, binary, bcap, err,
+                     cap) != 0) {
         if (use_python) {
             size_t n = strlen(err);
             snprintf(err + n, cap - n, " (set PYTHON_EXEC or use "
@@ -173,12 +206,16 @@ static int worker_argv(const struct el_opts *o, char ***out,
                  "a program", o->script, strerror(errno));
         return 2;
     }
+    if (use_python && !o->module && check_python_script(o->script, err, cap))
+        return 2;
+    if (!use_python)  /* run as given, and named so (as torchrun) */
+        snprintf(binary, bcap, "%s", o->script);
     char **wargv = calloc((size_t)o->script_argc + 8, sizeof *wargv);
     if (!wargv)
         return 1;
     int n = 0;
     if (use_python) {
-        wargv[n++] = (char *)python;
+        wargv[n++] = binary;
         wargv[n++] = "-u";
         if (o->run_path) {
             wargv[n++] = "-c";
@@ -361,10 +398,42 @@ static const struct {
     [EL_AGENT_EXEC_ERROR] = {2, 1},
 };
 
+/* Workers that die at start-up for want of a module most often ran under
+ * the wrong Python (pyenv, conda, a system python3 without torch): one line
+ * that names the interpreter and how to choose another.  Certain when the
+ * error file or stderr.log shows the import error; when stderr went
+ * straight to the console, said when every worker exited 1 within 3 s. */
+static void python_hint(const struct el_agent_result *res, const char *python)
+{
+    const char *other = strcmp(python, "/usr/bin/python3")
+                            ? "/usr/bin/python3" : "/path/to/python3";
+    int early = res->nfailures > 0;
+    int64_t ran_ms = 0;
+    for (int i = 0; i < res->nfailures; i++) {
+        const struct el_agent_failure *f = &res->failures[i];
+        if (f->import_error) {
+            el_log(EL_LOG_WARN, "the workers could not import a module "
+                   "(%s) with the interpreter %s; choose the Python that "
+                   "has it with PYTHON_EXEC, e.g. PYTHON_EXEC=%s",
+                   f->import_error, python, other);
+            return;
+        }
+        early &= f->exitcode == 1 && !f->error_file && f->ran_ms < 3000;
+        if (f->ran_ms > ran_ms)
+            ran_ms = f->ran_ms;
+    }
+    if (early)
+        el_log(EL_LOG_WARN, "the workers exited with code 1 right after "
+               "starting (%" PRId64 " ms): if the error above is "
+               "ModuleNotFoundError or ImportError, the interpreter %s lacks "
+               "the module; choose another with PYTHON_EXEC, e.g. "
+               "PYTHON_EXEC=%s", ran_ms, python, other);
+}
+
 /* Log the outcome; for a failure, torchrun's table on stderr and the
- * agent's own error file. */
+ * agent's own error file.  python: the workers ran under binary. */
 static void report(const struct el_agent_result *res, const char *binary,
-                   const char *script, const char *own_ef)
+                   int python, const char *script, const char *own_ef)
 {
     switch (res->outcome) {
     case EL_AGENT_SUCCEEDED:
@@ -388,6 +457,8 @@ static void report(const struct el_agent_result *res, const char *binary,
             fflush(stderr);
             free(box);
         }
+        if (python)
+            python_hint(res, binary);
         break;
     }
     case EL_AGENT_SIGNALED:
@@ -429,7 +500,7 @@ static int run_main(struct run *run, int argc, char **argv)
 {
     struct el_opts *o = &run->o;
     char err[1400];
-    const char *binary;
+    char binary[4096];
     int rc;
     el_log_init("elrun", EL_LOG_WARN);
     if (el_opts_parse(o, argc, argv, NULL, err, sizeof err) != 0)
@@ -442,7 +513,8 @@ static int run_main(struct run *run, int argc, char **argv)
         puts("elrun 0.1.0");
         return 0;
     }
-    if ((rc = worker_argv(o, &run->wargv, &binary, err, sizeof err)))
+    if ((rc = worker_argv(o, &run->wargv, binary, sizeof binary, err,
+                          sizeof err)))
         return rc == 2 ? usage_error(err) : 1;
 
     struct el_rdzv_config rc_cfg;
@@ -512,7 +584,8 @@ static int run_main(struct run *run, int argc, char **argv)
         el_agent_result_free(&res);
         return 1;
     }
-    report(&res, binary, o->script, run->own_ef);
+    report(&res, binary, o->run_path || !o->no_python, o->script,
+           run->own_ef);
     if (outcomes[res.outcome].close_job)
         el_rdzv_set_closed(run->rdzv);
     int exit_code = outcomes[res.outcome].exit_code;

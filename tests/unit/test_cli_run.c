@@ -29,8 +29,8 @@ static int opts(struct el_opts *o, const char *const *words)
 static int argv_error(const struct el_opts *o, char *err, size_t cap)
 {
     char **wargv = NULL;
-    const char *binary;
-    int rc = worker_argv(o, &wargv, &binary, err, cap);
+    char binary[4096];
+    int rc = worker_argv(o, &wargv, binary, sizeof binary, err, cap);
     free(wargv);
     return rc;
 }
@@ -78,10 +78,10 @@ TEST(cli_run_worker_command_lines)
 {
     struct el_opts o;
     char err[1400], **w;
-    const char *binary;
+    char binary[4096];
     setenv("PYTHON_EXEC", "/bin/sh", 1);
     CHECK_OK(OPTS(&o, "-m", "pkg.mod", "--lr=1"));
-    CHECK_OK(worker_argv(&o, &w, &binary, err, sizeof err));
+    CHECK_OK(worker_argv(&o, &w, binary, sizeof binary, err, sizeof err));
     CHECK_STR(w[0], "/bin/sh");
     CHECK_STR(w[1], "-u");
     CHECK_STR(w[2], "-m");
@@ -90,7 +90,7 @@ TEST(cli_run_worker_command_lines)
     CHECK(w[5] == NULL);
     free(w);
     CHECK_OK(OPTS(&o, "--no-python", "/bin/true", "a"));
-    CHECK_OK(worker_argv(&o, &w, &binary, err, sizeof err));
+    CHECK_OK(worker_argv(&o, &w, binary, sizeof binary, err, sizeof err));
     CHECK_STR(binary, "/bin/true");
     CHECK_STR(w[0], "/bin/true");
     CHECK_STR(w[1], "a");

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# What a newcomer hits between "it works" and "it just works" (issue #12):
+# which Python runs the workers, an endpoint that is not a store, SIGTERM in
+# every state of the agent, --standalone --local-addr, torchrun's INFO log
+# (LOGLEVEL), and a --help that tells the truth.  Each case checks the lines
+# a user reads.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/t01-common.bash"
+
+# A python3 first in PATH that cannot import torch (site-packages off), as a
+# pyenv or conda python3 without torch would be.
+mkdir -p "$T/nopy"
+cat >"$T/nopy/python3" <<'EOF'
+#!/bin/sh
+exec /usr/bin/python3 -S "$@"
+EOF
+chmod +x "$T/nopy/python3"
+printf 'import torch\n' >"$T/needs_torch.py"
+printf '#!/bin/sh\necho shell\n' >"$T/shell.sh"
+chmod +x "$T/shell.sh"
+printf '#!/usr/bin/env python3\nimport os\nopen(os.environ["OUT"], "w").write("py")\n' >"$T/env_py.py"
+
+test_expect_success 'python: an import error names the interpreter and PYTHON_EXEC' '
+    refute env PATH="$T/nopy:$PATH" "$ELRUN" --standalone --nproc-per-node=2 \
+        "$T/needs_torch.py"
+    env PATH="$T/nopy:$PATH" "$ELRUN" --standalone --nproc-per-node=2 \
+        "$T/needs_torch.py" >"$T/imp.out" 2>"$T/imp.err" || true
+    cat "$T/imp.err"
+    grep -q "ModuleNotFoundError: No module named .torch." "$T/imp.err"
+    grep -q "of binary: $T/nopy/python3\$" "$T/imp.err"
+    grep -q "the interpreter $T/nopy/python3 lacks the module; choose another with PYTHON_EXEC, e.g. PYTHON_EXEC=/usr/bin/python3" "$T/imp.err"
+    # The table stays torchrun'"'"'s: the title is the script, as given.
+    grep -qx "$T/needs_torch.py FAILED" "$T/imp.err"
+'
+
+test_expect_success 'python: with stderr in a log file the module is named' '
+    env PATH="$T/nopy:$PATH" "$ELRUN" --standalone -r 2 --log-dir="$T/impl" \
+        "$T/needs_torch.py" 2>"$T/imp2.err" || true
+    cat "$T/imp2.err"
+    grep -q "could not import a module (ModuleNotFoundError: No module named .torch.) with the interpreter $T/nopy/python3; choose the Python that has it with PYTHON_EXEC, e.g. PYTHON_EXEC=/usr/bin/python3" "$T/imp2.err"
+'
+
+test_expect_success 'python: a worker that fails later gets no interpreter hint' '
+    printf "import time\ntime.sleep(3.5)\nraise SystemExit(1)\n" >"$T/late.py"
+    PYTHON_EXEC=/usr/bin/python3 "$ELRUN" --standalone "$T/late.py" 2>"$T/late.err" || true
+    grep -q "of binary: /usr/bin/python3\$" "$T/late.err"
+    refute grep -q PYTHON_EXEC "$T/late.err"
+'
+
+test_expect_success 'python: a shell script or an ELF program gets the --no-python hint' '
+    st=0; "$ELRUN" --standalone "$T/shell.sh" 2>"$T/sh.err" || st=$?
+    cat "$T/sh.err"
+    [[ $st == 2 ]]
+    grep -qx "elrun: error: .$T/shell.sh. is not a Python script (its first line is .#!/bin/sh.); add --no-python to run it directly" "$T/sh.err"
+    refute grep -q SyntaxError "$T/sh.err"
+    st=0; "$ELRUN" --standalone /bin/true 2>"$T/elf.err" || st=$?
+    [[ $st == 2 ]]
+    grep -qx "elrun: error: ./bin/true. is an ELF executable, not a Python script; add --no-python to run it directly" "$T/elf.err"
+    # With --no-python both run.
+    "$ELRUN" --standalone --no-python "$T/shell.sh" | grep -qx shell
+    "$ELRUN" --standalone --no-python /bin/true
+    # A #! python script still runs under python.
+    OUT=$T/envpy.out PYTHON_EXEC=/usr/bin/python3 "$ELRUN" --standalone "$T/env_py.py"
+    [[ $(cat "$T/envpy.out") == py ]]
+'
+
+test_expect_success 'python: --help says how the interpreter is chosen' '
+    "$ELRUN" --help >"$T/help"
+    grep -q "The interpreter is \$PYTHON_EXEC, else the first python3 in PATH" "$T/help"
+'
+
+test_done

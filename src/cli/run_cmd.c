@@ -8,11 +8,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -247,6 +249,35 @@ typedef int (*backend_setup)(const struct el_opts *o,
                              struct el_rdzv_config *rc,
                              struct rdzv_strings *s, char *err, size_t cap);
 
+/* Can this host listen on addr (one of its own addresses)?  Returns 0, or
+ * -1 with the reason in why. */
+static int is_own_address(const char *addr, char *why, size_t cap)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE}, *ai = NULL;
+    int rc = getaddrinfo(addr, "0", &hints, &ai);
+    if (rc) {
+        snprintf(why, cap, "%s", gai_strerror(rc));
+        return -1;
+    }
+    int ok = -1;
+    for (struct addrinfo *p = ai; p && ok; p = p->ai_next) {
+        int fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        if (bind(fd, p->ai_addr, p->ai_addrlen) == 0)
+            ok = 0;
+        else
+            snprintf(why, cap, "%s", strerror(errno));
+        close(fd);
+    }
+    freeaddrinfo(ai);
+    return ok;
+}
+
+/* The workers connect to MASTER_ADDR, which is --local-addr when given: the
+ * store is served there (a loopback address other than 127.0.0.1 included),
+ * and an address this host does not have is refused. */
 static int setup_standalone(const struct el_opts *o, struct el_rdzv_config *rc,
                             struct rdzv_strings *s, char *err, size_t cap)
 {
@@ -258,6 +289,18 @@ static int setup_standalone(const struct el_opts *o, struct el_rdzv_config *rc,
     rc->run_id = s->run_id;
     rc->backend = "standalone";
     snprintf(s->host, sizeof s->host, "127.0.0.1");
+    if (o->local_addr) {
+        char why[256];
+        if (is_own_address(o->local_addr, why, sizeof why)) {
+            snprintf(err, cap, "--local-addr=%s is not an address of this "
+                     "host (%s): the workers are told MASTER_ADDR=%s and "
+                     "would find no store there; give one of this host's "
+                     "addresses or drop --local-addr", o->local_addr, why,
+                     o->local_addr);
+            return -1;
+        }
+        snprintf(s->host, sizeof s->host, "%s", o->local_addr);
+    }
     rc->port = 0;
     return 0;
 }

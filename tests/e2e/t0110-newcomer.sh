@@ -69,4 +69,18 @@ test_expect_success 'python: --help says how the interpreter is chosen' '
     grep -q "The interpreter is \$PYTHON_EXEC, else the first python3 in PATH" "$T/help"
 '
 
+test_expect_success 'standalone --local-addr=127.0.0.2: the store is where the workers are told' '
+    "$ELRUN" --standalone --local-addr=127.0.0.2 --nproc-per-node=2 --no-python bash -c \
+        "echo \$MASTER_ADDR >$T/la.\$RANK; exec 3<>/dev/tcp/\$MASTER_ADDR/\$MASTER_PORT && echo reached >>$T/la.\$RANK"
+    [[ $(paste -sd" " "$T/la.0") == "127.0.0.2 reached" ]]
+    [[ $(paste -sd" " "$T/la.1") == "127.0.0.2 reached" ]]
+'
+
+test_expect_success 'standalone --local-addr that is not this host'"'"'s: refused in one line' '
+    st=0; "$ELRUN" --standalone --local-addr=192.0.2.77 --no-python /bin/true 2>"$T/la.err" || st=$?
+    cat "$T/la.err"
+    [[ $st == 2 && $(wc -l <"$T/la.err") == 1 ]]
+    grep -q "^elrun: error: --local-addr=192.0.2.77 is not an address of this host (Cannot assign requested address): the workers are told MASTER_ADDR=192.0.2.77 and would find no store there" "$T/la.err"
+'
+
 test_done

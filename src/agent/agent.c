@@ -42,7 +42,7 @@ static void event(struct el_agent *a, enum el_agent_event_level lvl,
 static void event(struct el_agent *a, enum el_agent_event_level lvl,
                   const char *fmt, ...)
 {
-    char msg[1024];
+    char msg[2048];
     va_list ap;
     if (!a->cfg.on_event)
         return;
@@ -327,6 +327,9 @@ static int spend_restart(struct el_agent *a)
         return 0;
     }
     if (a->restarts_left > 0) {
+        event(a, EL_AGENT_INFO, "[%s] Worker group FAILED. %d/%d attempts "
+              "left; will restart worker group", a->cfg.role, a->restarts_left,
+              a->cfg.max_restarts);
         a->restarts_left--;
         a->res->restarts++;
         event(a, EL_AGENT_WARN, "worker group failed; restarting (%d of %d "
@@ -600,6 +603,36 @@ static int dispatch(struct el_agent *a)
 
 /* ---- rounds ---- */
 
+/* "[0, 1, 2]": n values from first, step 1 (step 0: all the same). */
+static void int_list(char *buf, size_t cap, int first, int step, int n)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && len + 16 < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%d", i ? ", " : "",
+                                first + step * i);
+    if (n > 0 && len + 16 >= cap)
+        snprintf(buf + len, cap - len, ", ...");
+}
+
+/* torchrun's INFO record of a completed round (its agent's wording). */
+static void log_rendezvous_result(struct el_agent *a,
+                                  const struct el_rdzv_info *info)
+{
+    char local[256], global[256], worlds[256];
+    int n = a->cfg.nproc;
+    int_list(local, sizeof local, 0, 1, n);
+    int_list(global, sizeof global, info->base_rank, 1, n);
+    int_list(worlds, sizeof worlds, info->world_size, 0, n);
+    event(a, EL_AGENT_INFO, "[%s] Rendezvous complete for workers. Result:\n"
+          "  restart_count=%" PRId64 "\n  master_addr=%s\n  master_port=%d\n"
+          "  group_rank=%d\n  group_world_size=%d\n  local_ranks=[%s]\n"
+          "  role_ranks=[%s]\n  global_ranks=[%s]\n  role_world_sizes=[%s]\n"
+          "  global_world_sizes=[%s]", a->cfg.role, info->round,
+          info->store_host, info->store_port, info->node_rank,
+          info->num_nodes, local, global, global, worlds, worlds);
+}
+
 /* RENDEZVOUS: block in the rendezvous (a handled signal cancels it), then
  * start the round's workers: HEALTHY, or a final state. */
 static void next_round(struct el_agent *a)
@@ -627,6 +660,7 @@ static void next_round(struct el_agent *a)
         return;
     }
     res->rounds++;
+    log_rendezvous_result(a, &info);
     event(a, EL_AGENT_INFO, "round %" PRId64 ": node %d of %d, ranks "
           "%d-%d of %d, store %s:%d; starting %d worker(s)", info.round,
           info.node_rank, info.num_nodes, info.base_rank,
@@ -665,6 +699,12 @@ int el_agent_run(struct el_agent *a, struct el_rdzv *r,
         finish(a, EL_AGENT_EXEC_ERROR);
         return 0;
     }
+    /* torchrun's line; shown by default when it holds the workers' logs. */
+    int logs = 0;
+    for (int i = 0; a->cfg.redirect && i < a->cfg.nproc; i++)
+        logs |= a->cfg.redirect[i];
+    event(a, logs ? EL_AGENT_WARN : EL_AGENT_INFO, "log directory set to: %s",
+          a->run_dir);
     int nfd = el_rdzv_notify_fd(r);
     if (nfd >= 0) {
         /* Watched while HEALTHY only (set_state). */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -518,6 +519,96 @@ static void report(const struct el_agent_result *res, const char *binary,
 
 /* ---- the launcher ---- */
 
+/* The log level: torchrun's LOGLEVEL (Python's names or numbers), which
+ * ELRUN_LOG_LEVEL overrides (el_log_init reads it); warn without either. */
+static enum el_log_level log_level(void)
+{
+    static const struct {
+        const char *name;
+        int num;
+        enum el_log_level lvl;
+    } names[] = {{"DEBUG", 10, EL_LOG_DEBUG}, {"INFO", 20, EL_LOG_INFO},
+                 {"WARNING", 30, EL_LOG_WARN}, {"WARN", 30, EL_LOG_WARN},
+                 {"ERROR", 40, EL_LOG_ERROR}, {"CRITICAL", 50, EL_LOG_ERROR},
+                 {"FATAL", 50, EL_LOG_ERROR}};
+    const char *v = getenv("LOGLEVEL");
+    if (!v || !*v)
+        return EL_LOG_WARN;
+    char *end;
+    long num = strtol(v, &end, 10);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcasecmp(v, names[i].name) == 0 || (!*end && num <= names[i].num))
+            return names[i].lvl;
+    return EL_LOG_WARN;
+}
+
+/* Python's repr of --rdzv-conf as torchrun's LaunchConfig holds it: the
+ * given pairs (values are strings), 'rank' for static, timeout 900 unless
+ * given. */
+static void rdzv_configs_repr(const struct el_opts *o, char *buf, size_t cap)
+{
+    size_t len = 0;
+    int has_timeout = 0;
+    len += (size_t)snprintf(buf, cap, "{");
+    if (!o->standalone && strcmp(o->rdzv_backend, "static") == 0)
+        len += (size_t)snprintf(buf + len, cap - len, "'rank': %d",
+                                o->node_rank);
+    for (const char *p = o->rdzv_conf; p && *p && len < cap;) {
+        size_t n = strcspn(p, ",");
+        const char *eq = memchr(p, '=', n);
+        if (eq) {
+            const char *k = p, *v = eq + 1;
+            size_t kn = (size_t)(eq - p), vn = n - kn - 1;
+            while (kn && *k == ' ') k++, kn--;
+            while (kn && k[kn - 1] == ' ') kn--;
+            while (vn && *v == ' ') v++, vn--;
+            while (vn && v[vn - 1] == ' ') vn--;
+            has_timeout |= kn == 7 && strncmp(k, "timeout", 7) == 0;
+            len += (size_t)snprintf(buf + len, cap - len, "%s'%.*s': '%.*s'",
+                                    len > 1 ? ", " : "", (int)kn, k, (int)vn,
+                                    v);
+        }
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    if (!has_timeout && len < cap)
+        len += (size_t)snprintf(buf + len, cap - len, "%s'timeout': 900",
+                                len > 1 ? ", " : "");
+    if (len < cap)
+        snprintf(buf + len, cap - len, "}");
+}
+
+/* torchrun's INFO record of the launch, its keys and alignment, with the
+ * interpreter added (elrun does not run under it). */
+static void log_launch(const struct el_opts *o, const struct el_rdzv_config *rc,
+                       const char *binary)
+{
+    char confs[1024], ep[EL_HOST_MAX + 16], interp[4200] = "";
+    int python = o->run_path || !o->no_python;
+    rdzv_configs_repr(o, confs, sizeof confs);
+    if (rc->endpoints)
+        snprintf(ep, sizeof ep, "%s", rc->endpoints);
+    else if (rc->port)
+        snprintf(ep, sizeof ep, strchr(rc->host, ':') ? "[%s]:%d" : "%s:%d",
+                 rc->host, rc->port);
+    else
+        snprintf(ep, sizeof ep, "%s:0", rc->host);
+    if (python)
+        snprintf(interp, sizeof interp, "  interpreter      : %s\n", binary);
+    el_log(EL_LOG_INFO, "Starting elastic_operator with launch configs:\n"
+           "  entrypoint       : %s\n%s"
+           "  min_nodes        : %d\n  max_nodes        : %d\n"
+           "  nproc_per_node   : %d\n  run_id           : %s\n"
+           "  rdzv_backend     : %s\n  rdzv_endpoint    : %s\n"
+           "  rdzv_configs     : %s\n  max_restarts     : %d\n"
+           "  monitor_interval : %g\n  log_dir          : %s\n"
+           "  metrics_cfg      : {}", o->script, interp, o->min_nodes,
+           o->max_nodes, o->nproc, rc->run_id, rc->backend, ep, confs,
+           o->max_restarts, o->monitor_interval,
+           o->log_dir ? o->log_dir : "None");
+}
+
 /* Everything cli_run_main allocates, freed in one place. */
 struct run {
     struct el_opts o;
@@ -545,7 +636,7 @@ static int run_main(struct run *run, int argc, char **argv)
     char err[1400];
     char binary[4096];
     int rc;
-    el_log_init("elrun", EL_LOG_WARN);
+    el_log_init("elrun", log_level());
     if (el_opts_parse(o, argc, argv, NULL, err, sizeof err) != 0)
         return usage_error(err);
     if (o->help) {
@@ -564,6 +655,8 @@ static int run_main(struct run *run, int argc, char **argv)
     struct rdzv_strings strs;
     if (rdzv_config(o, &rc_cfg, &strs, err, sizeof err))
         return usage_error(err);
+
+    log_launch(o, &rc_cfg, binary);
 
     /* Worker output. */
     run->redir = calloc((size_t)o->nproc, 1);

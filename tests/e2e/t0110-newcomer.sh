@@ -41,7 +41,7 @@ test_expect_success 'python: with stderr in a log file the module is named' '
 '
 
 test_expect_success 'python: a worker that fails later gets no interpreter hint' '
-    printf "import time\ntime.sleep(3.5)\nraise SystemExit(1)\n" >"$T/late.py"
+    printf "import sys, time\ntime.sleep(0 if sys.argv[1:] else 3.5)\nraise SystemExit(1)\n" >"$T/late.py"
     PYTHON_EXEC=/usr/bin/python3 "$ELRUN" --standalone "$T/late.py" 2>"$T/late.err" || true
     grep -q "of binary: /usr/bin/python3\$" "$T/late.err"
     refute grep -q PYTHON_EXEC "$T/late.err"
@@ -81,6 +81,45 @@ test_expect_success 'standalone --local-addr that is not this host'"'"'s: refuse
     cat "$T/la.err"
     [[ $st == 2 && $(wc -l <"$T/la.err") == 1 ]]
     grep -q "^elrun: error: --local-addr=192.0.2.77 is not an address of this host (Cannot assign requested address): the workers are told MASTER_ADDR=192.0.2.77 and would find no store there" "$T/la.err"
+'
+
+test_expect_success 'LOGLEVEL=INFO: torchrun'"'"'s launch config, rendezvous result, attempts left, log directory' '
+    LOGLEVEL=INFO PYTHON_EXEC=/usr/bin/python3 "$ELRUN" --standalone --nproc-per-node=2 \
+        --max-restarts=1 --restart-backoff=0 --log-dir="$T/ll" "$T/late.py" --fast \
+        2>"$T/ll.err" || true
+    sed -n "/Starting elastic_operator/,/metrics_cfg/p" "$T/ll.err" >"$T/ll.launch"
+    cat "$T/ll.launch"
+    grep -q "INFO elrun\[[0-9]*\] Starting elastic_operator with launch configs:\$" "$T/ll.launch"
+    grep -qx "  entrypoint       : $T/late.py" "$T/ll.launch"
+    grep -qx "  interpreter      : /usr/bin/python3" "$T/ll.launch"
+    grep -qx "  nproc_per_node   : 2" "$T/ll.launch"
+    grep -qx "  max_restarts     : 1" "$T/ll.launch"
+    grep -qx "  log_dir          : $T/ll" "$T/ll.launch"
+    grep -q "INFO elrun\[[0-9]*\] log directory set to: $T/ll/[0-9a-f-]*_[a-z0-9]*\$" "$T/ll.err"
+    grep -q "INFO elrun\[[0-9]*\] \[default\] Rendezvous complete for workers. Result:\$" "$T/ll.err"
+    grep -qx "  global_ranks=\[0, 1\]" "$T/ll.err"
+    grep -qx "  global_world_sizes=\[2, 2\]" "$T/ll.err"
+    grep -q "INFO elrun\[[0-9]*\] \[default\] Worker group FAILED. 1/1 attempts left; will restart worker group\$" "$T/ll.err"
+    [[ $(grep -c "Worker group FAILED" "$T/ll.err") == 1 ]]
+'
+
+test_expect_success 'LOGLEVEL: numbers and WARNING; ELRUN_LOG_LEVEL wins; quiet by default' '
+    LOGLEVEL=20 "$ELRUN" --standalone --no-python /bin/true 2>"$T/l20.err"
+    grep -q "Starting elastic_operator" "$T/l20.err"
+    LOGLEVEL=WARNING "$ELRUN" --standalone --no-python /bin/true 2>"$T/lw.err"
+    refute grep -q "INFO" "$T/lw.err"
+    LOGLEVEL=INFO ELRUN_LOG_LEVEL=warn "$ELRUN" --standalone --no-python /bin/true 2>"$T/lo.err"
+    refute grep -q "INFO" "$T/lo.err"
+    "$ELRUN" --standalone --no-python /bin/true 2>"$T/ld.err"
+    [[ ! -s $T/ld.err ]]
+'
+
+test_expect_success 'the log directory is named by default when it holds the workers'"'"' logs' '
+    "$ELRUN" --standalone -r 3 --log-dir="$T/lr" --no-python /bin/true 2>"$T/lr.err"
+    cat "$T/lr.err"
+    grep -q "WARN elrun\[[0-9]*\] log directory set to: $T/lr/" "$T/lr.err"
+    d=$(sed -n "s/.*log directory set to: //p" "$T/lr.err")
+    [[ -f $d/attempt_0/0/stdout.log ]]
 '
 
 test_done

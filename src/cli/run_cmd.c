@@ -640,7 +640,7 @@ static int run_main(struct run *run, int argc, char **argv)
     if (el_opts_parse(o, argc, argv, NULL, err, sizeof err) != 0)
         return usage_error(err);
     if (o->help) {
-        fputs(el_opts_help, stdout);
+        el_opts_print_help(stdout);
         return 0;
     }
     if (o->version) {
@@ -657,6 +657,9 @@ static int run_main(struct run *run, int argc, char **argv)
         return usage_error(err);
 
     log_launch(o, &rc_cfg, binary);
+    for (int i = 0; i < o->nignored; i++)
+        el_log(EL_LOG_WARN, "%s is accepted for compatibility with torchrun "
+               "and ignored", o->ignored[i]);
 
     /* Worker output. */
     run->redir = calloc((size_t)o->nproc, 1);

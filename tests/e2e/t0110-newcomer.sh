@@ -122,4 +122,28 @@ test_expect_success 'the log directory is named by default when it holds the wor
     [[ -f $d/attempt_0/0/stdout.log ]]
 '
 
+test_expect_success '--help: the backends as they are, the --rdzv-conf keys, the ignored flags' '
+    "$ELRUN" --help >"$T/h"
+    grep -q "c10d: elastic across nodes (--nnodes=MIN:MAX)" "$T/h"
+    grep -q "etcd (or etcd-v2)" "$T/h"
+    for k in timeout join_timeout read_timeout last_call_timeout keep_alive_interval \
+             keep_alive_max_attempt is_host etcd_prefix protocol cacert cert key username password; do
+        grep -q "^    $k=" "$T/h"
+    done
+    grep -q "^    heartbeat_timeout=S *accepted for compatibility, ignored" "$T/h"
+    grep -A1 "^Accepted for compatibility and ignored" "$T/h" |
+        grep -q -- "--logs-specs NAME, --numa-binding MODE, --event-log-handler NAME"
+'
+
+test_expect_success 'flags accepted but ignored warn once each, when given' '
+    "$ELRUN" --standalone --logs-specs=mine --numa-binding=node --no-python /bin/true 2>"$T/ig.err"
+    cat "$T/ig.err"
+    [[ $(grep -c "logs-specs=mine is accepted for compatibility with torchrun and ignored" "$T/ig.err") == 1 ]]
+    [[ $(grep -c "numa-binding=node is accepted for compatibility with torchrun and ignored" "$T/ig.err") == 1 ]]
+    PET_EVENT_LOG_HANDLER=console "$ELRUN" --standalone --no-python /bin/true 2>"$T/ig2.err"
+    grep -q "PET_EVENT_LOG_HANDLER=console is accepted for compatibility with torchrun and ignored" "$T/ig2.err"
+    "$ELRUN" --standalone --event-log-handler=null --no-python /bin/true 2>"$T/ig3.err"
+    [[ ! -s $T/ig3.err ]]
+'
+
 test_done

@@ -72,6 +72,10 @@ int el_agent_open(struct el_agent **out, const struct el_agent_config *cfg)
         a->cfg.restart_backoff_ms = 0;
     if (a->cfg.restart_backoff_max_ms <= 0)
         a->cfg.restart_backoff_max_ms = 30000;
+    if (a->cfg.rdzv_join_timeout_ms <= 0)
+        a->cfg.rdzv_join_timeout_ms = 600000;
+    if (a->cfg.rdzv_report_ms <= 0)
+        a->cfg.rdzv_report_ms = 30000;
     if (!a->cfg.out_fd && !a->cfg.err_fd) {
         a->cfg.out_fd = 1;
         a->cfg.err_fd = 2;
@@ -112,8 +116,14 @@ void el_agent_close(struct el_agent *a)
 {
     if (!a)
         return;
-    if (a->sigfd >= 0)
+    if (a->sigfd >= 0) {
+        /* A handled signal that came after the run is over would kill the
+         * process the moment the mask is restored: it is taken here. */
+        struct signalfd_siginfo si;
+        while (read(a->sigfd, &si, sizeof si) == (ssize_t)sizeof si)
+            ;
         close(a->sigfd);
+    }
     if (a->epfd >= 0)
         close(a->epfd);
     if (a->tfd >= 0)
@@ -506,8 +516,13 @@ static void on_agent_signal(struct el_agent *a, int sig)
     case EL__GS_STOPPING:
         if (a->killed)
             break;
-        if (prev) {
-            /* A second death signal: no more grace. */
+        if (prev || a->cause != EL__STOP_SIGNAL) {
+            /* A second death signal, or one during a stop begun for another
+             * reason (a failure, a new round): the workers were told
+             * already, so no more grace. */
+            event(a, EL_AGENT_WARN, "received signal %d (%s) while stopping "
+                  "the workers; killing %d worker(s) now", sig,
+                  sigabbrev(sig), a->nalive);
             signal_groups(a, SIGKILL);
             a->killed = 1;
         } else if (sig != a->stop_sig) {
@@ -603,6 +618,93 @@ static int dispatch(struct el_agent *a)
 
 /* ---- rounds ---- */
 
+/* The rendezvous blocks the agent's thread for up to the join timeout and
+ * tells nothing while it waits, so a helper thread says that the agent is
+ * waiting, where, for how many nodes and how long still (see
+ * el_agent_config.rdzv_report_ms).  It only formats and calls on_event. */
+struct join_waiter {
+    struct el_agent *a;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    int64_t start_ns;
+};
+
+static void join_line(struct el_agent *a, enum el_agent_event_level lvl,
+                      const char *what, int64_t waited_ms)
+{
+    const struct el_agent_config *c = &a->cfg;
+    char nodes[64];
+    int64_t left = c->rdzv_join_timeout_ms - waited_ms;
+    if (c->rdzv_min_nodes == c->rdzv_max_nodes)
+        snprintf(nodes, sizeof nodes, "%d node%s", c->rdzv_max_nodes,
+                 c->rdzv_max_nodes == 1 ? "" : "s");
+    else
+        snprintf(nodes, sizeof nodes, "%d..%d nodes", c->rdzv_min_nodes,
+                 c->rdzv_max_nodes);
+    event(a, lvl, "%s the rendezvous at %s: need %s, %" PRId64 " s of the "
+          "%d s join timeout left", what, c->rdzv_endpoint, nodes,
+          (left > 0 ? left + 999 : 0) / 1000, c->rdzv_join_timeout_ms / 1000);
+}
+
+static void *join_waiter_main(void *arg)
+{
+    struct join_waiter *jw = arg;
+    int64_t next_ms = 1000;
+    pthread_mutex_lock(&jw->mu);
+    while (!jw->done) {
+        struct timespec ts;
+        int64_t at = jw->start_ns + next_ms * 1000000;
+        ts.tv_sec = (time_t)(at / 1000000000);
+        ts.tv_nsec = (long)(at % 1000000000);
+        if (pthread_cond_timedwait(&jw->cv, &jw->mu, &ts) == ETIMEDOUT &&
+            !jw->done) {
+            join_line(jw->a, EL_AGENT_WARN, "still waiting for", next_ms);
+            next_ms += jw->a->cfg.rdzv_report_ms;
+        }
+    }
+    pthread_mutex_unlock(&jw->mu);
+    return NULL;
+}
+
+/* el_rdzv_next with the waiter running beside it (without it when the
+ * thread cannot be made: the join still works). */
+static int rdzv_next_told(struct el_agent *a, struct el_rdzv_info *info)
+{
+    struct join_waiter jw = {.a = a};
+    pthread_condattr_t ca;
+    pthread_t th;
+    int have = 0;
+    if (!a->cfg.rdzv_endpoint)
+        return el_rdzv_next(a->r, a->cfg.nproc, a->sigfd, info);
+    join_line(a, EL_AGENT_INFO, "joining", 0);
+    if (pthread_condattr_init(&ca) == 0) {
+        if (pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+            pthread_mutex_init(&jw.mu, NULL) == 0) {
+            if (pthread_cond_init(&jw.cv, &ca) == 0) {
+                jw.start_ns = el_now_ns();
+                have = pthread_create(&th, NULL, join_waiter_main, &jw) == 0;
+                if (!have)
+                    pthread_cond_destroy(&jw.cv);
+            }
+            if (!have)
+                pthread_mutex_destroy(&jw.mu);
+        }
+        pthread_condattr_destroy(&ca);
+    }
+    int rc = el_rdzv_next(a->r, a->cfg.nproc, a->sigfd, info);
+    if (have) {
+        pthread_mutex_lock(&jw.mu);
+        jw.done = 1;
+        pthread_cond_signal(&jw.cv);
+        pthread_mutex_unlock(&jw.mu);
+        pthread_join(th, NULL);
+        pthread_cond_destroy(&jw.cv);
+        pthread_mutex_destroy(&jw.mu);
+    }
+    return rc;
+}
+
 /* "[0, 1, 2]": n values from first, step 1 (step 0: all the same). */
 static void int_list(char *buf, size_t cap, int first, int step, int n)
 {
@@ -642,7 +744,7 @@ static void next_round(struct el_agent *a)
     int rc;
     set_state(a, EL__GS_RENDEZVOUS);
     for (;;) {
-        rc = el_rdzv_next(a->r, a->cfg.nproc, a->sigfd, &info);
+        rc = rdzv_next_told(a, &info);
         if (rc != -ECANCELED)
             break;
         int sig = read_signals(a);
@@ -654,6 +756,15 @@ static void next_round(struct el_agent *a)
         }
     }
     if (rc) {
+        /* Told to stop while a step that cannot be cancelled (a store's
+         * handshake) ended in an error: the signal is what the user sees. */
+        int sig = read_signals(a);
+        if (sig) {
+            if (!a->pending_signal)
+                a->pending_signal = sig;
+            finish(a, EL_AGENT_SIGNALED);
+            return;
+        }
         snprintf(res->errmsg, sizeof res->errmsg, "rendezvous failed: %s",
                  el_rdzv_errmsg(a->r));
         finish(a, EL_AGENT_RDZV_ERROR);

@@ -542,6 +542,17 @@ static enum el_log_level log_level(void)
     return EL_LOG_WARN;
 }
 
+/* Where the rendezvous is, as the user would write it. */
+static void rdzv_endpoint_text(const struct el_rdzv_config *rc, char *ep,
+                               size_t cap)
+{
+    if (rc->endpoints)
+        snprintf(ep, cap, "%s", rc->endpoints);
+    else
+        snprintf(ep, cap, strchr(rc->host, ':') ? "[%s]:%d" : "%s:%d",
+                 rc->host, rc->port);
+}
+
 /* Python's repr of --rdzv-conf as torchrun's LaunchConfig holds it: the
  * given pairs (values are strings), 'rank' for static, timeout 900 unless
  * given. */
@@ -584,16 +595,10 @@ static void rdzv_configs_repr(const struct el_opts *o, char *buf, size_t cap)
 static void log_launch(const struct el_opts *o, const struct el_rdzv_config *rc,
                        const char *binary)
 {
-    char confs[1024], ep[EL_HOST_MAX + 16], interp[4200] = "";
+    char confs[1024], ep[2048], interp[4200] = "";
     int python = o->run_path || !o->no_python;
     rdzv_configs_repr(o, confs, sizeof confs);
-    if (rc->endpoints)
-        snprintf(ep, sizeof ep, "%s", rc->endpoints);
-    else if (rc->port)
-        snprintf(ep, sizeof ep, strchr(rc->host, ':') ? "[%s]:%d" : "%s:%d",
-                 rc->host, rc->port);
-    else
-        snprintf(ep, sizeof ep, "%s:0", rc->host);
+    rdzv_endpoint_text(rc, ep, sizeof ep);
     if (python)
         snprintf(interp, sizeof interp, "  interpreter      : %s\n", binary);
     el_log(EL_LOG_INFO, "Starting elastic_operator with launch configs:\n"
@@ -705,6 +710,16 @@ static int run_main(struct run *run, int argc, char **argv)
     ac.nsignals = nsigs;
     ac.out_fd = 1;
     ac.err_fd = 2;
+    char ep[2048];
+    if (!o->standalone) {
+        rdzv_endpoint_text(&rc_cfg, ep, sizeof ep);
+        ac.rdzv_endpoint = ep;
+    }
+    ac.rdzv_min_nodes = o->min_nodes;
+    ac.rdzv_max_nodes = o->max_nodes;
+    ac.rdzv_join_timeout_ms = rc_cfg.join_timeout_ms;
+    const char *every = getenv("ELRUN_RDZV_REPORT_INTERVAL");
+    ac.rdzv_report_ms = every ? (int)(atof(every) * 1000) : 0;
     ac.on_event = on_agent_event;
 
     if ((rc = el_agent_open(&run->agent, &ac))) {

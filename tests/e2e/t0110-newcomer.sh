@@ -95,7 +95,7 @@ test_expect_success 'LOGLEVEL=INFO: torchrun'"'"'s launch config, rendezvous res
     grep -qx "  nproc_per_node   : 2" "$T/ll.launch"
     grep -qx "  max_restarts     : 1" "$T/ll.launch"
     grep -qx "  log_dir          : $T/ll" "$T/ll.launch"
-    grep -q "INFO elrun\[[0-9]*\] log directory set to: $T/ll/[0-9a-f-]*_[a-z0-9]*\$" "$T/ll.err"
+    grep -q "INFO elrun\[[0-9]*\] log directory set to: $T/ll/[0-9a-f-]*_[^/]*\$" "$T/ll.err"
     grep -q "INFO elrun\[[0-9]*\] \[default\] Rendezvous complete for workers. Result:\$" "$T/ll.err"
     grep -qx "  global_ranks=\[0, 1\]" "$T/ll.err"
     grep -qx "  global_world_sizes=\[2, 2\]" "$T/ll.err"
@@ -145,5 +145,165 @@ test_expect_success 'flags accepted but ignored warn once each, when given' '
     "$ELRUN" --standalone --event-log-handler=null --no-python /bin/true 2>"$T/ig3.err"
     [[ ! -s $T/ig3.err ]]
 '
+
+test_expect_success 'joining a rendezvous says so: where, how many nodes, the time left' '
+    p=$(free_port)
+    ELRUN_RDZV_REPORT_INTERVAL=1 "$ELRUN" --nnodes=2 --node-rank=0 --master-port=$p \
+        --no-python /bin/true 2>"$T/jw0.err" &
+    pid=$!
+    wait_for_line "$T/jw0.err" "still waiting" 20
+    wait_until "[[ \$(grep -c \"still waiting\" $T/jw0.err) -ge 2 ]]" 20
+    cat "$T/jw0.err"
+    head -1 "$T/jw0.err" | grep -q "WARN elrun\[[0-9]*\] still waiting for the rendezvous at 127.0.0.1:$p: need 2 nodes, 89[0-9] s of the 900 s join timeout left\$"
+    "$ELRUN" --nnodes=2 --node-rank=1 --master-port=$p --no-python /bin/true
+    wait $pid
+    # At INFO the wait is named as it starts.
+    st=0; LOGLEVEL=INFO ELRUN_RDZV_REPORT_INTERVAL=1 timeout -s INT 3 "$ELRUN" --nnodes=2:3 \
+        --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$(free_port) --rdzv-conf=join_timeout=100 \
+        --no-python /bin/true 2>"$T/jw1.err" || st=$?
+    grep -v "^  " "$T/jw1.err"
+    [[ $st == 124 ]] && grep -q "stopped by signal 2 (INT)" "$T/jw1.err"
+    grep -q "INFO elrun\[[0-9]*\] joining the rendezvous at 127.0.0.1:[0-9]*: need 2..3 nodes, 100 s of the 100 s join timeout left" "$T/jw1.err"
+    grep -q "WARN elrun\[[0-9]*\] still waiting for the rendezvous at 127.0.0.1:[0-9]*: need 2..3 nodes, 99 s of the 100 s join timeout left" "$T/jw1.err"
+'
+
+# ---- an endpoint that is not a store; SIGTERM/SIGINT in every state ----
+
+# not_a_store KIND: a loopback service that is not a store, in the
+# background; sets NS_PORT.  http: python's http.server (it waits for a line
+# that never comes); banner: greets with an SSH banner, then says nothing.
+not_a_store() {
+    rm -f "$T/ns.out"
+    case $1 in
+    http) python3 -u -m http.server 0 --bind 127.0.0.1 >"$T/ns.out" 2>&1 &
+          track_pid $!
+          wait_for_line "$T/ns.out" "port [0-9]+" 20
+          NS_PORT=$(sed -n "s/.* port \([0-9]*\).*/\1/p" "$T/ns.out" | head -1) ;;
+    banner) python3 -u "$T/banner.py" >"$T/ns.out" 2>&1 &
+          track_pid $!
+          wait_for_line "$T/ns.out" "^[0-9]+$" 20
+          NS_PORT=$(head -1 "$T/ns.out") ;;
+    esac
+}
+cat >"$T/banner.py" <<'EOF'
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+print(s.getsockname()[1], flush=True)
+conns = []
+while True:
+    c, _ = s.accept(); c.sendall(b"SSH-2.0-OpenSSH_9.2\r\n"); conns.append(c)
+EOF
+cat >"$T/silent.py" <<'EOF'
+import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+print(s.getsockname()[1], flush=True)
+time.sleep(600)
+EOF
+
+for kind in http banner; do
+test_expect_success "an endpoint that is not a store ($kind): a one-line error, at once" '
+    not_a_store '$kind'
+    s=$(date +%s%N); st=0
+    timeout 30 "$ELRUN" --nnodes=2 --node-rank=1 --master-port=$NS_PORT --no-python /bin/true \
+        2>"$T/ns.'$kind'.err" || st=$?
+    echo "exit $st after $(( ($(date +%s%N) - s) / 1000000 )) ms"
+    cat "$T/ns.'$kind'.err"
+    [[ $st == 1 ]]
+    grep -q "ERROR elrun\[[0-9]*\] rendezvous failed: cannot reach the rendezvous store at 127.0.0.1:$NS_PORT: the peer does not speak the store protocol" "$T/ns.'$kind'.err"
+    # The elastic rendezvous too.
+    st=0; timeout 30 "$ELRUN" --nnodes=1:2 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$NS_PORT \
+        --rdzv-conf=is_host=0 --no-python /bin/true 2>"$T/ns2.'$kind'.err" || st=$?
+    cat "$T/ns2.'$kind'.err"
+    [[ $st == 1 ]]
+    grep -q "the peer does not speak the store protocol" "$T/ns2.'$kind'.err"
+'
+done
+
+# obeys SIG READY LOG CMD...: run CMD (its stderr to LOG, at LOGLEVEL=INFO)
+# until LOG matches READY, send SIG, and require that it exits 1 within 3 s
+# (the agent's target is a second; the slack is for a loaded machine) with
+# no worker left (the pids the workers wrote to $T/wp.*).
+obeys() {
+    local sig=$1 ready=$2 log=$3 pid t0 st=0 ms w
+    shift 3
+    rm -f "$T"/wp.*
+    LOGLEVEL=INFO ELRUN_RDZV_REPORT_INTERVAL=1 "$@" 2>"$log" &
+    pid=$!
+    wait_for_line "$log" "$ready" 30
+    t0=$(date +%s%N)
+    kill -"$sig" "$pid"
+    wait_until "! alive $pid" 3
+    wait "$pid" || st=$?
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    echo "SIG$sig: exit $st after $ms ms"
+    [[ $st == 1 ]]
+    grep -q "stopped by signal" "$log"
+    for w in "$T"/wp.*; do
+        [[ -f $w ]] || continue
+        refute alive "$(cat "$w")"
+    done
+}
+
+# Workers that record their pid; stubborn.sh ignores SIGTERM and its local
+# rank 1 fails once rank 0 ignores it (else the stop could end at once).
+cat >"$T/stubborn.sh" <<EOF
+#!/bin/bash
+trap "" TERM
+echo \$\$ >$T/wp.\$LOCAL_RANK.tmp && mv $T/wp.\$LOCAL_RANK.tmp $T/wp.\$LOCAL_RANK
+if [[ \$LOCAL_RANK == 1 ]]; then
+    until [[ -f $T/wp.0 ]]; do sleep 0.01; done
+    exit 3
+fi
+while :; do sleep 1; done
+EOF
+cat >"$T/sleeper.sh" <<EOF
+#!/bin/sh
+echo \$\$ >$T/wp.\$LOCAL_RANK
+exec sleep 120
+EOF
+chmod +x "$T/stubborn.sh" "$T/sleeper.sh"
+
+for sig in TERM INT; do
+test_expect_success "SIG$sig while joining a store that is not up" '
+    obeys '$sig' "still waiting for the rendezvous" "$T/j.err" \
+        "$ELRUN" --nnodes=2 --node-rank=1 --master-port=$(free_port) --no-python /bin/true
+'
+test_expect_success "SIG$sig while joining a silent peer that is not a store" '
+    python3 -u "$T/silent.py" >"$T/silent.'$sig'.port" &
+    track_pid $!
+    wait_for_line "$T/silent.'$sig'.port" "^[0-9]+$" 20
+    obeys '$sig' "joining the rendezvous" "$T/js.err" \
+        "$ELRUN" --nnodes=2 --node-rank=1 --master-port=$(cat "$T/silent.'$sig'.port") --no-python /bin/true
+'
+test_expect_success "SIG$sig while waiting for the other nodes (static)" '
+    obeys '$sig' "still waiting for the rendezvous" "$T/w.err" \
+        "$ELRUN" --nnodes=2 --node-rank=0 --master-port=$(free_port) --no-python /bin/true
+'
+test_expect_success "SIG$sig while waiting for the other nodes (c10d)" '
+    obeys '$sig' "still waiting for the rendezvous" "$T/wc.err" \
+        "$ELRUN" --nnodes=2:3 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$(free_port) \
+        --no-python /bin/true
+'
+test_expect_success "SIG$sig while the workers run" '
+    obeys '$sig' "starting 2 worker" "$T/r.err" \
+        "$ELRUN" --standalone --nproc-per-node=2 --no-python "$T/sleeper.sh"
+'
+test_expect_success "SIG$sig while stopping workers that ignore SIGTERM" '
+    obeys '$sig' "stopping 1 worker\(s\) with signal 15" "$T/s.err" \
+        "$ELRUN" --standalone --nproc-per-node=2 --stop-timeout=120 --no-python "$T/stubborn.sh"
+    grep -q "received signal [0-9]* (.*) while stopping the workers; killing 1 worker(s) now" "$T/s.err"
+'
+test_expect_success "SIG$sig in the exit barrier" '
+    p=$(free_port)
+    "$ELRUN" --nnodes=2 --node-rank=1 --master-port=$p --no-python sleep 120 2>"$T/eb1.err" &
+    track_pid $!
+    obeys '$sig' "succeeded; waiting for the other nodes" "$T/eb.err" \
+        "$ELRUN" --nnodes=2 --node-rank=0 --master-port=$p --no-python /bin/true
+'
+test_expect_success "SIG$sig while waiting to restart" '
+    obeys '$sig' "before restarting" "$T/b.err" \
+        "$ELRUN" --standalone --max-restarts=3 --restart-backoff=120 --no-python /bin/false
+'
+done
 
 test_done

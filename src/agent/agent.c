@@ -558,8 +558,18 @@ static void on_rdzv(struct el_agent *a)
     if (el_rdzv_num_nodes_waiting(a->r, &waiting) < 0) {
         begin_stop(a, EL__STOP_LOST, SIGTERM);
     } else if (waiting > 0) {
+        /* A backend with a job-wide budget (c10d, etcd) has charged it
+         * when the new round is for a failure on another node; only the
+         * per-node budgets of static are never charged here.  Which of the
+         * two this round is, the rendezvous does not say (yet). */
+        const char *be = el_rdzv_backend(a->r);
+        int per_node = strcmp(be, "static") == 0 ||
+                       strcmp(be, "standalone") == 0;
         event(a, EL_AGENT_WARN, "other nodes are waiting for a new round; "
-              "restarting the workers (not counted as a restart)");
+              "restarting the workers (%s)", per_node
+              ? "not counted as a restart"
+              : "a failure on another node counts against the job's "
+                "--max-restarts, a node joining or leaving does not");
         begin_stop(a, EL__STOP_MEMBERSHIP, SIGTERM);
     }
 }

@@ -167,6 +167,31 @@ test_expect_success 'joining a rendezvous says so: where, how many nodes, the ti
     grep -q "WARN elrun\[[0-9]*\] still waiting for the rendezvous at 127.0.0.1:[0-9]*: need 2..3 nodes, 99 s of the 100 s join timeout left" "$T/jw1.err"
 '
 
+test_expect_success 'c10d: a new round for a failure elsewhere is not called free (the job budget paid)' '
+    mkdir -p "$T/jb"
+    # Round 0: b fails, a runs until then (at most 60 s); round 1 succeeds.
+    cat >"$T/jb/w.sh" <<EOF
+#!/bin/bash
+[[ \$TORCHELASTIC_RESTART_COUNT == 0 ]] || exit 0
+if [[ \$NODE == b ]]; then touch $T/jb/failed; exit 5; fi
+for i in \$(seq 3000); do [[ -f $T/jb/failed ]] && break; sleep 0.02; done
+sleep 60
+EOF
+    chmod +x "$T/jb/w.sh"
+    p=$(free_port)
+    for n in a b; do
+        NODE=$n "$ELRUN" --nnodes=2:2 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$p --rdzv-id=jb \
+            --max-restarts=1 --no-python "$T/jb/w.sh" 2>"$T/jb/$n.err" &
+        eval "pid_$n=\$!"
+    done
+    st_a=0 st_b=0; wait $pid_a || st_a=$?; wait $pid_b || st_b=$?
+    cat "$T/jb/a.err" "$T/jb/b.err"
+    [[ $st_a == 0 && $st_b == 0 ]]
+    grep -q "worker group failed; the job restarts on every node" "$T/jb/b.err"
+    grep -q "other nodes are waiting for a new round; restarting the workers (a failure on another node counts against the job'"'"'s --max-restarts, a node joining or leaving does not)" "$T/jb/a.err"
+    refute grep -q "not counted as a restart" "$T/jb/a.err"
+'
+
 # ---- an endpoint that is not a store; SIGTERM/SIGINT in every state ----
 
 # not_a_store KIND: a loopback service that is not a store, in the

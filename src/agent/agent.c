@@ -282,6 +282,19 @@ static int read_signals(struct el_agent *a)
     return got;
 }
 
+/* After a blocking call returned: a handled signal read now ends the run
+ * (SIGNALED, the first signal kept).  Returns 1 if it did. */
+static int ended_by_signal(struct el_agent *a)
+{
+    int sig = read_signals(a);
+    if (!sig)
+        return 0;
+    if (!a->pending_signal)
+        a->pending_signal = sig;
+    finish(a, EL_AGENT_SIGNALED);
+    return 1;
+}
+
 /* ---- failures ---- */
 
 static void collect_failures(struct el_agent *a, struct el_agent_result *res)
@@ -461,14 +474,8 @@ static void after_stop(struct el_agent *a)
               "other nodes", a->cfg.nproc);
         int rc = el_rdzv_exit_barrier(a->r, 1, a->cfg.exit_barrier_ms,
                                       a->sigfd);
-        if (rc == -ECANCELED) {
-            int sig = read_signals(a);
-            if (sig) {
-                a->pending_signal = sig;
-                finish(a, EL_AGENT_SIGNALED);
-                return;
-            }
-        }
+        if (rc == -ECANCELED && ended_by_signal(a))
+            return;
         if (rc)
             event(a, EL_AGENT_WARN, "exit barrier: %s", el_rdzv_errmsg(a->r));
         finish(a, EL_AGENT_SUCCEEDED);
@@ -757,24 +764,14 @@ static void next_round(struct el_agent *a)
         rc = rdzv_next_told(a, &info);
         if (rc != -ECANCELED)
             break;
-        int sig = read_signals(a);
-        if (sig) {
-            if (!a->pending_signal)
-                a->pending_signal = sig;
-            finish(a, EL_AGENT_SIGNALED);
+        if (ended_by_signal(a))
             return;
-        }
     }
     if (rc) {
         /* Told to stop while a step that cannot be cancelled (a store's
          * handshake) ended in an error: the signal is what the user sees. */
-        int sig = read_signals(a);
-        if (sig) {
-            if (!a->pending_signal)
-                a->pending_signal = sig;
-            finish(a, EL_AGENT_SIGNALED);
+        if (ended_by_signal(a))
             return;
-        }
         snprintf(res->errmsg, sizeof res->errmsg, "rendezvous failed: %s",
                  el_rdzv_errmsg(a->r));
         finish(a, EL_AGENT_RDZV_ERROR);

@@ -193,6 +193,19 @@ TEST(opts_usage_errors_say_how_to_fix)
     CHECK_EQ(PARSE(&o, "--signals-to-handle=SIGKILL", "x.py"), EL_EUSAGE);
 }
 
+/* What --help prints, malloc'd. */
+static char *help_text(void)
+{
+    char *help = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&help, &len);
+    if (!f)
+        return NULL;
+    el_opts_print_help(f);
+    fclose(f);
+    return help;
+}
+
 TEST(opts_help_needs_no_script)
 {
     struct el_opts o;
@@ -201,13 +214,8 @@ TEST(opts_help_needs_no_script)
     CHECK(o.help);
     CHECK_OK(PARSE(&o, "-h"));
     CHECK(o.help);
-    char *help = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&help, &len);
-    CHECK(f != NULL);
-    el_opts_print_help(f);
-    fclose(f);
-    CHECK(strstr(help, "--nproc-per-node") != NULL);
+    char *help = help_text();
+    CHECK(help && strstr(help, "--nproc-per-node") != NULL);
     free(help);
 }
 
@@ -218,12 +226,10 @@ TEST(opts_help_tells_the_truth)
 {
     struct el_opts o;
     char err[512], line[128];
-    char *help = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&help, &len);
-    CHECK(f != NULL);
-    el_opts_print_help(f);
-    fclose(f);
+    char *help = help_text();
+    CHECK(help != NULL);
+    if (!help)
+        return;
     size_t nkeys = 0;
     for (const char *k; (k = el__opts_rdzv_conf_key(nkeys)); nkeys++) {
         snprintf(line, sizeof line, "\n    %s=", k);

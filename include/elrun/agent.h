@@ -84,6 +84,9 @@ struct el_agent_config {
     int rdzv_min_nodes, rdzv_max_nodes;
     int rdzv_join_timeout_ms;   /* [600000 when <= 0]                      */
     int rdzv_report_ms;         /* [30000 when <= 0]                       */
+    /* Called on the agent's thread, and while a rendezvous is being
+     * joined also on a helper thread (the join lines): keep it
+     * thread-safe, e.g. one write() per message. */
     void (*on_event)(void *arg, enum el_agent_event_level lvl,
                      const char *msg);
     void *event_arg;

@@ -13,7 +13,8 @@
  * on_stream), which moves the state; a stop's cause decides what follows
  * it (after_stop); spend_restart owns the restart budget.  Blocking: only
  * in epoll_wait, el_rdzv_next and the exit barrier, all three ended by a
- * handled signal.
+ * handled signal.  While el_rdzv_next blocks, a helper thread prints the
+ * join lines (rdzv_next_told); it touches nothing but cfg and on_event.
  */
 #include <errno.h>
 #include <pthread.h>

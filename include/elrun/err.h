@@ -25,7 +25,8 @@ extern "C" {
     X(EPEERLOST,   -5008, "a peer died or its connection was lost")         \
     X(EUSAGE,      -5009, "invalid argument or configuration")              \
     X(ENOTELASTIC, -5010, "not running under elrun (no worker environment)") \
-    X(ENOTSTORE,   -5011, "the peer does not speak the store protocol (another service on that port?)")
+    X(ENOTSTORE,   -5012, "the peer does not speak the store protocol "     \
+                          "(another service on that port?)")
 
 enum el_err {
     EL_OK = 0,

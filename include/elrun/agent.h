@@ -76,6 +76,17 @@ struct el_agent_config {
     const int *signals;         /* signals forwarded then fatal            */
     int nsignals;               /* [TERM, INT, HUP, QUIT when 0]           */
     int out_fd, err_fd;         /* console streams [1, 2]                  */
+    /* While el_rdzv_next blocks, the agent says so: at once (INFO), after
+     * 1 s if still waiting and then every rdzv_report_ms (WARN): the
+     * endpoint, the nodes needed and the time left of the join timeout.
+     * NULL endpoint: nothing is said (a single node does not wait). */
+    const char *rdzv_endpoint;
+    int rdzv_min_nodes, rdzv_max_nodes;
+    int rdzv_join_timeout_ms;   /* [600000 when <= 0]                      */
+    int rdzv_report_ms;         /* [30000 when <= 0]                       */
+    /* Called on the agent's thread, and while a rendezvous is being
+     * joined also on a helper thread (the join lines): keep it
+     * thread-safe, e.g. one write() per message. */
     void (*on_event)(void *arg, enum el_agent_event_level lvl,
                      const char *msg);
     void *event_arg;
@@ -102,6 +113,10 @@ struct el_agent_failure {
     char *error_json;           /* the file's contents (NULL if none)      */
     char *message;              /* the traceback / message to print        */
     int64_t timestamp;          /* seconds since the epoch                 */
+    int64_t ran_ms;             /* how long the worker ran before it failed */
+    /* The line "ModuleNotFoundError: ..." / "ImportError: ..." found in its
+     * error file or its stderr.log (when redirected), else NULL. */
+    char *import_error;
 };
 
 struct el_agent_result {
@@ -134,7 +149,8 @@ int el_agent_run(struct el_agent *a, struct el_rdzv *r,
 /* The base directory of this run's logs: <log_dir>/<run_id>_<rand>. */
 const char *el_agent_run_dir(const struct el_agent *a);
 
-/* Restore the signal mask and free.  NULL is a no-op. */
+/* Restore the signal mask and free; handled signals still pending are
+ * discarded (the run is over).  NULL is a no-op. */
 void el_agent_close(struct el_agent *a);
 
 void el_agent_result_free(struct el_agent_result *res);

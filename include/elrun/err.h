@@ -26,6 +26,8 @@ extern "C" {
     X(EUSAGE,      -5009, "invalid argument or configuration")              \
     X(ENOTELASTIC, -5010, "not running under elrun (no worker environment)") \
     X(ETLS,        -5011, "TLS failure (certificate, CA or handshake)")
+    X(ENOTSTORE,   -5012, "the peer does not speak the store protocol "     \
+                          "(another service on that port?)")
 
 enum el_err {
     EL_OK = 0,

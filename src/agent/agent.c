@@ -13,7 +13,8 @@
  * on_stream), which moves the state; a stop's cause decides what follows
  * it (after_stop); spend_restart owns the restart budget.  Blocking: only
  * in epoll_wait, el_rdzv_next and the exit barrier, all three ended by a
- * handled signal.
+ * handled signal.  While el_rdzv_next blocks, a helper thread prints the
+ * join lines (rdzv_next_told); it touches nothing but cfg and on_event.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -42,7 +43,7 @@ static void event(struct el_agent *a, enum el_agent_event_level lvl,
 static void event(struct el_agent *a, enum el_agent_event_level lvl,
                   const char *fmt, ...)
 {
-    char msg[1024];
+    char msg[2048];
     va_list ap;
     if (!a->cfg.on_event)
         return;
@@ -72,6 +73,10 @@ int el_agent_open(struct el_agent **out, const struct el_agent_config *cfg)
         a->cfg.restart_backoff_ms = 0;
     if (a->cfg.restart_backoff_max_ms <= 0)
         a->cfg.restart_backoff_max_ms = 30000;
+    if (a->cfg.rdzv_join_timeout_ms <= 0)
+        a->cfg.rdzv_join_timeout_ms = 600000;
+    if (a->cfg.rdzv_report_ms <= 0)
+        a->cfg.rdzv_report_ms = 30000;
     if (!a->cfg.out_fd && !a->cfg.err_fd) {
         a->cfg.out_fd = 1;
         a->cfg.err_fd = 2;
@@ -115,8 +120,14 @@ void el_agent_close(struct el_agent *a)
     if (!a)
         return;
     el__obs_close(a);
-    if (a->sigfd >= 0)
+    if (a->sigfd >= 0) {
+        /* A handled signal that came after the run is over would kill the
+         * process the moment the mask is restored: it is taken here. */
+        struct signalfd_siginfo si;
+        while (read(a->sigfd, &si, sizeof si) == (ssize_t)sizeof si)
+            ;
         close(a->sigfd);
+    }
     if (a->epfd >= 0)
         close(a->epfd);
     if (a->tfd >= 0)
@@ -244,6 +255,7 @@ static void reap(struct el_agent *a)
             if (!ok && healthy) {
                 w->failed = 1;
                 w->fail_time = (int64_t)time(NULL);
+                w->fail_ns = el_now_ns();
             }
             if (WIFSIGNALED(st))
                 event(a, ok || !healthy ? EL_AGENT_DEBUG : EL_AGENT_WARN,
@@ -277,6 +289,19 @@ static int read_signals(struct el_agent *a)
     return got;
 }
 
+/* After a blocking call returned: a handled signal read now ends the run
+ * (SIGNALED, the first signal kept).  Returns 1 if it did. */
+static int ended_by_signal(struct el_agent *a)
+{
+    int sig = read_signals(a);
+    if (!sig)
+        return 0;
+    if (!a->pending_signal)
+        a->pending_signal = sig;
+    finish(a, EL_AGENT_SIGNALED);
+    return 1;
+}
+
 /* ---- failures ---- */
 
 static void collect_failures(struct el_agent *a, struct el_agent_result *res)
@@ -302,6 +327,8 @@ static void collect_failures(struct el_agent *a, struct el_agent_result *res)
         char path[4200];
         snprintf(path, sizeof path, "%s/error.json", w->dir);
         el__agent_read_error_file(f, path);
+        f->ran_ms = (w->fail_ns - a->healthy_ns) / 1000000;
+        el__agent_find_import_error(f, w->dir);
     }
     res->root = 0;
     for (int i = 1; i < res->nfailures; i++)
@@ -331,6 +358,9 @@ static int spend_restart(struct el_agent *a)
         return 0;
     }
     if (a->restarts_left > 0) {
+        event(a, EL_AGENT_INFO, "[%s] Worker group FAILED. %d/%d attempts "
+              "left; will restart worker group", a->cfg.role, a->restarts_left,
+              a->cfg.max_restarts);
         a->restarts_left--;
         a->res->restarts++;
         el__obs_restarts(a);
@@ -453,14 +483,8 @@ static void after_stop(struct el_agent *a)
               "other nodes", a->cfg.nproc);
         int rc = el_rdzv_exit_barrier(a->r, 1, a->cfg.exit_barrier_ms,
                                       a->sigfd);
-        if (rc == -ECANCELED) {
-            int sig = read_signals(a);
-            if (sig) {
-                a->pending_signal = sig;
-                finish(a, EL_AGENT_SIGNALED);
-                return;
-            }
-        }
+        if (rc == -ECANCELED && ended_by_signal(a))
+            return;
         if (rc)
             event(a, EL_AGENT_WARN, "exit barrier: %s", el_rdzv_errmsg(a->r));
         finish(a, EL_AGENT_SUCCEEDED);
@@ -509,8 +533,13 @@ static void on_agent_signal(struct el_agent *a, int sig)
     case EL__GS_STOPPING:
         if (a->killed)
             break;
-        if (prev) {
-            /* A second death signal: no more grace. */
+        if (prev || a->cause != EL__STOP_SIGNAL) {
+            /* A second death signal, or one during a stop begun for another
+             * reason (a failure, a new round): the workers were told
+             * already, so no more grace. */
+            event(a, EL_AGENT_WARN, "received signal %d (%s) while stopping "
+                  "the workers; killing %d worker(s) now", sig,
+                  sigabbrev(sig), a->nalive);
             signal_groups(a, SIGKILL);
             a->killed = 1;
         } else if (sig != a->stop_sig) {
@@ -546,8 +575,18 @@ static void on_rdzv(struct el_agent *a)
     if (el_rdzv_num_nodes_waiting(a->r, &waiting) < 0) {
         begin_stop(a, EL__STOP_LOST, SIGTERM);
     } else if (waiting > 0) {
+        /* A backend with a job-wide budget (c10d, etcd) has charged it
+         * when the new round is for a failure on another node; only the
+         * per-node budgets of static are never charged here.  Which of the
+         * two this round is, the rendezvous does not say (yet). */
+        const char *be = el_rdzv_backend(a->r);
+        int per_node = strcmp(be, "static") == 0 ||
+                       strcmp(be, "standalone") == 0;
         event(a, EL_AGENT_WARN, "other nodes are waiting for a new round; "
-              "restarting the workers (not counted as a restart)");
+              "restarting the workers (%s)", per_node
+              ? "not counted as a restart"
+              : "a failure on another node counts against the job's "
+                "--max-restarts, a node joining or leaving does not");
         el__obs_failure(a, "membership");
         begin_stop(a, EL__STOP_MEMBERSHIP, SIGTERM);
     }
@@ -610,6 +649,123 @@ static int dispatch(struct el_agent *a)
 
 /* ---- rounds ---- */
 
+/* The rendezvous blocks the agent's thread for up to the join timeout and
+ * tells nothing while it waits, so a helper thread says that the agent is
+ * waiting, where, for how many nodes and how long still (see
+ * el_agent_config.rdzv_report_ms).  It only formats and calls on_event. */
+struct join_waiter {
+    struct el_agent *a;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    int64_t start_ns;
+};
+
+static void join_line(struct el_agent *a, enum el_agent_event_level lvl,
+                      const char *what, int64_t waited_ms)
+{
+    const struct el_agent_config *c = &a->cfg;
+    char nodes[64];
+    int64_t left = c->rdzv_join_timeout_ms - waited_ms;
+    if (c->rdzv_min_nodes == c->rdzv_max_nodes)
+        snprintf(nodes, sizeof nodes, "%d node%s", c->rdzv_max_nodes,
+                 c->rdzv_max_nodes == 1 ? "" : "s");
+    else
+        snprintf(nodes, sizeof nodes, "%d..%d nodes", c->rdzv_min_nodes,
+                 c->rdzv_max_nodes);
+    event(a, lvl, "%s the rendezvous at %s: need %s, %" PRId64 " s of the "
+          "%d s join timeout left", what, c->rdzv_endpoint, nodes,
+          (left > 0 ? left + 999 : 0) / 1000, c->rdzv_join_timeout_ms / 1000);
+}
+
+static void *join_waiter_main(void *arg)
+{
+    struct join_waiter *jw = arg;
+    int64_t next_ms = 1000;
+    pthread_mutex_lock(&jw->mu);
+    while (!jw->done) {
+        struct timespec ts;
+        int64_t at = jw->start_ns + next_ms * 1000000;
+        ts.tv_sec = (time_t)(at / 1000000000);
+        ts.tv_nsec = (long)(at % 1000000000);
+        if (pthread_cond_timedwait(&jw->cv, &jw->mu, &ts) == ETIMEDOUT &&
+            !jw->done) {
+            join_line(jw->a, EL_AGENT_WARN, "still waiting for", next_ms);
+            next_ms += jw->a->cfg.rdzv_report_ms;
+        }
+    }
+    pthread_mutex_unlock(&jw->mu);
+    return NULL;
+}
+
+/* el_rdzv_next with the waiter running beside it (without it when the
+ * thread cannot be made: the join still works). */
+static int rdzv_next_told(struct el_agent *a, struct el_rdzv_info *info)
+{
+    struct join_waiter jw = {.a = a};
+    pthread_condattr_t ca;
+    pthread_t th;
+    int have = 0;
+    if (!a->cfg.rdzv_endpoint)
+        return el_rdzv_next(a->r, a->cfg.nproc, a->sigfd, info);
+    join_line(a, EL_AGENT_INFO, "joining", 0);
+    if (pthread_condattr_init(&ca) == 0) {
+        if (pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+            pthread_mutex_init(&jw.mu, NULL) == 0) {
+            if (pthread_cond_init(&jw.cv, &ca) == 0) {
+                jw.start_ns = el_now_ns();
+                have = pthread_create(&th, NULL, join_waiter_main, &jw) == 0;
+                if (!have)
+                    pthread_cond_destroy(&jw.cv);
+            }
+            if (!have)
+                pthread_mutex_destroy(&jw.mu);
+        }
+        pthread_condattr_destroy(&ca);
+    }
+    int rc = el_rdzv_next(a->r, a->cfg.nproc, a->sigfd, info);
+    if (have) {
+        pthread_mutex_lock(&jw.mu);
+        jw.done = 1;
+        pthread_cond_signal(&jw.cv);
+        pthread_mutex_unlock(&jw.mu);
+        pthread_join(th, NULL);
+        pthread_cond_destroy(&jw.cv);
+        pthread_mutex_destroy(&jw.mu);
+    }
+    return rc;
+}
+
+/* "[0, 1, 2]": n values from first, step 1 (step 0: all the same). */
+static void int_list(char *buf, size_t cap, int first, int step, int n)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && len + 16 < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%d", i ? ", " : "",
+                                first + step * i);
+    if (n > 0 && len + 16 >= cap)
+        snprintf(buf + len, cap - len, ", ...");
+}
+
+/* torchrun's INFO record of a completed round (its agent's wording). */
+static void log_rendezvous_result(struct el_agent *a,
+                                  const struct el_rdzv_info *info)
+{
+    char local[256], global[256], worlds[256];
+    int n = a->cfg.nproc;
+    int_list(local, sizeof local, 0, 1, n);
+    int_list(global, sizeof global, info->base_rank, 1, n);
+    int_list(worlds, sizeof worlds, info->world_size, 0, n);
+    event(a, EL_AGENT_INFO, "[%s] Rendezvous complete for workers. Result:\n"
+          "  restart_count=%" PRId64 "\n  master_addr=%s\n  master_port=%d\n"
+          "  group_rank=%d\n  group_world_size=%d\n  local_ranks=[%s]\n"
+          "  role_ranks=[%s]\n  global_ranks=[%s]\n  role_world_sizes=[%s]\n"
+          "  global_world_sizes=[%s]", a->cfg.role, info->round,
+          info->store_host, info->store_port, info->node_rank,
+          info->num_nodes, local, global, global, worlds, worlds);
+}
+
 /* RENDEZVOUS: block in the rendezvous (a handled signal cancels it), then
  * start the round's workers: HEALTHY, or a final state. */
 static void next_round(struct el_agent *a)
@@ -619,24 +775,24 @@ static void next_round(struct el_agent *a)
     int rc;
     set_state(a, EL__GS_RENDEZVOUS);
     for (;;) {
-        rc = el_rdzv_next(a->r, a->cfg.nproc, a->sigfd, &info);
+        rc = rdzv_next_told(a, &info);
         if (rc != -ECANCELED)
             break;
-        int sig = read_signals(a);
-        if (sig) {
-            if (!a->pending_signal)
-                a->pending_signal = sig;
-            finish(a, EL_AGENT_SIGNALED);
+        if (ended_by_signal(a))
             return;
-        }
     }
     if (rc) {
+        /* Told to stop while a step that cannot be cancelled (a store's
+         * handshake) ended in an error: the signal is what the user sees. */
+        if (ended_by_signal(a))
+            return;
         snprintf(res->errmsg, sizeof res->errmsg, "rendezvous failed: %s",
                  el_rdzv_errmsg(a->r));
         finish(a, EL_AGENT_RDZV_ERROR);
         return;
     }
     res->rounds++;
+    log_rendezvous_result(a, &info);
     event(a, EL_AGENT_INFO, "round %" PRId64 ": node %d of %d, ranks "
           "%d-%d of %d, store %s:%d; starting %d worker(s)", info.round,
           info.node_rank, info.num_nodes, info.base_rank,
@@ -676,6 +832,12 @@ int el_agent_run(struct el_agent *a, struct el_rdzv *r,
         finish(a, EL_AGENT_EXEC_ERROR);
         return 0;
     }
+    /* torchrun's line; shown by default when it holds the workers' logs. */
+    int logs = 0;
+    for (int i = 0; a->cfg.redirect && i < a->cfg.nproc; i++)
+        logs |= a->cfg.redirect[i];
+    event(a, logs ? EL_AGENT_WARN : EL_AGENT_INFO, "log directory set to: %s",
+          a->run_dir);
     int nfd = el_rdzv_notify_fd(r);
     if (nfd >= 0) {
         /* Watched while HEALTHY only (set_state). */

@@ -43,6 +43,7 @@ struct el__worker {
     int status;          /* waitpid status once reaped */
     int failed;          /* exited non-zero while the group was healthy */
     int64_t fail_time;
+    int64_t fail_ns;     /* el_now_ns() when the failure was seen */
     int exec_errno;
     char prefix[128];
     char dir[4096];
@@ -142,6 +143,10 @@ void el__agent_close_streams(struct el_agent *a, struct el__worker *w);
  * traceback.  f->exitcode, pid and timestamp (= detection time) must be
  * set. */
 void el__agent_read_error_file(struct el_agent_failure *f, const char *path);
+
+/* report.c.  Set f->import_error from f's error file, or else from the
+ * last part of dir/stderr.log, when either names an import error. */
+void el__agent_find_import_error(struct el_agent_failure *f, const char *dir);
 
 /* report.c.  Free res->failures and their strings. */
 void el__agent_free_failures(struct el_agent_result *res);

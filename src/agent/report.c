@@ -116,9 +116,50 @@ void el__agent_read_error_file(struct el_agent_failure *f, const char *path)
     free(text);
 }
 
+/* The first line of text that starts an import error's message, copied
+ * without its newline, or NULL. */
+static char *import_line(const char *text)
+{
+    static const char *const kinds[] = {"ModuleNotFoundError: ",
+                                        "ImportError: "};
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1
+                                                           : NULL) {
+        while (*p == ' ')
+            p++;
+        for (size_t k = 0; k < 2; k++)
+            if (strncmp(p, kinds[k], strlen(kinds[k])) == 0)
+                return strndup(p, strcspn(p, "\n"));
+    }
+    return NULL;
+}
+
+void el__agent_find_import_error(struct el_agent_failure *f, const char *dir)
+{
+    if (f->error_json) {
+        f->import_error = import_line(f->message);
+        return;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/stderr.log", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    /* A traceback ends the file: its last 8 KiB are enough. */
+    char buf[8193];
+    off_t end = lseek(fd, 0, SEEK_END);
+    off_t from = end > 8192 ? end - 8192 : 0;
+    ssize_t n = pread(fd, buf, 8192, from);
+    close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = 0;
+    f->import_error = import_line(buf);
+}
+
 void el__agent_free_failures(struct el_agent_result *res)
 {
     for (int i = 0; i < res->nfailures; i++) {
+        free(res->failures[i].import_error);
         free(res->failures[i].error_file);
         free(res->failures[i].error_json);
         free(res->failures[i].message);

@@ -63,6 +63,8 @@ struct opt_def {
     const char *expect; /* the message after "FLAG=VALUE: " */
     const char *alt_env; /* read when neither the flag nor PET_* is given
                             (a bad value there is ignored) */
+    const char *ignored; /* accepted for compatibility and ignored: a value
+                            that means "nothing" (warned about otherwise) */
 };
 
 static int set_bool(struct el_opts *, const struct opt_def *, const char *,
@@ -167,11 +169,12 @@ static const struct opt_def defs[O_COUNT] = {
                    .expect = "expected signal names or numbers separated by "
                    "commas, e.g. SIGTERM,SIGUSR1 (not SIGKILL, SIGSTOP or "
                    "SIGCHLD)"},
-    [O_LOGS_SPECS] = {"logs-specs", .set = set_str, .off = F(logs_specs)},
+    [O_LOGS_SPECS] = {"logs-specs", .set = set_str, .off = F(logs_specs),
+                      .ignored = ""},
     [O_NUMA_BINDING] = {"numa-binding", .set = set_str,
-                        .off = F(numa_binding)},
+                        .off = F(numa_binding), .ignored = ""},
     [O_EVENT_LOG_HANDLER] = {"event-log-handler", .env = 1, .set = set_str,
-                             .off = F(event_log_handler)},
+                             .off = F(event_log_handler), .ignored = "null"},
     [O_STOP_TIMEOUT] = {"stop-timeout", .env = 1, .set = set_seconds,
                         .off = F(stop_timeout), .def = "30", .hi = MAX_S,
                         .expect = "expected seconds >= 0",
@@ -197,7 +200,7 @@ static const struct opt_def defs[O_COUNT] = {
     [O_VERSION] = {"version", .is_bool = 1},
 };
 
-const char el_opts_help[] =
+static const char help_head[] =
 "usage: elrun [options] SCRIPT [ARGS...]\n"
 "       elrun store --listen HOST:PORT\n"
 "\n"
@@ -213,6 +216,7 @@ const char el_opts_help[] =
 "  --node-rank I              this node's rank (static rendezvous) [0]\n"
 "  --role NAME                worker role, ROLE_NAME [default]\n"
 "  --max-restarts N           restarts of the worker group after a failure [0]\n"
+"                             (c10d, etcd: one budget for the whole job)\n"
 "  --restart-backoff S        wait before restarts after failures in a row:\n"
 "                             none before the first, then S, doubling [1]\n"
 "  --restart-backoff-max S    the longest such wait [30]\n"
@@ -221,10 +225,18 @@ const char el_opts_help[] =
 "\n"
 "Rendezvous:\n"
 "  --standalone               single node, store on a free local port\n"
-"  --rdzv-backend B           static (default); c10d with one node\n"
-"  --rdzv-endpoint HOST[:PORT]  rendezvous store address\n"
+"  --rdzv-backend B           static (default): a fixed set of nodes, node 0\n"
+"                             hosts the store at --master-addr:--master-port;\n"
+"                             c10d: elastic across nodes (--nnodes=MIN:MAX),\n"
+"                             the store at --rdzv-endpoint; etcd (or etcd-v2):\n"
+"                             the same, its state in etcd\n"
+"  --rdzv-endpoint HOST[:PORT]  rendezvous store address (etcd: members,\n"
+"                             comma separated)\n"
 "  --rdzv-id ID               job id [none]\n"
-"  --rdzv-conf K=V,...        backend options (timeout=S join_timeout=S)\n"
+"  --rdzv-conf K=V,...        backend options (other keys are accepted and\n"
+"                             ignored; S seconds, N a count):\n";
+
+static const char help_tail[] =
 "  --master-addr HOST         static: node 0's address [127.0.0.1]\n"
 "  --master-port PORT         static: node 0's store port [29500]\n"
 "  --local-addr HOST          this node's address for MASTER_ADDR\n"
@@ -235,7 +247,9 @@ const char el_opts_help[] =
 "  --no-python                run SCRIPT as a program, not through python3\n"
 "  --run-path                 run SCRIPT with python's runpy.run_path\n"
 "  ${local_rank} in ARGS is replaced by each worker's local rank.\n"
-"  PYTHON_EXEC names the interpreter [python3].\n"
+"  The interpreter is $PYTHON_EXEC, else the first python3 in PATH (torchrun\n"
+"  uses the Python it runs under): PYTHON_EXEC=/usr/bin/python3 elrun ...\n"
+"  The launch log and the failure report name its full path.\n"
 "\n"
 "Output and errors:\n"
 "  --log-dir DIR              base directory for logs and error files\n"
@@ -250,10 +264,22 @@ const char el_opts_help[] =
 "  --metrics-addr HOST:PORT   serve Prometheus metrics at /metrics (port 0\n"
 "                             picks one; see docs/METRICS.md)\n"
 "  -h, --help                 this text;  --version  elrun's version\n"
+"  LOGLEVEL or ELRUN_LOG_LEVEL (which wins): error, warn [default], info\n"
+"  (torchrun's launch records), debug\n"
+"\n"
+"Accepted for compatibility and ignored (a warning says so when given):\n"
+"  --logs-specs NAME, --numa-binding MODE, --event-log-handler NAME\n"
 "\n"
 "Exit status: 0 when every worker succeeded, 1 on a worker failure (after\n"
 "the restarts), a signal or a rendezvous error, 2 on a usage error.\n"
 "See elrun(1).\n";
+
+void el_opts_print_help(FILE *out)
+{
+    fputs(help_head, out);
+    el__opts_rdzv_conf_help(out);
+    fputs(help_tail, out);
+}
 
 /* ------------------------------------------------------------------------ */
 
@@ -844,6 +870,11 @@ int el_opts_parse(struct el_opts *o, int argc, char **argv, char **env,
         const char *v = val[id] ? val[id] : d->def;
         if (v && (rc = d->set(o, d, v, src, err, errlen)))
             return rc;
+        if (d->ignored && val[id] && strcmp(val[id], d->ignored) &&
+            o->nignored < 4) {
+            snprintf(o->ignored[o->nignored++], sizeof o->ignored[0], "%s=%s",
+                     src[id], val[id]);
+        }
     }
     return check_combinations(o, src, err, errlen);
 }

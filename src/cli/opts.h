@@ -14,6 +14,7 @@
 #define ELRUN_CLI_OPTS_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #define EL_OPTS_MAX_RANKS 4096 /* highest local rank a map may name, + 1 */
 
@@ -62,7 +63,11 @@ struct el_opts {
     const char *signals_to_handle; /* --signals-to-handle [SIGTERM,SIGINT,SIGHUP,SIGQUIT] */
     const char *logs_specs;       /* --logs-specs (accepted, ignored)       */
     const char *numa_binding;     /* --numa-binding (accepted, ignored)     */
-    const char *event_log_handler; /* --event-log-handler (accepted)        */
+    const char *event_log_handler; /* --event-log-handler (accepted, ignored) */
+    /* The flags given that are accepted for compatibility and ignored
+     * (their --help line says so), as "--flag=VALUE", to warn once. */
+    char ignored[4][160];
+    int nignored;
     /* elrun's own flags. */
     double stop_timeout;          /* --stop-timeout S: TERM -> KILL grace [30] */
     double exit_barrier_timeout;  /* --exit-barrier-timeout S     [300]    */
@@ -112,7 +117,12 @@ int el_opts_rdzv_conf(const char *spec, const char *src,
 int el__opts_fail(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* The --help text. */
-extern const char el_opts_help[];
+/* Print the --help text (the --rdzv-conf keys from rdzv_conf.c's table). */
+void el_opts_print_help(FILE *out);
+
+/* rdzv_conf.c: one line per --rdzv-conf key, for --help; the i-th key's
+ * name (NULL past the last). */
+void el__opts_rdzv_conf_help(FILE *out);
+const char *el__opts_rdzv_conf_key(size_t i);
 
 #endif

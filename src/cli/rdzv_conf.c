@@ -19,33 +19,60 @@ enum conf_kind {
     CONF_STRING
 };
 
+/* One row per key: its kind, its field, and what --help says of it (an
+ * ignored key says so). */
 static const struct conf_key {
     const char *key;
     enum conf_kind kind;
     size_t off;
+    const char *help;
 } conf_keys[] = {
-#define K(name, kind) {#name, kind, offsetof(struct el_opts_conf, name)}
-    K(timeout, CONF_SECONDS),
-    K(join_timeout, CONF_SECONDS),
-    K(read_timeout, CONF_SECONDS),
-    K(last_call_timeout, CONF_SECONDS),
-    K(keep_alive_interval, CONF_SECONDS),
-    K(heartbeat_timeout, CONF_SECONDS),
-    K(close_timeout, CONF_SECONDS),
-    K(keep_alive_max_attempt, CONF_COUNT),
-    K(is_host, CONF_BOOL),
-    K(etcd_prefix, CONF_STRING),
-    K(protocol, CONF_STRING),
-    K(cacert, CONF_STRING),
-    K(cert, CONF_STRING),
-    K(key, CONF_STRING),
-    K(username, CONF_STRING),
-    K(password, CONF_STRING),
-    K(secret_file, CONF_STRING),
-    K(secret, CONF_STRING),
+#define K(name, kind, help) {#name, kind, offsetof(struct el_opts_conf, name), \
+                             help}
+    K(timeout, CONF_SECONDS, "wait for the nodes [static 900; else "
+      "join_timeout]"),
+    K(join_timeout, CONF_SECONDS, "c10d, etcd: the whole wait for a round "
+      "[600]"),
+    K(read_timeout, CONF_SECONDS, "one store or etcd request [60]"),
+    K(last_call_timeout, CONF_SECONDS, "c10d, etcd: wait once MIN nodes "
+      "joined [30]"),
+    K(keep_alive_interval, CONF_SECONDS, "c10d, etcd: heartbeat period [5]"),
+    K(heartbeat_timeout, CONF_SECONDS, "accepted for compatibility, "
+      "ignored"),
+    K(close_timeout, CONF_SECONDS, "accepted for compatibility, ignored"),
+    K(keep_alive_max_attempt, CONF_COUNT, "c10d, etcd: missed heartbeats = "
+      "dead node [3]"),
+    K(is_host, CONF_BOOL, "c10d: host the store [when the endpoint "
+      "is here]"),
+    K(etcd_prefix, CONF_STRING, "etcd: the keys' prefix [/elrun]"),
+    K(protocol, CONF_STRING, "etcd: http or https [http]"),
+    K(cacert, CONF_STRING, "etcd: the CA certificate (PEM file)"),
+    K(cert, CONF_STRING, "etcd: this client's certificate (PEM file)"),
+    K(key, CONF_STRING, "etcd: its private key (PEM file)"),
+    K(username, CONF_STRING, "etcd: user name"),
+    K(password, CONF_STRING, "etcd: password"),
+    K(secret_file, CONF_STRING, "c10d, static: the job secret's file "
+      "(chmod 600; also ELRUN_SECRET_FILE)"),
+    K(secret, CONF_STRING, "refused: ps would show it; use secret_file"),
 #undef K
 };
 #define NKEYS (sizeof conf_keys / sizeof conf_keys[0])
+
+void el__opts_rdzv_conf_help(FILE *out)
+{
+    static const char *const kinds[] = {"S", "N", "BOOL", "STR"};
+    for (size_t i = 0; i < NKEYS; i++) {
+        char kv[48];
+        snprintf(kv, sizeof kv, "%s=%s", conf_keys[i].key,
+                 kinds[conf_keys[i].kind]);
+        fprintf(out, "    %-24s %s\n", kv, conf_keys[i].help);
+    }
+}
+
+const char *el__opts_rdzv_conf_key(size_t i)
+{
+    return i < NKEYS ? conf_keys[i].key : NULL;
+}
 
 /* [b, e) without the spaces around it, NUL-terminated in place. */
 static char *trim(char *b, char *e)

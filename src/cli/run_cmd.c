@@ -8,10 +8,14 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,8 +40,10 @@ static int usage_error(const char *msg)
 }
 
 /* Is prog runnable: a path that is an executable file, or a name found
- * in PATH?  Fills why on failure. */
-static int find_program(const char *prog, char *why, size_t cap)
+ * in PATH?  full gets the path that will run (the PATH entry for a bare
+ * name).  Fills why on failure. */
+static int find_program(const char *prog, char *full, size_t fcap, char *why,
+                        size_t cap)
 {
     struct stat st;
     if (strchr(prog, '/')) {
@@ -51,6 +57,7 @@ static int find_program(const char *prog, char *why, size_t cap)
                      "or drop --no-python to run it with python3", prog);
             return -1;
         }
+        snprintf(full, fcap, "%s", prog);
         return 0;
     }
     const char *path = getenv("PATH");
@@ -58,8 +65,7 @@ static int find_program(const char *prog, char *why, size_t cap)
         path = "/usr/local/bin:/usr/bin:/bin";
     while (*path) {
         size_t n = strcspn(path, ":");
-        char full[4096];
-        snprintf(full, sizeof full, "%.*s/%s", (int)n, n ? path : ".", prog);
+        snprintf(full, fcap, "%.*s/%s", (int)n, n ? path : ".", prog);
         if (stat(full, &st) == 0 && !S_ISDIR(st.st_mode) &&
             access(full, X_OK) == 0)
             return 0;
@@ -70,6 +76,34 @@ static int find_program(const char *prog, char *why, size_t cap)
     snprintf(why, cap, "program '%s' was not found in PATH; give its path or "
              "fix PATH", prog);
     return -1;
+}
+
+/* A script handed to python that is not Python (an ELF program, or a #!
+ * line naming another interpreter) would end in Python's SyntaxError on
+ * every worker: say so instead.  Returns 0, or -1 with the message. */
+static int check_python_script(const char *script, char *err, size_t cap)
+{
+    char head[256] = {0};
+    int fd = open(script, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, head, sizeof head - 1);
+    close(fd);
+    if (n >= 4 && memcmp(head, "\x7f" "ELF", 4) == 0) {
+        snprintf(err, cap, "'%s' is an ELF executable, not a Python script; "
+                 "add --no-python to run it directly", script);
+        return -1;
+    }
+    if (n >= 2 && head[0] == '#' && head[1] == '!') {
+        head[strcspn(head, "\r\n")] = 0;
+        if (!strstr(head, "python")) {
+            snprintf(err, cap, "'%s' is not a Python script (its first line "
+                     "is '%s'); add --no-python to run it directly", script,
+                     head);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static void uuid4(char out[37])
@@ -152,18 +186,20 @@ static void on_rdzv_event(void *arg, const char *msg)
 /* ---- the workers' command line ---- */
 
 /* python3 -u [-m | -c RUN_PATH_BOOT] SCRIPT ARGS, or the program itself
- * (--no-python).  Returns 0 with a malloc'd *out (NULL-terminated, strings
- * borrowed from o and the environment), 2 with a usage message in err, or
- * 1 on ENOMEM. */
-static int worker_argv(const struct el_opts *o, char ***out,
-                       const char **binary, char *err, size_t cap)
+ * (--no-python).  The interpreter is $PYTHON_EXEC, else python3 from PATH
+ * (as torchrun's sys.executable, by its full path).  Returns 0 with a
+ * malloc'd *out (NULL-terminated, strings borrowed from o and binary) and
+ * binary = the interpreter's full path or the program as given, 2 with a usage
+ * message in err, or 1 on ENOMEM. */
+static int worker_argv(const struct el_opts *o, char ***out, char *binary,
+                       size_t bcap, char *err, size_t cap)
 {
     const char *python = getenv("PYTHON_EXEC");
     if (!python || !*python)
         python = "python3";
     int use_python = o->run_path || !o->no_python;
-    *binary = use_python ? python : o->script;
-    if (find_program(*binary, err, cap) != 0) {
+    if (find_program(use_python ? python : o->script, binary, bcap, err,
+                     cap) != 0) {
         if (use_python) {
             size_t n = strlen(err);
             snprintf(err + n, cap - n, " (set PYTHON_EXEC or use "
@@ -177,12 +213,16 @@ static int worker_argv(const struct el_opts *o, char ***out,
                  "a program", o->script, strerror(errno));
         return 2;
     }
+    if (use_python && !o->module && check_python_script(o->script, err, cap))
+        return 2;
+    if (!use_python)  /* run as given, and named so (as torchrun) */
+        snprintf(binary, bcap, "%s", o->script);
     char **wargv = calloc((size_t)o->script_argc + 8, sizeof *wargv);
     if (!wargv)
         return 1;
     int n = 0;
     if (use_python) {
-        wargv[n++] = (char *)python;
+        wargv[n++] = binary;
         wargv[n++] = "-u";
         if (o->run_path) {
             wargv[n++] = "-c";
@@ -215,6 +255,35 @@ typedef int (*backend_setup)(const struct el_opts *o,
                              struct el_rdzv_config *rc,
                              struct rdzv_strings *s, char *err, size_t cap);
 
+/* Can this host listen on addr (one of its own addresses)?  Returns 0, or
+ * -1 with the reason in why. */
+static int is_own_address(const char *addr, char *why, size_t cap)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE}, *ai = NULL;
+    int rc = getaddrinfo(addr, "0", &hints, &ai);
+    if (rc) {
+        snprintf(why, cap, "%s", gai_strerror(rc));
+        return -1;
+    }
+    int ok = -1;
+    for (struct addrinfo *p = ai; p && ok; p = p->ai_next) {
+        int fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        if (bind(fd, p->ai_addr, p->ai_addrlen) == 0)
+            ok = 0;
+        else
+            snprintf(why, cap, "%s", strerror(errno));
+        close(fd);
+    }
+    freeaddrinfo(ai);
+    return ok;
+}
+
+/* The workers connect to MASTER_ADDR, which is --local-addr when given: the
+ * store is served there (a loopback address other than 127.0.0.1 included),
+ * and an address this host does not have is refused. */
 static int setup_standalone(const struct el_opts *o, struct el_rdzv_config *rc,
                             struct rdzv_strings *s, char *err, size_t cap)
 {
@@ -226,6 +295,18 @@ static int setup_standalone(const struct el_opts *o, struct el_rdzv_config *rc,
     rc->run_id = s->run_id;
     rc->backend = "standalone";
     snprintf(s->host, sizeof s->host, "127.0.0.1");
+    if (o->local_addr) {
+        char why[256];
+        if (is_own_address(o->local_addr, why, sizeof why)) {
+            snprintf(err, cap, "--local-addr=%s is not an address of this "
+                     "host (%s): the workers are told MASTER_ADDR=%s and "
+                     "would find no store there; give one of this host's "
+                     "addresses or drop --local-addr", o->local_addr, why,
+                     o->local_addr);
+            return -1;
+        }
+        snprintf(s->host, sizeof s->host, "%s", o->local_addr);
+    }
     rc->port = 0;
     return 0;
 }
@@ -409,10 +490,42 @@ static const struct {
     [EL_AGENT_EXEC_ERROR] = {2, 1},
 };
 
+/* Workers that die at start-up for want of a module most often ran under
+ * the wrong Python (pyenv, conda, a system python3 without torch): one line
+ * that names the interpreter and how to choose another.  Certain when the
+ * error file or stderr.log shows the import error; when stderr went
+ * straight to the console, said when every worker exited 1 within 3 s. */
+static void python_hint(const struct el_agent_result *res, const char *python)
+{
+    const char *other = strcmp(python, "/usr/bin/python3")
+                            ? "/usr/bin/python3" : "/path/to/python3";
+    int early = res->nfailures > 0;
+    int64_t ran_ms = 0;
+    for (int i = 0; i < res->nfailures; i++) {
+        const struct el_agent_failure *f = &res->failures[i];
+        if (f->import_error) {
+            el_log(EL_LOG_WARN, "the workers could not import a module "
+                   "(%s) with the interpreter %s; choose the Python that "
+                   "has it with PYTHON_EXEC, e.g. PYTHON_EXEC=%s",
+                   f->import_error, python, other);
+            return;
+        }
+        early &= f->exitcode == 1 && !f->error_file && f->ran_ms < 3000;
+        if (f->ran_ms > ran_ms)
+            ran_ms = f->ran_ms;
+    }
+    if (early)
+        el_log(EL_LOG_WARN, "the workers exited with code 1 right after "
+               "starting (%" PRId64 " ms): if the error above is "
+               "ModuleNotFoundError or ImportError, the interpreter %s lacks "
+               "the module; choose another with PYTHON_EXEC, e.g. "
+               "PYTHON_EXEC=%s", ran_ms, python, other);
+}
+
 /* Log the outcome; for a failure, torchrun's table on stderr and the
- * agent's own error file. */
+ * agent's own error file.  python: the workers ran under binary. */
 static void report(const struct el_agent_result *res, const char *binary,
-                   const char *script, const char *own_ef)
+                   int python, const char *script, const char *own_ef)
 {
     switch (res->outcome) {
     case EL_AGENT_SUCCEEDED:
@@ -436,6 +549,8 @@ static void report(const struct el_agent_result *res, const char *binary,
             fflush(stderr);
             free(box);
         }
+        if (python)
+            python_hint(res, binary);
         break;
     }
     case EL_AGENT_SIGNALED:
@@ -451,6 +566,101 @@ static void report(const struct el_agent_result *res, const char *binary,
 }
 
 /* ---- the launcher ---- */
+
+/* The log level: torchrun's LOGLEVEL (Python's names or numbers), which
+ * ELRUN_LOG_LEVEL overrides (el_log_init reads it); warn without either. */
+static enum el_log_level log_level(void)
+{
+    static const struct {
+        const char *name;
+        int num;
+        enum el_log_level lvl;
+    } names[] = {{"DEBUG", 10, EL_LOG_DEBUG}, {"INFO", 20, EL_LOG_INFO},
+                 {"WARNING", 30, EL_LOG_WARN}, {"WARN", 30, EL_LOG_WARN},
+                 {"ERROR", 40, EL_LOG_ERROR}, {"CRITICAL", 50, EL_LOG_ERROR},
+                 {"FATAL", 50, EL_LOG_ERROR}};
+    const char *v = getenv("LOGLEVEL");
+    if (!v || !*v)
+        return EL_LOG_WARN;
+    char *end;
+    long num = strtol(v, &end, 10);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcasecmp(v, names[i].name) == 0 || (!*end && num <= names[i].num))
+            return names[i].lvl;
+    return EL_LOG_WARN;
+}
+
+/* Where the rendezvous is, as the user would write it. */
+static void rdzv_endpoint_text(const struct el_rdzv_config *rc, char *ep,
+                               size_t cap)
+{
+    if (rc->endpoints)
+        snprintf(ep, cap, "%s", rc->endpoints);
+    else
+        snprintf(ep, cap, strchr(rc->host, ':') ? "[%s]:%d" : "%s:%d",
+                 rc->host, rc->port);
+}
+
+/* Python's repr of --rdzv-conf as torchrun's LaunchConfig holds it: the
+ * given pairs (values are strings), 'rank' for static, timeout 900 unless
+ * given. */
+static void rdzv_configs_repr(const struct el_opts *o, char *buf, size_t cap)
+{
+    size_t len = 0;
+    int has_timeout = 0;
+    len += (size_t)snprintf(buf, cap, "{");
+    if (!o->standalone && strcmp(o->rdzv_backend, "static") == 0)
+        len += (size_t)snprintf(buf + len, cap - len, "'rank': %d",
+                                o->node_rank);
+    for (const char *p = o->rdzv_conf; p && *p && len < cap;) {
+        size_t n = strcspn(p, ",");
+        const char *eq = memchr(p, '=', n);
+        if (eq) {
+            const char *k = p, *v = eq + 1;
+            size_t kn = (size_t)(eq - p), vn = n - kn - 1;
+            while (kn && *k == ' ') k++, kn--;
+            while (kn && k[kn - 1] == ' ') kn--;
+            while (vn && *v == ' ') v++, vn--;
+            while (vn && v[vn - 1] == ' ') vn--;
+            has_timeout |= kn == 7 && strncmp(k, "timeout", 7) == 0;
+            len += (size_t)snprintf(buf + len, cap - len, "%s'%.*s': '%.*s'",
+                                    len > 1 ? ", " : "", (int)kn, k, (int)vn,
+                                    v);
+        }
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    if (!has_timeout && len < cap)
+        len += (size_t)snprintf(buf + len, cap - len, "%s'timeout': 900",
+                                len > 1 ? ", " : "");
+    if (len < cap)
+        snprintf(buf + len, cap - len, "}");
+}
+
+/* torchrun's INFO record of the launch, its keys and alignment, with the
+ * interpreter added (elrun does not run under it). */
+static void log_launch(const struct el_opts *o, const struct el_rdzv_config *rc,
+                       const char *binary)
+{
+    char confs[1024], ep[2048], interp[4200] = "";
+    int python = o->run_path || !o->no_python;
+    rdzv_configs_repr(o, confs, sizeof confs);
+    rdzv_endpoint_text(rc, ep, sizeof ep);
+    if (python)
+        snprintf(interp, sizeof interp, "  interpreter      : %s\n", binary);
+    el_log(EL_LOG_INFO, "Starting elastic_operator with launch configs:\n"
+           "  entrypoint       : %s\n%s"
+           "  min_nodes        : %d\n  max_nodes        : %d\n"
+           "  nproc_per_node   : %d\n  run_id           : %s\n"
+           "  rdzv_backend     : %s\n  rdzv_endpoint    : %s\n"
+           "  rdzv_configs     : %s\n  max_restarts     : %d\n"
+           "  monitor_interval : %g\n  log_dir          : %s\n"
+           "  metrics_cfg      : {}", o->script, interp, o->min_nodes,
+           o->max_nodes, o->nproc, rc->run_id, rc->backend, ep, confs,
+           o->max_restarts, o->monitor_interval,
+           o->log_dir ? o->log_dir : "None");
+}
 
 /* Everything cli_run_main allocates, freed in one place. */
 struct run {
@@ -481,26 +691,32 @@ static int run_main(struct run *run, int argc, char **argv)
 {
     struct el_opts *o = &run->o;
     char err[1400];
-    const char *binary;
+    char binary[4096];
     int rc;
-    el_log_init("elrun", EL_LOG_WARN);
+    el_log_init("elrun", log_level());
     if (el_opts_parse(o, argc, argv, NULL, err, sizeof err) != 0)
         return usage_error(err);
     if (o->help) {
-        fputs(el_opts_help, stdout);
+        el_opts_print_help(stdout);
         return 0;
     }
     if (o->version) {
         puts("elrun 0.1.0");
         return 0;
     }
-    if ((rc = worker_argv(o, &run->wargv, &binary, err, sizeof err)))
+    if ((rc = worker_argv(o, &run->wargv, binary, sizeof binary, err,
+                          sizeof err)))
         return rc == 2 ? usage_error(err) : 1;
 
     struct el_rdzv_config rc_cfg;
     struct rdzv_strings strs;
     if (rdzv_config(o, &rc_cfg, &strs, err, sizeof err))
         return usage_error(err);
+
+    log_launch(o, &rc_cfg, binary);
+    for (int i = 0; i < o->nignored; i++)
+        el_log(EL_LOG_WARN, "%s is accepted for compatibility with torchrun "
+               "and ignored", o->ignored[i]);
 
     /* Worker output. */
     run->redir = calloc((size_t)o->nproc, 1);
@@ -546,6 +762,16 @@ static int run_main(struct run *run, int argc, char **argv)
     ac.nsignals = nsigs;
     ac.out_fd = 1;
     ac.err_fd = 2;
+    char ep[2048];
+    if (!o->standalone) {
+        rdzv_endpoint_text(&rc_cfg, ep, sizeof ep);
+        ac.rdzv_endpoint = ep;
+    }
+    ac.rdzv_min_nodes = o->min_nodes;
+    ac.rdzv_max_nodes = o->max_nodes;
+    ac.rdzv_join_timeout_ms = rc_cfg.join_timeout_ms;
+    const char *every = getenv("ELRUN_RDZV_REPORT_INTERVAL");
+    ac.rdzv_report_ms = every ? (int)(atof(every) * 1000) : 0;
     ac.on_event = on_agent_event;
 
     if (o->metrics_addr) {
@@ -600,7 +826,8 @@ static int run_main(struct run *run, int argc, char **argv)
         el_agent_result_free(&res);
         return 1;
     }
-    report(&res, binary, o->script, run->own_ef);
+    report(&res, binary, o->run_path || !o->no_python, o->script,
+           run->own_ef);
     if (outcomes[res.outcome].close_job)
         el_rdzv_set_closed(run->rdzv);
     int exit_code = outcomes[res.outcome].exit_code;

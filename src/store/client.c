@@ -251,10 +251,16 @@ int el_store_connect(struct el_store **out, const char *host, int port,
         rc = put(s, &nonce, 4);
     if (!rc)
         rc = send_req(s, "connecting");
+    /* A store echoes at once; a peer that answers something else, or
+     * nothing within the connect timeout (at least 1 s, at most the I/O
+     * timeout), is some other service: EL_ENOTSTORE, not worth a retry. */
+    long long hs = timeout_ms > 1000 ? timeout_ms : 1000;
+    if (hs > s->io_timeout_ms)
+        hs = s->io_timeout_ms;
     if (!rc)
-        rc = recv_all(s, &echo, 4, io_deadline(s), "connecting");
-    if (!rc && echo != nonce)
-        rc = EL_EPROTO;
+        rc = recv_all(s, &echo, 4, el_now_ms() + hs, "connecting");
+    if (rc == -ETIMEDOUT || (!rc && echo != nonce))
+        rc = EL_ENOTSTORE;
     if (rc) {
         el_store_close(s);
         return rc;

@@ -174,3 +174,60 @@ TEST(agent_report_width_follows_the_longest_line)
     free(box);
     free(f.message);
 }
+
+/* The import error the launcher names the interpreter for: from the error
+ * file's traceback, else the end of stderr.log; nothing for other errors. */
+TEST(agent_report_finds_import_errors)
+{
+    char dir[] = "/tmp/elrun-test-imp.XXXXXX";
+    char path[256];
+    CHECK(mkdtemp(dir) != NULL);
+    struct el_agent_failure f = {.exitcode = 1, .pid = 7};
+
+    /* stderr.log (redirected): the last ModuleNotFoundError line. */
+    snprintf(path, sizeof path, "%s/stderr.log", dir);
+    FILE *e = fopen(path, "w");
+    CHECK(e != NULL);
+    for (int i = 0; i < 2000; i++)
+        fprintf(e, "some noise line %d\n", i);
+    fprintf(e, "Traceback (most recent call last):\n  File \"t.py\", line 1, "
+               "in <module>\n    import torch\nModuleNotFoundError: No module "
+               "named 'torch'\n");
+    fclose(e);
+    el__agent_find_import_error(&f, dir);
+    CHECK_STR(f.import_error, "ModuleNotFoundError: No module named 'torch'");
+    free(f.import_error);
+    f.import_error = NULL;
+
+    /* An error file wins over stderr.log: a RuntimeError is no import error. */
+    snprintf(path, sizeof path, "%s/error.json", dir);
+    write_error_file(path, 1);
+    el__agent_read_error_file(&f, path);
+    el__agent_find_import_error(&f, dir);
+    CHECK(f.import_error == NULL);
+    free(f.error_file);
+    free(f.error_json);
+    free(f.message);
+
+    /* An ImportError in the error file's traceback (indented as printed). */
+    FILE *j = fopen(path, "w");
+    CHECK(j != NULL);
+    fprintf(j, "{\"message\": {\"message\": \"ImportError: cannot import name "
+               "'x'\", \"extraInfo\": {\"py_callstack\": \"Traceback (most "
+               "recent call last):\\n  File \\\"t.py\\\"\\nImportError: cannot "
+               "import name 'x' from 'y'\\n\", \"timestamp\": \"1\"}}}");
+    fclose(j);
+    struct el_agent_failure g = {.exitcode = 1, .pid = 8};
+    el__agent_read_error_file(&g, path);
+    el__agent_find_import_error(&g, dir);
+    CHECK_STR(g.import_error, "ImportError: cannot import name 'x' from 'y'");
+    free(g.import_error);
+    free(g.error_file);
+    free(g.error_json);
+    free(g.message);
+
+    unlink(path);
+    snprintf(path, sizeof path, "%s/stderr.log", dir);
+    unlink(path);
+    rmdir(dir);
+}

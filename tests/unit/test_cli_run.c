@@ -29,8 +29,8 @@ static int opts(struct el_opts *o, const char *const *words)
 static int argv_error(const struct el_opts *o, char *err, size_t cap)
 {
     char **wargv = NULL;
-    const char *binary;
-    int rc = worker_argv(o, &wargv, &binary, err, cap);
+    char binary[4096];
+    int rc = worker_argv(o, &wargv, binary, sizeof binary, err, cap);
     free(wargv);
     return rc;
 }
@@ -68,6 +68,29 @@ TEST(cli_run_program_errors)
     CHECK_EQ(argv_error(&o, err, sizeof err), 2);
     CHECK(strstr(err, "training script '/no/such/train.py' cannot be read "
                  "(No such file or directory)") != NULL);
+    /* Not a Python script: an ELF program, a #! line of another shell. */
+    CHECK_OK(OPTS(&o, "/bin/true"));
+    CHECK_EQ(argv_error(&o, err, sizeof err), 2);
+    CHECK(strstr(err, "'/bin/true' is an ELF executable, not a Python "
+                 "script; add --no-python to run it directly") != NULL);
+    char sh[] = "/tmp/elrun-test-sh.XXXXXX";
+    int sfd = mkstemp(sh);
+    CHECK(sfd >= 0);
+    CHECK(write(sfd, "#!/bin/bash -e\necho\n", 20) == 20);
+    close(sfd);
+    CHECK_OK(OPTS(&o, sh));
+    rc = argv_error(&o, err, sizeof err);
+    CHECK_EQ(rc, 2);
+    CHECK(strstr(err, "is not a Python script (its first line is "
+                 "'#!/bin/bash -e'); add --no-python") != NULL);
+    /* ... but a #! python line is Python. */
+    sfd = open(sh, O_WRONLY | O_TRUNC);
+    CHECK(write(sfd, "#!/usr/bin/env python3\n", 23) == 23);
+    close(sfd);
+    CHECK_OK(OPTS(&o, sh));
+    rc = argv_error(&o, err, sizeof err);
+    unlink(sh);
+    CHECK_EQ(rc, 0);
     /* -m names a module, not a file: not checked. */
     CHECK_OK(OPTS(&o, "-m", "pkg.mod"));
     CHECK_EQ(argv_error(&o, err, sizeof err), 0);
@@ -78,10 +101,10 @@ TEST(cli_run_worker_command_lines)
 {
     struct el_opts o;
     char err[1400], **w;
-    const char *binary;
+    char binary[4096];
     setenv("PYTHON_EXEC", "/bin/sh", 1);
     CHECK_OK(OPTS(&o, "-m", "pkg.mod", "--lr=1"));
-    CHECK_OK(worker_argv(&o, &w, &binary, err, sizeof err));
+    CHECK_OK(worker_argv(&o, &w, binary, sizeof binary, err, sizeof err));
     CHECK_STR(w[0], "/bin/sh");
     CHECK_STR(w[1], "-u");
     CHECK_STR(w[2], "-m");
@@ -90,7 +113,7 @@ TEST(cli_run_worker_command_lines)
     CHECK(w[5] == NULL);
     free(w);
     CHECK_OK(OPTS(&o, "--no-python", "/bin/true", "a"));
-    CHECK_OK(worker_argv(&o, &w, &binary, err, sizeof err));
+    CHECK_OK(worker_argv(&o, &w, binary, sizeof binary, err, sizeof err));
     CHECK_STR(binary, "/bin/true");
     CHECK_STR(w[0], "/bin/true");
     CHECK_STR(w[1], "a");
@@ -123,6 +146,13 @@ TEST(cli_run_rendezvous_address_errors)
     CHECK_EQ(RDZV_ERROR(err, "--rdzv-backend=c10d", "--nnodes=1:2",
                         "--rdzv-endpoint=h:99999", "x.py"), -1);
     CHECK(strstr(err, "--rdzv-endpoint=h:99999: expected HOST or HOST:PORT"));
+    CHECK_EQ(RDZV_ERROR(err, "--standalone", "--local-addr=192.0.2.77",
+                        "x.py"), -1);
+    CHECK(strstr(err, "--local-addr=192.0.2.77 is not an address of this "
+                 "host (Cannot assign requested address): the workers are "
+                 "told MASTER_ADDR=192.0.2.77 and would find no store"));
+    CHECK_EQ(RDZV_ERROR(err, "--standalone", "--local-addr=127.0.0.2",
+                        "x.py"), 0);
     CHECK_EQ(RDZV_ERROR(err, "--rdzv-backend=etcd", "x.py"), -1);
     CHECK(strstr(err, "the etcd rendezvous needs --rdzv-endpoint=HOST:PORT"));
     CHECK_EQ(RDZV_ERROR(err, "--rdzv-backend=etcd", "--rdzv-endpoint=h:x",

@@ -193,6 +193,19 @@ TEST(opts_usage_errors_say_how_to_fix)
     CHECK_EQ(PARSE(&o, "--signals-to-handle=SIGKILL", "x.py"), EL_EUSAGE);
 }
 
+/* What --help prints, malloc'd. */
+static char *help_text(void)
+{
+    char *help = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&help, &len);
+    if (!f)
+        return NULL;
+    el_opts_print_help(f);
+    fclose(f);
+    return help;
+}
+
 TEST(opts_help_needs_no_script)
 {
     struct el_opts o;
@@ -201,7 +214,50 @@ TEST(opts_help_needs_no_script)
     CHECK(o.help);
     CHECK_OK(PARSE(&o, "-h"));
     CHECK(o.help);
-    CHECK(strstr(el_opts_help, "--nproc-per-node") != NULL);
+    char *help = help_text();
+    CHECK(help && strstr(help, "--nproc-per-node") != NULL);
+    free(help);
+}
+
+/* --help lists every --rdzv-conf key of rdzv_conf.c's table, the backends
+ * as they are, and the flags accepted but ignored, which warn when given
+ * (and only then). */
+TEST(opts_help_tells_the_truth)
+{
+    struct el_opts o;
+    char err[512], line[128];
+    char *help = help_text();
+    CHECK(help != NULL);
+    if (!help)
+        return;
+    size_t nkeys = 0;
+    for (const char *k; (k = el__opts_rdzv_conf_key(nkeys)); nkeys++) {
+        snprintf(line, sizeof line, "\n    %s=", k);
+        CHECK(strstr(help, line) != NULL);
+    }
+    CHECK(nkeys >= 16);
+    for (const char *p = help; *p; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != 0))
+        CHECK(strcspn(p, "\n") <= 79);
+    CHECK(strstr(help, "heartbeat_timeout=S") != NULL);
+    CHECK(strstr(help, "c10d: elastic across nodes") != NULL);
+    CHECK(strstr(help, "etcd (or etcd-v2)") != NULL);
+    const char *ign = strstr(help, "Accepted for compatibility and ignored");
+    CHECK(ign != NULL);
+    CHECK(ign && strstr(ign, "--logs-specs NAME, --numa-binding MODE, "
+                        "--event-log-handler NAME") != NULL);
+    free(help);
+
+    CHECK_OK(PARSE(&o, "x.py"));
+    CHECK_EQ(o.nignored, 0);
+    CHECK_OK(PARSE(&o, "--logs-specs=mine", "--numa_binding", "node",
+                   "--event-log-handler=console", "x.py"));
+    CHECK_EQ(o.nignored, 3);
+    CHECK_STR(o.ignored[0], "--logs-specs=mine");
+    CHECK_STR(o.ignored[1], "--numa-binding=node");
+    CHECK_STR(o.ignored[2], "--event-log-handler=console");
+    /* torchrun's default handler means "no events": nothing to warn. */
+    CHECK_OK(PARSE(&o, "--event-log-handler=null", "x.py"));
+    CHECK_EQ(o.nignored, 0);
 }
 
 TEST(opts_std_masks)

@@ -25,7 +25,7 @@ extern "C" {
     X(EPEERLOST,   -5008, "a peer died or its connection was lost")         \
     X(EUSAGE,      -5009, "invalid argument or configuration")              \
     X(ENOTELASTIC, -5010, "not running under elrun (no worker environment)") \
-    X(ETLS,        -5011, "TLS failure (certificate, CA or handshake)")
+    X(ETLS,        -5011, "TLS failure (certificate, CA or handshake)")    \
     X(ENOTSTORE,   -5012, "the peer does not speak the store protocol "     \
                           "(another service on that port?)")
 

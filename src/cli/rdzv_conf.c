@@ -51,8 +51,8 @@ static const struct conf_key {
     K(key, CONF_STRING, "etcd: its private key (PEM file)"),
     K(username, CONF_STRING, "etcd: user name"),
     K(password, CONF_STRING, "etcd: password"),
-    K(secret_file, CONF_STRING, "c10d, static: the job secret's file "
-      "(chmod 600; also ELRUN_SECRET_FILE)"),
+    K(secret_file, CONF_STRING, "c10d, static: the job secret (a 0600 "
+      "file)"),
     K(secret, CONF_STRING, "refused: ps would show it; use secret_file"),
 #undef K
 };

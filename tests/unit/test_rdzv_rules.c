@@ -660,7 +660,12 @@ TEST(rdzv_rules_hot_spare_takes_a_dead_members_place)
     CHECK_EQ(waiting(a), 0); /* a spare is not a reason for a round */
     declare_dead(w, b->e.self.id);
     CHECK_EQ(waiting(a), 1);
-    CHECK(strstr(a->log, "node b is gone") != NULL);
+    /* a says why, unless the spare, woken by the same death, already
+     * opened the next round (then a counts it as the one waiting). */
+    pthread_mutex_lock(&w->mu);
+    int64_t raised = w->round;
+    pthread_mutex_unlock(&w->mu);
+    CHECK(strstr(a->log, "node b is gone") != NULL || raised > 0);
     t0 = el_now_ms();
     start(a);
     CHECK_OK(finish(a));

@@ -37,6 +37,7 @@
 #include "cli/job_cli.h"
 #include "cli/opts.h"
 #include "elrun/err.h"
+#include "elrun/job_aws.h"
 #include "elrun/log.h"
 
 extern char **environ;
@@ -400,6 +401,8 @@ int cjob_status(const struct cjob *j, struct cjob_status *st, char *err,
 {
     char line[256];
     int slurm = strcmp(j->sched, "slurm") == 0;
+    if (strcmp(j->sched, "aws_batch") == 0)
+        return cjob_aws_status(j, st, err, errlen);
     memset(st, 0, sizeof *st);
     st->root = -1;
     st->state = EL_JOB_UNKNOWN;
@@ -736,6 +739,12 @@ static int job_final(const struct cjob *j)
     return f;
 }
 
+static int keep_line(const char *line, void *arg)
+{
+    const struct logsel *ls = arg;
+    return !ls->has_re || regexec(&ls->re, line, 0, NULL, 0) == 0;
+}
+
 /* Print the logs of replicas (all when replica < 0); follow until the job
  * ended when follow.  0, or 2 after a usage error. */
 static int show_logs(struct cjob *j, int replica, int follow, long tail,
@@ -750,6 +759,12 @@ static int show_logs(struct cjob *j, int replica, int follow, long tail,
             return cjob_usage("logs", "--regex '%s': %s", regex, m);
         }
         ls.has_re = 1;
+    }
+    if (strcmp(j->sched, "aws_batch") == 0) {
+        int rc = cjob_aws_logs(j, replica, follow, tail, keep_line, &ls);
+        if (ls.has_re)
+            regfree(&ls.re);
+        return rc;
     }
     int n = strcmp(j->sched, "slurm") == 0 ? count_replica_dirs(j->dir)
                                            : jint(j->spec, "max_nodes");
@@ -903,6 +918,9 @@ static int cmd_cancel(int argc, char **argv)
     if (cjob_read_line(j.dir, "end", line, sizeof line) == 0) {
         line[strcspn(line, " ")] = 0;
         el_log(EL_LOG_WARN, "job %s already ended: %s", j.id, line);
+    } else if (strcmp(j.sched, "aws_batch") == 0) {
+        if (cjob_aws_cancel(&j, err, sizeof err))
+            rc = cjob_usage("cancel", "%s", err);
     } else if (strcmp(j.sched, "local") == 0) {
         if (cjob_local_cancel(&j, err, sizeof err)) {
             el_log(EL_LOG_ERROR, "cancel %s: %s", j.id, err);
@@ -959,15 +977,15 @@ static int cmd_list(int argc, char **argv)
             only = argv[i] + 12;
         else
             return cjob_usage("list", "unknown argument '%s'; usage: elrun "
-                              "list [-s local|slurm]", argv[i]);
+                              "list [-s local|slurm|aws_batch]", argv[i]);
     }
     if (only && el_job_check_sched(only, err, sizeof err))
         return cjob_usage("list", "%s", err);
     cjob_home(home, sizeof home);
     struct listed *v = NULL;
     size_t n = 0, cap = 0;
-    static const char *const scheds[] = {"local", "slurm"};
-    for (int s = 0; s < 2; s++) {
+    static const char *const scheds[] = {"local", "slurm", "aws_batch"};
+    for (int s = 0; s < 3; s++) {
         if (only && strcmp(only, scheds[s]) != 0)
             continue;
         char d[4200];
@@ -1226,7 +1244,7 @@ static int parse_submit(int argc, char **argv, struct submit *s)
 }
 
 static const char submit_help[] =
-    "usage: elrun submit [-s local|slurm] [-j [MIN:]MAXxNPROC | -j N] "
+    "usage: elrun submit [-s local|slurm|aws_batch] [-j [MIN:]MAXxNPROC | -j N] "
     "[--name NAME]\n"
     "                    [--max-retries N] [--env K=V]... [--cfg k=v,...] "
     "[--dryrun]\n"
@@ -1238,7 +1256,9 @@ static const char submit_help[] =
     "prints its handle (SCHED://elrun/ID).  elrun's own flags come first,\n"
     "then the launcher's (elrun --help), then the script.  --cfg for slurm:\n"
     "partition, time, account, qos, constraint, cpus-per-task, mem,\n"
-    "gpus-per-node.  See docs/JOBS.md; then elrun status/logs/cancel/list/\n"
+    "gpus-per-node; for aws_batch: queue, image (both needed), vcpus, memory,\n"
+    "gpus, job_role, execution_role, efs, efs_path, tags (docs/AWS.md).\n"
+    "See docs/JOBS.md; then elrun status/logs/cancel/list/\n"
     "describe HANDLE.\n";
 
 static int wait_job(struct cjob *j, int log)
@@ -1293,7 +1313,9 @@ static int cmd_submit(int argc, char **argv)
         return rc;
     if (el_job_check_sched(s.sched, err, sizeof err))
         return cjob_usage("submit", "%s", err);
-    if (el_job_check_cfg(s.sched, s.cfg, err, sizeof err))
+    if (strcmp(s.sched, "aws_batch") == 0
+            ? el_job_aws_check_cfg(s.cfg, err, sizeof err)
+            : el_job_check_cfg(s.sched, s.cfg, err, sizeof err))
         return cjob_usage("submit", "%s", err);
     struct el_job_size z = {1, 1, 1};
     if (s.j && el_job_parse_size(s.j, &z, err, sizeof err))
@@ -1355,11 +1377,14 @@ static int cmd_submit(int argc, char **argv)
     if (!python || !*python)
         python = "python3";
     int use_python = o.run_path || !o.no_python;
-    if (el_job_find_program(use_python ? python : o.script, err, sizeof err))
+    if (strcmp(s.sched, "aws_batch") == 0) {
+        /* the script and python are in the job's image */
+    } else if (el_job_find_program(use_python ? python : o.script, err,
+                                   sizeof err))
         return cjob_usage("submit", "%s%s", err,
                           use_python ? " (set PYTHON_EXEC or use --no-python)"
                                      : "");
-    if (use_python && !o.module && access(o.script, R_OK) != 0)
+    else if (use_python && !o.module && access(o.script, R_OK) != 0)
         return cjob_usage("submit", "training script '%s' cannot be read "
                           "(%s); check the path, or use --no-python for a "
                           "program", o.script, strerror(errno));
@@ -1474,6 +1499,13 @@ static int cmd_submit(int argc, char **argv)
         js.launcher = s.words;
         js.n_launcher = s.n_words;
         js.n_launcher_flags = nflags;
+        if (strcmp(s.sched, "aws_batch") == 0) {
+            rc = cjob_aws_submit(&js, spec, id, s.dryrun, home);
+            json_decref(spec);
+            if (rc || s.dryrun)
+                return rc;
+            goto submitted;
+        }
         char *script;
         if ((rc = el_job_sbatch_script(&js, &script, err, sizeof err))) {
             json_decref(spec);
@@ -1525,6 +1557,7 @@ static int cmd_submit(int argc, char **argv)
         snprintf(id, sizeof id, "%s", jobid);
     }
     json_decref(spec);
+submitted:
     printf("%s://elrun/%s\n", s.sched, id);
     fflush(stdout);
     if (!s.wait)

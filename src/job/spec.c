@@ -86,9 +86,11 @@ bad:
 
 int el_job_check_sched(const char *name, char *err, size_t errlen)
 {
-    if (name && (strcmp(name, "local") == 0 || strcmp(name, "slurm") == 0))
+    if (name && (strcmp(name, "local") == 0 || strcmp(name, "slurm") == 0 ||
+                 strcmp(name, "aws_batch") == 0))
         return 0;
-    snprintf(err, errlen, "unknown scheduler '%s'; use -s local or -s slurm",
+    snprintf(err, errlen, "unknown scheduler '%s'; use -s local, slurm or "
+             "aws_batch",
              name ? name : "");
     return EL_EUSAGE;
 }

@@ -70,18 +70,19 @@ static char *done(struct buf *b)
 
 /* The IMDSv2 token and the etcd members' private addresses: bash shared by
  * both user data scripts.  ${EtcdGroup} and ${AWS::Region} are Fn::Sub's. */
-static void find_etcd(struct buf *b, int n)
+static void find_etcd(struct buf *b, const char *fleet, int n)
 {
-    put(b, "# The etcd members: the running instances of the etcd group.\n"
+    put(b, "# The etcd members: the fleet's running etcd instances (by the "
+        "tags the Auto Scaling group gives them).\n"
         "while :; do\n"
         "  ips=$(aws ec2 describe-instances --region \"${AWS::Region}\" "
-        "--filters \"Name=tag:aws:autoscaling:groupName,Values=${EtcdGroup}\""
+        "--filters Name=tag:elrun:fleet,Values=%s Name=tag:elrun:role,Values=etcd"
         " Name=instance-state-name,Values=running --query "
         "'Reservations[].Instances[].PrivateIpAddress' --output text | "
-        "tr '\\t' '\\n' | sort)\n"
+        "tr '\\t' '\\n' | sort) || ips=\n"
         "  [ \"$(echo \"$ips\" | grep -c .)\" -ge %d ] && break\n"
         "  sleep 5\n"
-        "done\n", n);
+        "done\n", fleet, n);
 }
 
 char *el_aws_user_data_etcd(const struct el_aws_template *t)
@@ -96,7 +97,7 @@ char *el_aws_user_data_etcd(const struct el_aws_template *t)
         "-H 'X-aws-ec2-metadata-token-ttl-seconds: 300')\n"
         "me=$(curl -fsS -H \"X-aws-ec2-metadata-token: $TOKEN\" "
         "http://169.254.169.254/latest/meta-data/local-ipv4)\n", t->name);
-    find_etcd(&b, t->etcd_nodes);
+    find_etcd(&b, t->name, t->etcd_nodes);
     put(&b, "cluster=$(for ip in $ips; do printf 'e%%s=http://%%s:2380,' "
         "\"$(echo $ip | tr . -)\" \"$ip\"; done | sed 's/,$//')\n"
         "cat >/etc/default/etcd <<EOF\n"
@@ -128,7 +129,7 @@ char *el_aws_user_data_worker(const struct el_aws_template *t)
         "until mount /mnt/efs; do sleep 5; done\nchmod 1777 /mnt/efs\n");
     put(&b, "curl -fsSL '%s' -o /usr/local/bin/elrun\n"
         "chmod 755 /usr/local/bin/elrun\n", t->elrun_url);
-    find_etcd(&b, t->etcd_nodes);
+    find_etcd(&b, t->name, t->etcd_nodes);
     put(&b, "endpoint=$(for ip in $ips; do printf '%%s:2379,' \"$ip\"; done |"
         " sed 's/,$//')\n");
     put(&b, "cat >/etc/systemd/system/elrun-worker.service <<EOF\n"
@@ -292,6 +293,13 @@ int el_aws_template(const struct el_aws_template *t, json_t **out, char *err,
                  "VPC and two or more of its subnets)");
         return EL_EUSAGE;
     }
+    if ((t->vpc_id && *t->vpc_id && strncmp(t->vpc_id, "vpc-", 4)) ||
+        (t->efs_id && *t->efs_id && strncmp(t->efs_id, "fs-", 3)) ||
+        (t->subnets && *t->subnets && strncmp(t->subnets, "subnet-", 7))) {
+        snprintf(err, errlen, "--vpc vpc-..., --subnets subnet-...,subnet-..."
+                 " and --efs fs-... are AWS ids");
+        return EL_EUSAGE;
+    }
     if (!t->elrun_url || strncmp(t->elrun_url, "https://", 8)) {
         snprintf(err, errlen, "--elrun-url: the https:// address the "
                  "instances download the elrun binary from");
@@ -373,8 +381,9 @@ int el_aws_template(const struct el_aws_template *t, json_t **out, char *err,
             "ToPort", 2049, "SourceSecurityGroupId",
             getatt("InstanceSecurityGroup", "GroupId")));
         json_object_set_new(r, "FileSystem", json_pack(
-            "{s:s, s:s, s:{s:b, s:s, s:[o]}}", "Type", "AWS::EFS::FileSystem",
-            "DeletionPolicy", "Retain", "Properties", "Encrypted", 1,
+            "{s:s, s:s, s:s, s:{s:b, s:s, s:[o]}}", "Type",
+            "AWS::EFS::FileSystem", "DeletionPolicy", "Retain",
+            "UpdateReplacePolicy", "Retain", "Properties", "Encrypted", 1,
             "PerformanceMode", "generalPurpose", "FileSystemTags",
             tag("Name", t->name, -1)));
         for (size_t i = 0; i < json_array_size(subnets); i++) {

@@ -18,6 +18,7 @@ pkgs=(
   procps iproute2 psmisc       # ps/pgrep, ip netns, fuser in tests
   clang-format                 # scripts/format-check.sh
   slurmctld slurmd slurm-client munge  # a real Slurm for the job tests (t0810)
+  awscli                       # the aws CLI elrun drives for -s aws_batch and elrun aws; t0820 (cfn-lint is not in Debian)
 )
 
 missing=()

@@ -48,33 +48,41 @@ int el_job_state_from_aws(const char *status);
  * rendezvous: the main node (its index is AWS_BATCH_JOB_MAIN_NODE_INDEX,
  * and AWS does not give it AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS)
  * hosts the store on 0.0.0.0:PORT (is_host=1), the others join MAIN:PORT
- * (is_host=0); PORT is 29500.  Returns 1 with out filled, 0 if not in a
+ * (is_host=0); PORT is $ELRUN_AWS_BATCH_PORT or 29500.  Returns 1 with out filled, 0 if not in a
  * Batch node, EL_EUSAGE for malformed AWS_BATCH_* values. */
+struct el_job_aws_defaults {
+    int n; /* entries used                          */
+    struct {
+        char name[24]; /* "PET_NODE_RANK"                       */
+        char value[256];
+        char from[64]; /* "AWS_BATCH_JOB_NODE_INDEX"            */
+    } var[5];
+};
 int el_job_aws_batch_defaults(char **env, int has_endpoint,
-                              struct el_job_slurm_defaults *out, char *err,
+                              struct el_job_aws_defaults *out, char *err,
                               size_t errlen);
 
 /* `elrun aws template` options. */
 struct el_aws_template {
-    const char *name;             /* stack/job name, [A-Za-z0-9-]          */
-    struct el_job_size size;      /* workers: MIN:MAX nodes x NPROC        */
-    int desired;                  /* desired workers, MIN..MAX             */
-    int etcd_nodes;               /* 1 or 3                                */
-    const char *instance_type;    /* workers' type, "c5.xlarge" default    */
+    const char *name;               /* stack/job name, [A-Za-z0-9-]          */
+    struct el_job_size size;        /* workers: MIN:MAX nodes x NPROC        */
+    int desired;                    /* desired workers, MIN..MAX             */
+    int etcd_nodes;                 /* 1 or 3                                */
+    const char *instance_type;      /* workers' type, "c5.xlarge" default    */
     const char *etcd_instance_type; /* "t3.small" default                  */
-    const char *spot_price;       /* max spot price (USD/h) or NULL        */
-    const char *vpc_id;           /* existing VPC (with subnets) or NULL   */
-    const char *subnets;          /* "subnet-a,subnet-b" with vpc_id       */
-    const char *efs_id;           /* existing EFS or NULL: one is made     */
-    const char *elrun_url;        /* where user data fetches elrun from    */
-    const char *key_name;         /* EC2 key pair or NULL                  */
-    char **launcher;              /* launcher flags, script, args          */
+    const char *spot_price;         /* max spot price (USD/h) or NULL        */
+    const char *vpc_id;             /* existing VPC (with subnets) or NULL   */
+    const char *subnets;            /* "subnet-a,subnet-b" with vpc_id       */
+    const char *efs_id;             /* existing EFS or NULL: one is made     */
+    const char *elrun_url;          /* where user data fetches elrun from    */
+    const char *key_name;           /* EC2 key pair or NULL                  */
+    char **launcher;                /* launcher flags, script, args          */
     int n_launcher;
 };
 
 /* The CloudFormation template (JSON) for t; a new reference. */
-int el_aws_template(const struct el_aws_template *t, json_t **out,
-                    char *err, size_t errlen);
+int el_aws_template(const struct el_aws_template *t, json_t **out, char *err,
+                    size_t errlen);
 
 /* The user data scripts of the template, malloc'd bash text (the etcd node
  * and the worker); shared with the tests that run them on netns hosts.

@@ -50,8 +50,10 @@ static json_t *aws_call(const char *const *args, char *err, size_t errlen)
     }
     int rc = cjob_run((char *const *)argv, out, OUTCAP, e, sizeof e);
     if (rc == 127) {
-        snprintf(err, errlen, "cannot run the aws CLI (%s); install it "
-                 "(Debian: apt-get install awscli) and put it in PATH", e);
+        snprintf(err, errlen,
+                 "cannot run the aws CLI (%s); install it "
+                 "(Debian: apt-get install awscli) and put it in PATH",
+                 e);
         free(out);
         return NULL;
     }
@@ -86,15 +88,16 @@ int cjob_aws_submit(const struct el_job_spec *sp, json_t *spec, const char *id,
     char err[1600];
     const char *user = getenv("USER");
     json_t *def, *sub;
-    int rc = el_job_aws_batch_inputs(sp, id, user ? user : "", &def, &sub,
-                                     err, sizeof err);
+    int rc = el_job_aws_batch_inputs(sp, id, user ? user : "", &def, &sub, err,
+                                     sizeof err);
     if (rc)
         return rc == EL_EUSAGE ? cjob_usage("submit", "%s", err) : 1;
     if (dryrun) {
         char *a = json_dumps(def, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         char *b = json_dumps(sub, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         printf("%s\n%s\n", a ? a : "{}", b ? b : "{}");
-        fprintf(stderr, "elrun submit: dry run: would run aws batch "
+        fprintf(stderr,
+                "elrun submit: dry run: would run aws batch "
                 "register-job-definition --cli-input-json with the first "
                 "document, then aws batch submit-job with the second\n");
         free(a);
@@ -107,11 +110,10 @@ int cjob_aws_submit(const struct el_job_spec *sp, json_t *spec, const char *id,
     snprintf(dir, sizeof dir, "%s/jobs/aws_batch/%s", home, id);
     char *a = json_dumps(def, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     char *b = json_dumps(sub, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    char cmdp[4500], fa[4600], fb[4600];
-    snprintf(cmdp, sizeof cmdp, "mkdir -p '%s'", dir);
+    char fa[4600], fb[4600];
     rc = a && b ? 0 : -ENOMEM;
-    if (!rc && system(cmdp) != 0)
-        rc = -EIO;
+    if (!rc)
+        rc = cjob_mkdirs(dir);
     if (!rc)
         rc = cjob_write(dir, "job-definition.json", a);
     if (!rc)
@@ -121,8 +123,10 @@ int cjob_aws_submit(const struct el_job_spec *sp, json_t *spec, const char *id,
     if (rc) {
         json_decref(def);
         json_decref(sub);
-        return cjob_usage("submit", "cannot write the job's record in %s: %s "
-                          "(set ELRUN_HOME)", dir, strerror(-rc));
+        return cjob_usage("submit",
+                          "cannot write the job's record in %s: %s "
+                          "(set ELRUN_HOME)",
+                          dir, strerror(-rc));
     }
     snprintf(fa, sizeof fa, "file://%s/job-definition.json", dir);
     const char *reg[] = {"batch", "register-job-definition", "--cli-input-json",
@@ -171,8 +175,7 @@ int cjob_aws_submit(const struct el_job_spec *sp, json_t *spec, const char *id,
 
 /* ---- status ------------------------------------------------------------- */
 
-static json_t *describe(const char *const *ids, int n, char *err,
-                        size_t errlen)
+static json_t *describe(const char *const *ids, int n, char *err, size_t errlen)
 {
     const char *args[60] = {"batch", "describe-jobs", "--jobs"};
     int k = 3;
@@ -206,8 +209,10 @@ int cjob_aws_status(const struct cjob *j, struct cjob_status *st, char *err,
     json_t *job = json_array_get(json_object_get(r, "jobs"), 0);
     if (!job) {
         json_decref(r);
-        snprintf(st->msg, sizeof st->msg, "AWS Batch does not know job %s "
-                 "(any more)", jid);
+        snprintf(st->msg, sizeof st->msg,
+                 "AWS Batch does not know job %s "
+                 "(any more)",
+                 jid);
         return 0;
     }
     st->state = el_job_state_from_aws(js(job, "status"));
@@ -241,13 +246,12 @@ int cjob_aws_status(const struct cjob *j, struct cjob_status *st, char *err,
     for (int k = 0; k < nn; k++) {
         struct cjob_replica *rp = &st->rep[k];
         rp->exitcode = -1000;
-        rp->state = st->state == EL_JOB_CANCELLED ? EL_JOB_CANCELLED
-                                                  : EL_JOB_PENDING;
+        rp->state =
+            st->state == EL_JOB_CANCELLED ? EL_JOB_CANCELLED : EL_JOB_PENDING;
         json_t *node = NULL, *e;
         size_t i;
-        json_array_foreach(json_object_get(nr, "jobs"), i, e)
-            if (strcmp(js(e, "jobId"), ids[k]) == 0)
-                node = e;
+        json_array_foreach(json_object_get(nr, "jobs"), i,
+                           e) if (strcmp(js(e, "jobId"), ids[k]) == 0) node = e;
         if (!node)
             continue;
         int s = el_job_state_from_aws(js(node, "status"));
@@ -278,8 +282,7 @@ int cjob_aws_status(const struct cjob *j, struct cjob_status *st, char *err,
             }
             char m[1200];
             snprintf(m, sizeof m, "%s%s%s", js(c, "reason"),
-                     *js(c, "reason") && *js(node, "statusReason") ? "; "
-                                                                    : "",
+                     *js(c, "reason") && *js(node, "statusReason") ? "; " : "",
                      js(node, "statusReason"));
             st->root_msg = strdup(*m ? m : "(no reason recorded)");
             st->root_json = json_dumps(node, JSON_COMPACT);
@@ -287,8 +290,10 @@ int cjob_aws_status(const struct cjob *j, struct cjob_status *st, char *err,
     }
     json_decref(nr);
     if (st->root >= 0 && st->state == EL_JOB_FAILED)
-        snprintf(st->msg, sizeof st->msg, "root cause: node %d on %s exited "
-                 "with %d: %.300s", st->root, st->root_host, st->root_exit,
+        snprintf(st->msg, sizeof st->msg,
+                 "root cause: node %d on %s exited "
+                 "with %d: %.300s",
+                 st->root, st->root_host, st->root_exit,
                  st->root_msg ? st->root_msg : "");
     return 0;
 }
@@ -301,8 +306,9 @@ static int node_log(const struct cjob *j, int k, const char *stream,
                     char **token, long tail, int (*keep)(const char *, void *),
                     void *arg, char *err, size_t errlen)
 {
-    const char *args[16] = {"logs", "get-log-events", "--log-group-name",
-                            "/aws/batch/job", "--log-stream-name", stream};
+    const char *args[16] = {
+        "logs",           "get-log-events",    "--log-group-name",
+        "/aws/batch/job", "--log-stream-name", stream};
     int n = 6;
     char lim[32];
     if (*token) {
@@ -322,7 +328,8 @@ static int node_log(const struct cjob *j, int k, const char *stream,
     json_t *e;
     size_t i;
     const char *role = js(j->spec, "role");
-    json_array_foreach(json_object_get(r, "events"), i, e) {
+    json_array_foreach(json_object_get(r, "events"), i, e)
+    {
         const char *m = js(e, "message");
         if (keep(m, arg))
             printf("%s/%d %s\n", *role ? role : "worker", k, m);
@@ -365,17 +372,17 @@ int cjob_aws_logs(const struct cjob *j, int replica, int follow, long tail,
             int k = atoi(strchr(ids[q], '#') + 1);
             json_t *e, *node = NULL;
             size_t i;
-            json_array_foreach(json_object_get(r, "jobs"), i, e)
-                if (strcmp(js(e, "jobId"), ids[q]) == 0)
-                    node = e;
+            json_array_foreach(json_object_get(r, "jobs"), i,
+                               e) if (strcmp(js(e, "jobId"), ids[q]) == 0)
+                node = e;
             const char *stream =
                 js(json_object_get(node, "container"), "logStreamName");
             int s = el_job_state_from_aws(js(node, "status"));
             done &= el_job_state_final(s);
             if (!*stream)
                 continue;
-            if (node_log(j, k, stream, &tokens[k], round ? 0 : tail, keep,
-                         arg, err, sizeof err)) {
+            if (node_log(j, k, stream, &tokens[k], round ? 0 : tail, keep, arg,
+                         err, sizeof err)) {
                 el_log(EL_LOG_ERROR, "logs: %s", err);
                 rc = 1;
             }
@@ -395,8 +402,9 @@ int cjob_aws_logs(const struct cjob *j, int replica, int follow, long tail,
 int cjob_aws_cancel(const struct cjob *j, char *err, size_t errlen)
 {
     const char *jid = js(j->spec, "aws_job_id");
-    const char *args[] = {"batch", "terminate-job", "--job-id", jid,
-                          "--reason", "cancelled by elrun cancel", NULL};
+    const char *args[] = {"batch", "terminate-job", "--job-id",
+                          jid,     "--reason",      "cancelled by elrun cancel",
+                          NULL};
     json_t *r = aws_call(args, err, errlen);
     if (!r)
         return -1;
@@ -423,7 +431,7 @@ int cli_job_aws_env(int argc, char **argv)
         has_ep |= strncmp(argv[i], "--rdzv-endpoint", 15) == 0 ||
                   strncmp(argv[i], "--rdzv_endpoint", 15) == 0;
     }
-    struct el_job_slurm_defaults d;
+    struct el_job_aws_defaults d;
     char err[700], line[1200];
     int rc = el_job_aws_batch_defaults(environ, has_ep, &d, err, sizeof err);
     if (rc == EL_EUSAGE) {
@@ -465,7 +473,8 @@ static const char aws_help[] =
     "A CloudFormation stack of one elastic job on EC2 (docs/AWS.md); every\n"
     "call goes through the aws CLI.\n";
 
-static int aws_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int aws_usage(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
 static int aws_usage(const char *fmt, ...)
 {
     va_list ap;
@@ -571,14 +580,19 @@ static int aws_template(int argc, char **argv)
 static json_t *worker_group(const char *stack, char *name, size_t cap,
                             char *err, size_t errlen)
 {
-    const char *a[] = {"cloudformation", "describe-stack-resource",
-                       "--stack-name", stack, "--logical-resource-id",
-                       "WorkerGroup", NULL};
+    const char *a[] = {"cloudformation",
+                       "describe-stack-resource",
+                       "--stack-name",
+                       stack,
+                       "--logical-resource-id",
+                       "WorkerGroup",
+                       NULL};
     json_t *r = aws_call(a, err, errlen);
     if (!r)
         return NULL;
-    snprintf(name, cap, "%s", js(json_object_get(r, "StackResourceDetail"),
-                                 "PhysicalResourceId"));
+    snprintf(
+        name, cap, "%s",
+        js(json_object_get(r, "StackResourceDetail"), "PhysicalResourceId"));
     if (!*name) {
         snprintf(err, errlen, "stack %s has no worker group (yet)", stack);
         json_decref(r);
@@ -619,9 +633,15 @@ int cli_aws_main(int argc, char **argv)
             return aws_usage("up needs --template FILE (elrun aws template "
                              "-o FILE), readable");
         snprintf(arg, sizeof arg, "file://%s", tpl);
-        const char *a[] = {"cloudformation", "create-stack", "--stack-name",
-                           name, "--template-body", arg, "--capabilities",
-                           "CAPABILITY_IAM", NULL};
+        const char *a[] = {"cloudformation",
+                           "create-stack",
+                           "--stack-name",
+                           name,
+                           "--template-body",
+                           arg,
+                           "--capabilities",
+                           "CAPABILITY_IAM",
+                           NULL};
         if (!(r = aws_call(a, err, sizeof err)))
             return aws_fail(err);
         printf("%s\n", js(r, "StackId"));
@@ -633,9 +653,13 @@ int cli_aws_main(int argc, char **argv)
         char g[512];
         if (!(r = worker_group(name, g, sizeof g, err, sizeof err)))
             return aws_fail(err);
-        const char *a[] = {"autoscaling", "set-desired-capacity",
-                           "--auto-scaling-group-name", g,
-                           "--desired-capacity", desired, NULL};
+        const char *a[] = {"autoscaling",
+                           "set-desired-capacity",
+                           "--auto-scaling-group-name",
+                           g,
+                           "--desired-capacity",
+                           desired,
+                           NULL};
         json_decref(r);
         if (!(r = aws_call(a, err, sizeof err)))
             return aws_fail(err);
@@ -656,8 +680,9 @@ int cli_aws_main(int argc, char **argv)
                            "--auto-scaling-group-names", g, NULL};
         if (!(r = aws_call(b, err, sizeof err)))
             return aws_fail(err);
-        json_t *grp = json_array_get(json_object_get(r, "AutoScalingGroups"),
-                                     0), *e;
+        json_t *grp =
+                   json_array_get(json_object_get(r, "AutoScalingGroups"), 0),
+               *e;
         printf("workers %s: min %lld max %lld desired %lld\n", g,
                json_integer_value(json_object_get(grp, "MinSize")),
                json_integer_value(json_object_get(grp, "MaxSize")),
@@ -674,7 +699,8 @@ int cli_aws_main(int argc, char **argv)
         printf("stack %s: deleting (the EFS file system is kept)\n", name);
     } else {
         return aws_usage("unknown command '%s'; template, up, scale, status "
-                         "or down", verb);
+                         "or down",
+                         verb);
     }
     json_decref(r);
     return 0;

@@ -49,6 +49,8 @@ int cjob_usage(const char *verb, const char *fmt, ...)
 
 /* Write text to dir/name atomically (temporary file + rename).  0 or -errno. */
 int cjob_write(const char *dir, const char *name, const char *text);
+/* mkdir -p path (0755).  0 or -errno. */
+int cjob_mkdirs(const char *path);
 /* The first line of dir/name (trailing newline removed), or -1. */
 int cjob_read_line(const char *dir, const char *name, char *out, size_t cap);
 

@@ -191,6 +191,8 @@ int cjob_run(char *const argv[], char *out, size_t outcap, char *err,
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
+    size_t blank = strspn(err, "\r\n"); /* the aws CLI starts with one */
+    memmove(err, err + blank, strlen(err + blank) + 1);
     err[strcspn(err, "\n")] = 0;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 fail:
@@ -205,7 +207,7 @@ static double now_s(void)
     return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
-static int mkdirs(const char *path)
+int cjob_mkdirs(const char *path)
 {
     char p[4096];
     snprintf(p, sizeof p, "%s", path);
@@ -1467,7 +1469,7 @@ static int cmd_submit(int argc, char **argv)
         }
         char rd[4300];
         snprintf(rd, sizeof rd, "%s/replicas", dir);
-        if ((rc = mkdirs(rd))) {
+        if ((rc = cjob_mkdirs(rd))) {
             json_decref(spec);
             return cjob_usage("submit", "cannot make the job directory %s: "
                               "%s (set ELRUN_HOME)", dir, strerror(-rc));
@@ -1521,7 +1523,7 @@ static int cmd_submit(int argc, char **argv)
         }
         char stage[4300], sp[4400], jobid[64], dir[4300], p[4400];
         snprintf(stage, sizeof stage, "%s/jobs/slurm/.submit-%s", home, id);
-        if ((rc = mkdirs(stage))) {
+        if ((rc = cjob_mkdirs(stage))) {
             free(script);
             json_decref(spec);
             return cjob_usage("submit", "cannot make %s: %s (set ELRUN_HOME)",
@@ -1542,7 +1544,7 @@ static int cmd_submit(int argc, char **argv)
             return cjob_usage("submit", "%s", err);
         }
         snprintf(dir, sizeof dir, "%s/jobs/slurm/%s", home, jobid);
-        mkdirs(dir);
+        cjob_mkdirs(dir);
         snprintf(p, sizeof p, "%s/sbatch.sh", dir);
         rename(sp, p);
         rmdir(stage);

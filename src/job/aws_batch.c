@@ -17,9 +17,9 @@
 #include "elrun/job_aws.h"
 
 const char *const el_job_aws_cfg_keys[] = {
-    "queue", "image", "vcpus", "memory", "gpus", "job-role",
-    "execution-role", "efs", "efs-path", "tags", "elrun", "privileged",
-    "share-id", NULL,
+    "queue",    "image",          "vcpus",    "memory",   "gpus",
+    "job-role", "execution-role", "efs",      "efs-path", "tags",
+    "elrun",    "privileged",     "share-id", NULL,
 };
 
 int el_job_cfg_get(const char *cfg, const char *key, char *out, size_t cap)
@@ -63,8 +63,10 @@ int el_job_aws_check_cfg(const char *cfg, char *err, size_t errlen)
             continue;
         }
         if (!eq || kl == 0 || kl >= sizeof key || eq + 1 == p + n) {
-            snprintf(err, errlen, "--cfg '%.*s' is not key=value; write "
-                     "--cfg queue=Q,image=IMAGE", (int)n, p);
+            snprintf(err, errlen,
+                     "--cfg '%.*s' is not key=value; write "
+                     "--cfg queue=Q,image=IMAGE",
+                     (int)n, p);
             return EL_EUSAGE;
         }
         for (size_t i = 0; i < kl; i++)
@@ -74,10 +76,12 @@ int el_job_aws_check_cfg(const char *cfg, char *err, size_t errlen)
         for (int i = 0; el_job_aws_cfg_keys[i]; i++)
             known |= strcmp(key, el_job_aws_cfg_keys[i]) == 0;
         if (!known) {
-            snprintf(err, errlen, "--cfg %s: not an option of the aws_batch "
+            snprintf(err, errlen,
+                     "--cfg %s: not an option of the aws_batch "
                      "scheduler; it knows queue, image, vcpus, memory, gpus, "
                      "job_role, execution_role, efs, efs_path, tags, elrun, "
-                     "privileged, share_id", key);
+                     "privileged, share_id",
+                     key);
             return EL_EUSAGE;
         }
         p += n;
@@ -87,7 +91,8 @@ int el_job_aws_check_cfg(const char *cfg, char *err, size_t errlen)
     char v[1024];
     if (!el_job_cfg_get(cfg, "queue", v, sizeof v) ||
         !el_job_cfg_get(cfg, "image", v, sizeof v)) {
-        snprintf(err, errlen, "-s aws_batch needs --cfg queue=JOB_QUEUE,"
+        snprintf(err, errlen,
+                 "-s aws_batch needs --cfg queue=JOB_QUEUE,"
                  "image=IMAGE (an image with elrun and the script in it)");
         return EL_EUSAGE;
     }
@@ -98,24 +103,27 @@ int el_job_aws_check_cfg(const char *cfg, char *err, size_t errlen)
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
         if (el_job_cfg_get(cfg, nums[i].key, v, sizeof v) &&
             !positive(v, nums[i].max)) {
-            snprintf(err, errlen, "--cfg %s=%s: a positive whole number "
-                     "(%s)", nums[i].key, v,
+            snprintf(err, errlen,
+                     "--cfg %s=%s: a positive whole number "
+                     "(%s)",
+                     nums[i].key, v,
                      strcmp(nums[i].key, "memory") == 0 ? "MiB" : "count");
             return EL_EUSAGE;
         }
-    if (el_job_cfg_get(cfg, "privileged", v, sizeof v) &&
-        strcmp(v, "true") && strcmp(v, "false")) {
+    if (el_job_cfg_get(cfg, "privileged", v, sizeof v) && strcmp(v, "true") &&
+        strcmp(v, "false")) {
         snprintf(err, errlen, "--cfg privileged=%s: true or false", v);
         return EL_EUSAGE;
     }
     if (el_job_cfg_get(cfg, "efs", v, sizeof v) && strncmp(v, "fs-", 3)) {
-        snprintf(err, errlen, "--cfg efs=%s: an EFS file system id, fs-...",
-                 v);
+        snprintf(err, errlen, "--cfg efs=%s: an EFS file system id, fs-...", v);
         return EL_EUSAGE;
     }
     if (el_job_cfg_get(cfg, "efs-path", v, sizeof v) && v[0] != '/') {
-        snprintf(err, errlen, "--cfg efs_path=%s: an absolute path in the "
-                 "container", v);
+        snprintf(err, errlen,
+                 "--cfg efs_path=%s: an absolute path in the "
+                 "container",
+                 v);
         return EL_EUSAGE;
     }
     if (el_job_cfg_get(cfg, "tags", v, sizeof v)) {
@@ -123,8 +131,10 @@ int el_job_aws_check_cfg(const char *cfg, char *err, size_t errlen)
             size_t n = strcspn(t, ";");
             char *colon = memchr(t, ':', n);
             if (!colon || colon == t) {
-                snprintf(err, errlen, "--cfg tags=%s: write KEY:VALUE;"
-                         "KEY:VALUE", v);
+                snprintf(err, errlen,
+                         "--cfg tags=%s: write KEY:VALUE;"
+                         "KEY:VALUE",
+                         v);
                 return EL_EUSAGE;
             }
             t += n + (t[n] == ';');
@@ -155,8 +165,8 @@ static void batch_name(const char *in, char *out, size_t cap)
 {
     size_t k = 0;
     for (const char *p = in; *p && k + 1 < cap && k < 128; p++)
-        out[k++] = isalnum((unsigned char)*p) || *p == '-' || *p == '_'
-                       ? *p : '_';
+        out[k++] =
+            isalnum((unsigned char)*p) || *p == '-' || *p == '_' ? *p : '_';
     if (k == 0 && cap > 1)
         out[k++] = 'j';
     out[k] = 0;
@@ -182,15 +192,20 @@ int el_job_aws_batch_inputs(const struct el_job_spec *sp, const char *id,
     if (rc)
         return rc;
     if (sp->max_retries > 9) {
-        snprintf(err, errlen, "--max-retries %d: AWS Batch allows at most 10 "
-                 "attempts, so 9 retries", sp->max_retries);
+        snprintf(err, errlen,
+                 "--max-retries %d: AWS Batch allows at most 10 "
+                 "attempts, so 9 retries",
+                 sp->max_retries);
         return EL_EUSAGE;
     }
     for (int i = 0; i < sp->n_env; i++) {
         const char *eq = strchr(sp->env[i], '=');
-        if (!eq || eq == sp->env[i] || strncmp(sp->env[i], "AWS_BATCH", 9) == 0) {
-            snprintf(err, errlen, "--env '%s' is not NAME=VALUE (and "
-                     "AWS_BATCH* names are Batch's)", sp->env[i]);
+        if (!eq || eq == sp->env[i] ||
+            strncmp(sp->env[i], "AWS_BATCH", 9) == 0) {
+            snprintf(err, errlen,
+                     "--env '%s' is not NAME=VALUE (and "
+                     "AWS_BATCH* names are Batch's)",
+                     sp->env[i]);
             return EL_EUSAGE;
         }
     }
@@ -223,33 +238,32 @@ int el_job_aws_batch_inputs(const struct el_job_spec *sp, const char *id,
         json_array_append_new(cmd, json_string(sp->launcher[i]));
 
     json_t *env = json_array();
-    json_array_append_new(env, json_pack("{s:s, s:s}", "name",
-                                         "PYTHONUNBUFFERED", "value", "1"));
-    json_array_append_new(env, json_pack("{s:s, s:s}", "name", "ELRUN_JOB_ID",
-                                         "value", id));
+    json_array_append_new(
+        env, json_pack("{s:s, s:s}", "name", "PYTHONUNBUFFERED", "value", "1"));
+    json_array_append_new(
+        env, json_pack("{s:s, s:s}", "name", "ELRUN_JOB_ID", "value", id));
     for (int i = 0; i < sp->n_env; i++) {
         const char *eq = strchr(sp->env[i], '=');
-        json_array_append_new(env, json_pack("{s:s%, s:s}", "name",
-                                             sp->env[i],
-                                             (size_t)(eq - sp->env[i]),
-                                             "value", eq + 1));
+        json_array_append_new(env, json_pack("{s:s%, s:s}", "name", sp->env[i],
+                                             (size_t)(eq - sp->env[i]), "value",
+                                             eq + 1));
     }
 
     json_t *res = json_array();
     el_job_cfg_get(sp->cfg, "vcpus", v, sizeof v);
-    json_array_append_new(res, json_pack("{s:s, s:s}", "type", "VCPU",
-                                         "value", *v ? v : "1"));
+    json_array_append_new(
+        res, json_pack("{s:s, s:s}", "type", "VCPU", "value", *v ? v : "1"));
     el_job_cfg_get(sp->cfg, "memory", v, sizeof v);
     json_array_append_new(res, json_pack("{s:s, s:s}", "type", "MEMORY",
                                          "value", *v ? v : "2048"));
     if (el_job_cfg_get(sp->cfg, "gpus", v, sizeof v))
-        json_array_append_new(res, json_pack("{s:s, s:s}", "type", "GPU",
-                                             "value", v));
+        json_array_append_new(
+            res, json_pack("{s:s, s:s}", "type", "GPU", "value", v));
 
-    json_t *ctr = json_pack("{s:s, s:o, s:o, s:o, s:{s:s}}", "image", image,
-                            "command", cmd, "environment", env,
-                            "resourceRequirements", res, "logConfiguration",
-                            "logDriver", "awslogs");
+    json_t *ctr =
+        json_pack("{s:s, s:o, s:o, s:o, s:{s:s}}", "image", image, "command",
+                  cmd, "environment", env, "resourceRequirements", res,
+                  "logConfiguration", "logDriver", "awslogs");
     if (el_job_cfg_get(sp->cfg, "job-role", v, sizeof v))
         json_object_set_new(ctr, "jobRoleArn", json_string(v));
     if (el_job_cfg_get(sp->cfg, "execution-role", v, sizeof v))
@@ -261,13 +275,15 @@ int el_job_aws_batch_inputs(const struct el_job_spec *sp, const char *id,
         char path[1024];
         if (!el_job_cfg_get(sp->cfg, "efs-path", path, sizeof path))
             snprintf(path, sizeof path, "/mnt/efs");
-        json_object_set_new(ctr, "volumes", json_pack(
-            "[{s:s, s:{s:s, s:s, s:s}}]", "name", "efs",
-            "efsVolumeConfiguration", "fileSystemId", v, "rootDirectory", "/",
-            "transitEncryption", "ENABLED"));
-        json_object_set_new(ctr, "mountPoints", json_pack(
-            "[{s:s, s:s, s:b}]", "sourceVolume", "efs", "containerPath", path,
-            "readOnly", 0));
+        json_object_set_new(ctr, "volumes",
+                            json_pack("[{s:s, s:{s:s, s:s, s:s}}]", "name",
+                                      "efs", "efsVolumeConfiguration",
+                                      "fileSystemId", v, "rootDirectory", "/",
+                                      "transitEncryption", "ENABLED"));
+        json_object_set_new(ctr, "mountPoints",
+                            json_pack("[{s:s, s:s, s:b}]", "sourceVolume",
+                                      "efs", "containerPath", path, "readOnly",
+                                      0));
         /* The checkpoints' directory, for the script (docs/AWS.md). */
         json_array_append_new(env, json_pack("{s:s, s:s}", "name",
                                              "ELRUN_CKPT_DIR", "value", path));
@@ -283,9 +299,8 @@ int el_job_aws_batch_inputs(const struct el_job_spec *sp, const char *id,
             char *colon = memchr(t, ':', n);
             char k[256];
             snprintf(k, sizeof k, "%.*s", (int)(colon - t), t);
-            json_object_set_new(tags, k, json_stringn(colon + 1,
-                                                      (size_t)(t + n - colon
-                                                               - 1)));
+            json_object_set_new(
+                tags, k, json_stringn(colon + 1, (size_t)(t + n - colon - 1)));
             t += n + (t[n] == ';');
         }
 
@@ -323,7 +338,7 @@ static const char *getv(char **env, const char *name)
     return NULL;
 }
 
-static void add(struct el_job_slurm_defaults *o, char **env, const char *name,
+static void add(struct el_job_aws_defaults *o, char **env, const char *name,
                 const char *value, const char *from)
 {
     if (getv(env, name) || o->n >= 5)
@@ -340,7 +355,7 @@ static int index_ok(const char *s)
 }
 
 int el_job_aws_batch_defaults(char **env, int has_endpoint,
-                              struct el_job_slurm_defaults *out, char *err,
+                              struct el_job_aws_defaults *out, char *err,
                               size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -349,12 +364,14 @@ int el_job_aws_batch_defaults(char **env, int has_endpoint,
     if (!job || !*job || !idx)
         return 0;
     const char *main_idx = getv(env, "AWS_BATCH_JOB_MAIN_NODE_INDEX");
-    const char *main_ip = getv(env, "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS");
+    const char *main_ip =
+        getv(env, "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS");
     if (!index_ok(idx) || (main_idx && !index_ok(main_idx))) {
-        snprintf(err, errlen, "AWS_BATCH_JOB_NODE_INDEX='%s' or "
+        snprintf(err, errlen,
+                 "AWS_BATCH_JOB_NODE_INDEX='%s' or "
                  "AWS_BATCH_JOB_MAIN_NODE_INDEX='%s' is not a node index; "
-                 "set ELRUN_NO_AWS_BATCH=1 to ignore them", idx,
-                 main_idx ? main_idx : "");
+                 "set ELRUN_NO_AWS_BATCH=1 to ignore them",
+                 idx, main_idx ? main_idx : "");
         return EL_EUSAGE;
     }
     char rid[256];
@@ -363,16 +380,23 @@ int el_job_aws_batch_defaults(char **env, int has_endpoint,
     add(out, env, "PET_RDZV_ID", rid, "AWS_BATCH_JOB_ID");
     if (has_endpoint || getv(env, "PET_RDZV_ENDPOINT"))
         return 1;
-    int is_main = main_idx ? strcmp(idx, main_idx) == 0
-                           : !main_ip || !*main_ip;
+    int is_main = main_idx ? strcmp(idx, main_idx) == 0 : !main_ip || !*main_ip;
     if (!is_main && (!main_ip || !*main_ip)) {
-        snprintf(err, errlen, "node %s of AWS Batch job %s has no "
+        snprintf(err, errlen,
+                 "node %s of AWS Batch job %s has no "
                  "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS; give "
-                 "--rdzv-endpoint", idx, job);
+                 "--rdzv-endpoint",
+                 idx, job);
+        return EL_EUSAGE;
+    }
+    const char *port = getv(env, "ELRUN_AWS_BATCH_PORT");
+    if (port && !positive(port, 65535)) {
+        snprintf(err, errlen, "ELRUN_AWS_BATCH_PORT='%s' is not a port", port);
         return EL_EUSAGE;
     }
     char ep[300];
-    snprintf(ep, sizeof ep, "%s:29500", is_main ? "0.0.0.0" : main_ip);
+    snprintf(ep, sizeof ep, "%s:%s", is_main ? "0.0.0.0" : main_ip,
+             port ? port : "29500");
     add(out, env, "PET_RDZV_BACKEND", "c10d", "AWS_BATCH_JOB_ID");
     add(out, env, "PET_RDZV_ENDPOINT", ep,
         is_main ? "AWS_BATCH_JOB_MAIN_NODE_INDEX"

@@ -72,7 +72,8 @@ static char *done(struct buf *b)
  * both user data scripts.  ${EtcdGroup} and ${AWS::Region} are Fn::Sub's. */
 static void find_etcd(struct buf *b, const char *fleet, int n)
 {
-    put(b, "# The etcd members: the fleet's running etcd instances (by the "
+    put(b,
+        "# The etcd members: the fleet's running etcd instances (by the "
         "tags the Auto Scaling group gives them).\n"
         "while :; do\n"
         "  ips=$(aws ec2 describe-instances --region \"${AWS::Region}\" "
@@ -82,13 +83,15 @@ static void find_etcd(struct buf *b, const char *fleet, int n)
         "tr '\\t' '\\n' | sort) || ips=\n"
         "  [ \"$(echo \"$ips\" | grep -c .)\" -ge %d ] && break\n"
         "  sleep 5\n"
-        "done\n", fleet, n);
+        "done\n",
+        fleet, n);
 }
 
 char *el_aws_user_data_etcd(const struct el_aws_template *t)
 {
     struct buf b = {0};
-    put(&b, "#!/bin/bash\n# etcd member of elrun fleet %s (elrun aws template;"
+    put(&b,
+        "#!/bin/bash\n# etcd member of elrun fleet %s (elrun aws template;"
         " docs/AWS.md)\nset -euo pipefail\nexport DEBIAN_FRONTEND="
         "noninteractive\n"
         "apt-get update -qq\napt-get install -y -qq etcd-server awscli curl"
@@ -96,9 +99,11 @@ char *el_aws_user_data_etcd(const struct el_aws_template *t)
         "TOKEN=$(curl -fsS -X PUT http://169.254.169.254/latest/api/token "
         "-H 'X-aws-ec2-metadata-token-ttl-seconds: 300')\n"
         "me=$(curl -fsS -H \"X-aws-ec2-metadata-token: $TOKEN\" "
-        "http://169.254.169.254/latest/meta-data/local-ipv4)\n", t->name);
+        "http://169.254.169.254/latest/meta-data/local-ipv4)\n",
+        t->name);
     find_etcd(&b, t->name, t->etcd_nodes);
-    put(&b, "cluster=$(for ip in $ips; do printf 'e%%s=http://%%s:2380,' "
+    put(&b,
+        "cluster=$(for ip in $ips; do printf 'e%%s=http://%%s:2380,' "
         "\"$(echo $ip | tr . -)\" \"$ip\"; done | sed 's/,$//')\n"
         "cat >/etc/default/etcd <<EOF\n"
         "ETCD_NAME=e$(echo $me | tr . -)\nETCD_DATA_DIR=/var/lib/etcd/elrun\n"
@@ -108,31 +113,37 @@ char *el_aws_user_data_etcd(const struct el_aws_template *t)
         "ETCD_INITIAL_ADVERTISE_PEER_URLS=http://$me:2380\n"
         "ETCD_INITIAL_CLUSTER=$cluster\nETCD_INITIAL_CLUSTER_STATE=new\n"
         "ETCD_INITIAL_CLUSTER_TOKEN=elrun-%s\nEOF\n"
-        "systemctl enable --now etcd\n", t->name);
+        "systemctl enable --now etcd\n",
+        t->name);
     return done(&b);
 }
 
 char *el_aws_user_data_worker(const struct el_aws_template *t)
 {
     struct buf b = {0};
-    put(&b, "#!/bin/bash\n# elrun worker of fleet %s (elrun aws template; "
+    put(&b,
+        "#!/bin/bash\n# elrun worker of fleet %s (elrun aws template; "
         "docs/AWS.md)\nset -euo pipefail\nexport DEBIAN_FRONTEND="
         "noninteractive\n"
         "apt-get update -qq\napt-get install -y -qq nfs-common awscli curl "
         "python3 libuv1 libjansson4 libnettle8 libcurl4 >/dev/null\n",
         t->name);
-    put(&b, "# EFS, for data and checkpoints, as the original tooling "
+    put(&b,
+        "# EFS, for data and checkpoints, as the original tooling "
         "mounts it.\nmkdir -p /mnt/efs\n"
         "echo \"${FileSystemId}.efs.${AWS::Region}.amazonaws.com:/ /mnt/efs "
         "nfs4 nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,"
         "retrans=2,noresvport,_netdev 0 0\" >>/etc/fstab\n"
         "until mount /mnt/efs; do sleep 5; done\nchmod 1777 /mnt/efs\n");
-    put(&b, "curl -fsSL '%s' -o /usr/local/bin/elrun\n"
-        "chmod 755 /usr/local/bin/elrun\n", t->elrun_url);
+    put(&b,
+        "curl -fsSL '%s' -o /usr/local/bin/elrun\n"
+        "chmod 755 /usr/local/bin/elrun\n",
+        t->elrun_url);
     find_etcd(&b, t->name, t->etcd_nodes);
     put(&b, "endpoint=$(for ip in $ips; do printf '%%s:2379,' \"$ip\"; done |"
-        " sed 's/,$//')\n");
-    put(&b, "cat >/etc/systemd/system/elrun-worker.service <<EOF\n"
+            " sed 's/,$//')\n");
+    put(&b,
+        "cat >/etc/systemd/system/elrun-worker.service <<EOF\n"
         "[Unit]\nDescription=elrun agent of fleet %s\n"
         "After=network-online.target remote-fs.target\n[Service]\n"
         "WorkingDirectory=/mnt/efs\n"
@@ -152,26 +163,26 @@ char *el_aws_user_data_worker(const struct el_aws_template *t)
         free(q);
     }
     put(&b, "\nKillSignal=SIGTERM\nKillMode=mixed\nTimeoutStopSec=110\n"
-        "Restart=no\nStandardOutput=append:/var/log/elrun-worker.log\n"
-        "StandardError=inherit\nEOF\n");
+            "Restart=no\nStandardOutput=append:/var/log/elrun-worker.log\n"
+            "StandardError=inherit\nEOF\n");
     put(&b, "# EC2's spot interruption notice (two minutes ahead, polled "
-        "every 5 s as AWS advises): SIGTERM the agent, which stops its "
-        "workers and leaves the rendezvous so the others go on.\n"
-        "cat >/usr/local/bin/elrun-spot-watch <<'EOF'\n#!/bin/bash\n"
-        "while sleep 5; do\n"
-        "  t=$(curl -fsS -X PUT http://169.254.169.254/latest/api/token "
-        "-H 'X-aws-ec2-metadata-token-ttl-seconds: 60') || continue\n"
-        "  if a=$(curl -fsS -H \"X-aws-ec2-metadata-token: $t\" "
-        "http://169.254.169.254/latest/meta-data/spot/instance-action); "
-        "then\n"
-        "    echo \"elrun-spot-watch: interruption notice $a\" >>"
-        "/var/log/elrun-worker.log\n"
-        "    systemctl stop elrun-worker\n    exit 0\n  fi\ndone\nEOF\n"
-        "chmod 755 /usr/local/bin/elrun-spot-watch\n"
-        "cat >/etc/systemd/system/elrun-spot-watch.service <<EOF\n"
-        "[Service]\nExecStart=/usr/local/bin/elrun-spot-watch\nEOF\n"
-        "systemctl daemon-reload\n"
-        "systemctl start elrun-spot-watch elrun-worker\n");
+            "every 5 s as AWS advises): SIGTERM the agent, which stops its "
+            "workers and leaves the rendezvous so the others go on.\n"
+            "cat >/usr/local/bin/elrun-spot-watch <<'EOF'\n#!/bin/bash\n"
+            "while sleep 5; do\n"
+            "  t=$(curl -fsS -X PUT http://169.254.169.254/latest/api/token "
+            "-H 'X-aws-ec2-metadata-token-ttl-seconds: 60') || continue\n"
+            "  if a=$(curl -fsS -H \"X-aws-ec2-metadata-token: $t\" "
+            "http://169.254.169.254/latest/meta-data/spot/instance-action); "
+            "then\n"
+            "    echo \"elrun-spot-watch: interruption notice $a\" >>"
+            "/var/log/elrun-worker.log\n"
+            "    systemctl stop elrun-worker\n    exit 0\n  fi\ndone\nEOF\n"
+            "chmod 755 /usr/local/bin/elrun-spot-watch\n"
+            "cat >/etc/systemd/system/elrun-spot-watch.service <<EOF\n"
+            "[Service]\nExecStart=/usr/local/bin/elrun-spot-watch\nEOF\n"
+            "systemctl daemon-reload\n"
+            "systemctl start elrun-spot-watch elrun-worker\n");
     return done(&b);
 }
 
@@ -194,24 +205,25 @@ static json_t *getatt(const char *res, const char *att)
 
 static json_t *role(const char *log_actions)
 {
-    json_t *stmts = json_pack(
-        "[{s:s, s:[s], s:s}]", "Effect", "Allow", "Action",
-        "ec2:DescribeInstances", "Resource", "*");
+    json_t *stmts =
+        json_pack("[{s:s, s:[s], s:s}]", "Effect", "Allow", "Action",
+                  "ec2:DescribeInstances", "Resource", "*");
     if (log_actions)
-        json_array_append_new(stmts, json_pack(
-            "{s:s, s:[s, s], s:o}", "Effect", "Allow", "Action",
-            "logs:CreateLogStream", "logs:PutLogEvents", "Resource",
-            json_pack("{s:s}", "Fn::Sub", "${LogGroup.Arn}")));
-    return json_pack(
-        "{s:s, s:{s:{s:s, s:[{s:s, s:{s:[s]}, s:s}]}, s:[s], "
-        "s:[{s:s, s:{s:s, s:o}}]}}",
-        "Type", "AWS::IAM::Role", "Properties", "AssumeRolePolicyDocument",
-        "Version", "2012-10-17", "Statement", "Effect", "Allow", "Principal",
-        "Service", "ec2.amazonaws.com", "Action", "sts:AssumeRole",
-        "ManagedPolicyArns",
-        "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore", "Policies",
-        "PolicyName", "elrun-fleet", "PolicyDocument", "Version",
-        "2012-10-17", "Statement", stmts);
+        json_array_append_new(
+            stmts,
+            json_pack("{s:s, s:[s, s], s:o}", "Effect", "Allow", "Action",
+                      "logs:CreateLogStream", "logs:PutLogEvents", "Resource",
+                      json_pack("{s:s}", "Fn::Sub", "${LogGroup.Arn}")));
+    return json_pack("{s:s, s:{s:{s:s, s:[{s:s, s:{s:[s]}, s:s}]}, s:[s], "
+                     "s:[{s:s, s:{s:s, s:o}}]}}",
+                     "Type", "AWS::IAM::Role", "Properties",
+                     "AssumeRolePolicyDocument", "Version", "2012-10-17",
+                     "Statement", "Effect", "Allow", "Principal", "Service",
+                     "ec2.amazonaws.com", "Action", "sts:AssumeRole",
+                     "ManagedPolicyArns",
+                     "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+                     "Policies", "PolicyName", "elrun-fleet", "PolicyDocument",
+                     "Version", "2012-10-17", "Statement", stmts);
 }
 
 static json_t *launch_template(const struct el_aws_template *t,
@@ -231,8 +243,9 @@ static json_t *launch_template(const struct el_aws_template *t,
         if (t->spot_price && *t->spot_price)
             json_object_set_new(so, "MaxPrice", json_string(t->spot_price));
         json_object_set_new(so, "SpotInstanceType", json_string("one-time"));
-        json_object_set_new(data, "InstanceMarketOptions", json_pack(
-            "{s:s, s:o}", "MarketType", "spot", "SpotOptions", so));
+        json_object_set_new(
+            data, "InstanceMarketOptions",
+            json_pack("{s:s, s:o}", "MarketType", "spot", "SpotOptions", so));
     }
     if (t->key_name && *t->key_name)
         json_object_set_new(data, "KeyName", json_string(t->key_name));
@@ -248,13 +261,13 @@ static json_t *asg(const char *lt, int min, int max, int desired,
     snprintf(b, sizeof b, "%d", max);
     snprintf(c, sizeof c, "%d", desired);
     snprintf(n, sizeof n, "%s-%s", name, kind);
-    return json_pack(
-        "{s:s, s:{s:s, s:s, s:s, s:o, s:{s:o, s:o}, s:[o, o]}}", "Type",
-        "AWS::AutoScaling::AutoScalingGroup", "Properties", "MinSize", a,
-        "MaxSize", b, "DesiredCapacity", c, "VPCZoneIdentifier", subnets,
-        "LaunchTemplate", "LaunchTemplateId", ref(lt), "Version",
-        getatt(lt, "LatestVersionNumber"), "Tags", tag("Name", n, 1),
-        tag("elrun:role", kind, 1));
+    return json_pack("{s:s, s:{s:s, s:s, s:s, s:o, s:{s:o, s:o}, s:[o, o]}}",
+                     "Type", "AWS::AutoScaling::AutoScalingGroup", "Properties",
+                     "MinSize", a, "MaxSize", b, "DesiredCapacity", c,
+                     "VPCZoneIdentifier", subnets, "LaunchTemplate",
+                     "LaunchTemplateId", ref(lt), "Version",
+                     getatt(lt, "LatestVersionNumber"), "Tags",
+                     tag("Name", n, 1), tag("elrun:role", kind, 1));
 }
 
 static int name_ok(const char *s)
@@ -273,9 +286,10 @@ int el_aws_template(const struct el_aws_template *t, json_t **out, char *err,
 {
     *out = NULL;
     if (!name_ok(t->name)) {
-        snprintf(err, errlen, "--name '%s': letters, digits and '-', at most "
-                 "64 (it names the stack's resources)", t->name ? t->name
-                                                                  : "");
+        snprintf(err, errlen,
+                 "--name '%s': letters, digits and '-', at most "
+                 "64 (it names the stack's resources)",
+                 t->name ? t->name : "");
         return EL_EUSAGE;
     }
     if (t->etcd_nodes != 1 && t->etcd_nodes != 3) {
@@ -284,29 +298,35 @@ int el_aws_template(const struct el_aws_template *t, json_t **out, char *err,
         return EL_EUSAGE;
     }
     if (t->desired < t->size.min_nodes || t->desired > t->size.max_nodes) {
-        snprintf(err, errlen, "--desired %d: between the job's MIN %d and "
-                 "MAX %d", t->desired, t->size.min_nodes, t->size.max_nodes);
+        snprintf(err, errlen,
+                 "--desired %d: between the job's MIN %d and "
+                 "MAX %d",
+                 t->desired, t->size.min_nodes, t->size.max_nodes);
         return EL_EUSAGE;
     }
     if (!!(t->vpc_id && *t->vpc_id) != !!(t->subnets && *t->subnets)) {
-        snprintf(err, errlen, "--vpc and --subnets go together (an existing "
+        snprintf(err, errlen,
+                 "--vpc and --subnets go together (an existing "
                  "VPC and two or more of its subnets)");
         return EL_EUSAGE;
     }
     if ((t->vpc_id && *t->vpc_id && strncmp(t->vpc_id, "vpc-", 4)) ||
         (t->efs_id && *t->efs_id && strncmp(t->efs_id, "fs-", 3)) ||
         (t->subnets && *t->subnets && strncmp(t->subnets, "subnet-", 7))) {
-        snprintf(err, errlen, "--vpc vpc-..., --subnets subnet-...,subnet-..."
+        snprintf(err, errlen,
+                 "--vpc vpc-..., --subnets subnet-...,subnet-..."
                  " and --efs fs-... are AWS ids");
         return EL_EUSAGE;
     }
     if (!t->elrun_url || strncmp(t->elrun_url, "https://", 8)) {
-        snprintf(err, errlen, "--elrun-url: the https:// address the "
+        snprintf(err, errlen,
+                 "--elrun-url: the https:// address the "
                  "instances download the elrun binary from");
         return EL_EUSAGE;
     }
     if (t->n_launcher < 1) {
-        snprintf(err, errlen, "no training script: elrun aws template "
+        snprintf(err, errlen,
+                 "no training script: elrun aws template "
                  "[options] [launcher flags] SCRIPT [ARGS...] (paths are "
                  "relative to EFS's root)");
         return EL_EUSAGE;
@@ -325,104 +345,132 @@ int el_aws_template(const struct el_aws_template *t, json_t **out, char *err,
     } else {
         vpc = ref("VPC");
         subnets = json_pack("[o, o]", ref("SubnetA"), ref("SubnetB"));
-        json_object_set_new(r, "VPC", json_pack(
-            "{s:s, s:{s:s, s:b, s:b, s:[o]}}", "Type", "AWS::EC2::VPC",
-            "Properties", "CidrBlock", "10.77.0.0/16", "EnableDnsSupport", 1,
-            "EnableDnsHostnames", 1, "Tags", tag("Name", t->name, -1)));
-        json_object_set_new(r, "InternetGateway", json_pack(
-            "{s:s}", "Type", "AWS::EC2::InternetGateway"));
-        json_object_set_new(r, "GatewayAttachment", json_pack(
-            "{s:s, s:{s:o, s:o}}", "Type", "AWS::EC2::VPCGatewayAttachment",
-            "Properties", "VpcId", ref("VPC"), "InternetGatewayId",
-            ref("InternetGateway")));
-        json_object_set_new(r, "RouteTable", json_pack(
-            "{s:s, s:{s:o}}", "Type", "AWS::EC2::RouteTable", "Properties",
-            "VpcId", ref("VPC")));
-        json_object_set_new(r, "DefaultRoute", json_pack(
-            "{s:s, s:s, s:{s:o, s:s, s:o}}", "Type", "AWS::EC2::Route",
-            "DependsOn", "GatewayAttachment", "Properties", "RouteTableId",
-            ref("RouteTable"), "DestinationCidrBlock", "0.0.0.0/0",
-            "GatewayId", ref("InternetGateway")));
+        json_object_set_new(
+            r, "VPC",
+            json_pack(
+                "{s:s, s:{s:s, s:b, s:b, s:[o]}}", "Type", "AWS::EC2::VPC",
+                "Properties", "CidrBlock", "10.77.0.0/16", "EnableDnsSupport",
+                1, "EnableDnsHostnames", 1, "Tags", tag("Name", t->name, -1)));
+        json_object_set_new(
+            r, "InternetGateway",
+            json_pack("{s:s}", "Type", "AWS::EC2::InternetGateway"));
+        json_object_set_new(
+            r, "GatewayAttachment",
+            json_pack("{s:s, s:{s:o, s:o}}", "Type",
+                      "AWS::EC2::VPCGatewayAttachment", "Properties", "VpcId",
+                      ref("VPC"), "InternetGatewayId", ref("InternetGateway")));
+        json_object_set_new(r, "RouteTable",
+                            json_pack("{s:s, s:{s:o}}", "Type",
+                                      "AWS::EC2::RouteTable", "Properties",
+                                      "VpcId", ref("VPC")));
+        json_object_set_new(r, "DefaultRoute",
+                            json_pack("{s:s, s:s, s:{s:o, s:s, s:o}}", "Type",
+                                      "AWS::EC2::Route", "DependsOn",
+                                      "GatewayAttachment", "Properties",
+                                      "RouteTableId", ref("RouteTable"),
+                                      "DestinationCidrBlock", "0.0.0.0/0",
+                                      "GatewayId", ref("InternetGateway")));
         static const char *const sn[] = {"SubnetA", "SubnetB"};
         static const char *const cidr[] = {"10.77.0.0/20", "10.77.16.0/20"};
         static const char *const assoc[] = {"SubnetARoutes", "SubnetBRoutes"};
         for (int i = 0; i < 2; i++) {
-            json_object_set_new(r, sn[i], json_pack(
-                "{s:s, s:{s:o, s:s, s:b, s:{s:[i, {s:s}]}}}", "Type",
-                "AWS::EC2::Subnet", "Properties", "VpcId", ref("VPC"),
-                "CidrBlock", cidr[i], "MapPublicIpOnLaunch", 1,
-                "AvailabilityZone", "Fn::Select", i, "Fn::GetAZs", ""));
-            json_object_set_new(r, assoc[i], json_pack(
-                "{s:s, s:{s:o, s:o}}", "Type",
-                "AWS::EC2::SubnetRouteTableAssociation", "Properties",
-                "SubnetId", ref(sn[i]), "RouteTableId", ref("RouteTable")));
+            json_object_set_new(
+                r, sn[i],
+                json_pack("{s:s, s:{s:o, s:s, s:b, s:{s:[i, {s:s}]}}}", "Type",
+                          "AWS::EC2::Subnet", "Properties", "VpcId", ref("VPC"),
+                          "CidrBlock", cidr[i], "MapPublicIpOnLaunch", 1,
+                          "AvailabilityZone", "Fn::Select", i, "Fn::GetAZs",
+                          ""));
+            json_object_set_new(
+                r, assoc[i],
+                json_pack("{s:s, s:{s:o, s:o}}", "Type",
+                          "AWS::EC2::SubnetRouteTableAssociation", "Properties",
+                          "SubnetId", ref(sn[i]), "RouteTableId",
+                          ref("RouteTable")));
         }
     }
-    json_object_set_new(r, "InstanceSecurityGroup", json_pack(
-        "{s:s, s:{s:s, s:O}}", "Type", "AWS::EC2::SecurityGroup",
-        "Properties", "GroupDescription",
-        "elrun fleet: instances reach each other (store, etcd, workers); "
-        "no inbound from outside (use SSM)", "VpcId", vpc));
-    json_object_set_new(r, "InstanceIngressSelf", json_pack(
-        "{s:s, s:{s:o, s:s, s:o}}", "Type", "AWS::EC2::SecurityGroupIngress",
-        "Properties", "GroupId", getatt("InstanceSecurityGroup", "GroupId"),
-        "IpProtocol", "-1", "SourceSecurityGroupId",
-        getatt("InstanceSecurityGroup", "GroupId")));
+    json_object_set_new(
+        r, "InstanceSecurityGroup",
+        json_pack(
+            "{s:s, s:{s:s, s:O}}", "Type", "AWS::EC2::SecurityGroup",
+            "Properties", "GroupDescription",
+            "elrun fleet: instances reach each other (store, etcd, workers); "
+            "no inbound from outside (use SSM)",
+            "VpcId", vpc));
+    json_object_set_new(r, "InstanceIngressSelf",
+                        json_pack("{s:s, s:{s:o, s:s, s:o}}", "Type",
+                                  "AWS::EC2::SecurityGroupIngress",
+                                  "Properties", "GroupId",
+                                  getatt("InstanceSecurityGroup", "GroupId"),
+                                  "IpProtocol", "-1", "SourceSecurityGroupId",
+                                  getatt("InstanceSecurityGroup", "GroupId")));
     json_t *fs;
     if (t->efs_id && *t->efs_id) {
         fs = json_string(t->efs_id);
     } else {
         fs = ref("FileSystem");
-        json_object_set_new(r, "EfsSecurityGroup", json_pack(
-            "{s:s, s:{s:s, s:O, s:[{s:s, s:i, s:i, s:o}]}}", "Type",
-            "AWS::EC2::SecurityGroup", "Properties", "GroupDescription",
-            "elrun fleet: NFS from the instances to EFS", "VpcId", vpc,
-            "SecurityGroupIngress", "IpProtocol", "tcp", "FromPort", 2049,
-            "ToPort", 2049, "SourceSecurityGroupId",
-            getatt("InstanceSecurityGroup", "GroupId")));
-        json_object_set_new(r, "FileSystem", json_pack(
-            "{s:s, s:s, s:s, s:{s:b, s:s, s:[o]}}", "Type",
-            "AWS::EFS::FileSystem", "DeletionPolicy", "Retain",
-            "UpdateReplacePolicy", "Retain", "Properties", "Encrypted", 1,
-            "PerformanceMode", "generalPurpose", "FileSystemTags",
-            tag("Name", t->name, -1)));
+        json_object_set_new(
+            r, "EfsSecurityGroup",
+            json_pack("{s:s, s:{s:s, s:O, s:[{s:s, s:i, s:i, s:o}]}}", "Type",
+                      "AWS::EC2::SecurityGroup", "Properties",
+                      "GroupDescription",
+                      "elrun fleet: NFS from the instances to EFS", "VpcId",
+                      vpc, "SecurityGroupIngress", "IpProtocol", "tcp",
+                      "FromPort", 2049, "ToPort", 2049, "SourceSecurityGroupId",
+                      getatt("InstanceSecurityGroup", "GroupId")));
+        json_object_set_new(
+            r, "FileSystem",
+            json_pack("{s:s, s:s, s:s, s:{s:b, s:s, s:[o]}}", "Type",
+                      "AWS::EFS::FileSystem", "DeletionPolicy", "Retain",
+                      "UpdateReplacePolicy", "Retain", "Properties",
+                      "Encrypted", 1, "PerformanceMode", "generalPurpose",
+                      "FileSystemTags", tag("Name", t->name, -1)));
         for (size_t i = 0; i < json_array_size(subnets); i++) {
             char n[32];
             snprintf(n, sizeof n, "MountTarget%zu", i);
-            json_object_set_new(r, n, json_pack(
-                "{s:s, s:{s:o, s:O, s:[o]}}", "Type", "AWS::EFS::MountTarget",
-                "Properties", "FileSystemId", ref("FileSystem"), "SubnetId",
-                json_array_get(subnets, i), "SecurityGroups",
-                getatt("EfsSecurityGroup", "GroupId")));
+            json_object_set_new(
+                r, n,
+                json_pack("{s:s, s:{s:o, s:O, s:[o]}}", "Type",
+                          "AWS::EFS::MountTarget", "Properties", "FileSystemId",
+                          ref("FileSystem"), "SubnetId",
+                          json_array_get(subnets, i), "SecurityGroups",
+                          getatt("EfsSecurityGroup", "GroupId")));
         }
     }
     char lg[200];
     snprintf(lg, sizeof lg, "/elrun/%s", t->name);
-    json_object_set_new(r, "LogGroup", json_pack(
-        "{s:s, s:{s:s, s:i}}", "Type", "AWS::Logs::LogGroup", "Properties",
-        "LogGroupName", lg, "RetentionInDays", 14));
+    json_object_set_new(r, "LogGroup",
+                        json_pack("{s:s, s:{s:s, s:i}}", "Type",
+                                  "AWS::Logs::LogGroup", "Properties",
+                                  "LogGroupName", lg, "RetentionInDays", 14));
     json_object_set_new(r, "WorkerRole", role("logs"));
     json_object_set_new(r, "EtcdRole", role(NULL));
-    json_object_set_new(r, "WorkerProfile", json_pack(
-        "{s:s, s:{s:[o]}}", "Type", "AWS::IAM::InstanceProfile",
-        "Properties", "Roles", ref("WorkerRole")));
-    json_object_set_new(r, "EtcdProfile", json_pack(
-        "{s:s, s:{s:[o]}}", "Type", "AWS::IAM::InstanceProfile",
-        "Properties", "Roles", ref("EtcdRole")));
-    json_object_set_new(r, "EtcdLaunchTemplate", launch_template(
-        t, "EtcdProfile", t->etcd_instance_type ? t->etcd_instance_type
-                                                : "t3.small", ud_e, 0));
-    json_object_set_new(r, "WorkerLaunchTemplate", launch_template(
-        t, "WorkerProfile", t->instance_type ? t->instance_type : "c5.xlarge",
-        ud_w, t->spot_price != NULL));
-    json_object_set_new(r, "EtcdGroup", asg("EtcdLaunchTemplate",
-                                            t->etcd_nodes, t->etcd_nodes,
-                                            t->etcd_nodes,
-                                            json_deep_copy(subnets), t->name,
-                                            "etcd"));
-    json_t *wg = asg("WorkerLaunchTemplate", t->size.min_nodes,
-                     t->size.max_nodes, t->desired, json_deep_copy(subnets),
-                     t->name, "worker");
+    json_object_set_new(r, "WorkerProfile",
+                        json_pack("{s:s, s:{s:[o]}}", "Type",
+                                  "AWS::IAM::InstanceProfile", "Properties",
+                                  "Roles", ref("WorkerRole")));
+    json_object_set_new(r, "EtcdProfile",
+                        json_pack("{s:s, s:{s:[o]}}", "Type",
+                                  "AWS::IAM::InstanceProfile", "Properties",
+                                  "Roles", ref("EtcdRole")));
+    json_object_set_new(r, "EtcdLaunchTemplate",
+                        launch_template(t, "EtcdProfile",
+                                        t->etcd_instance_type
+                                            ? t->etcd_instance_type
+                                            : "t3.small",
+                                        ud_e, 0));
+    json_object_set_new(
+        r, "WorkerLaunchTemplate",
+        launch_template(t, "WorkerProfile",
+                        t->instance_type ? t->instance_type : "c5.xlarge", ud_w,
+                        t->spot_price != NULL));
+    json_object_set_new(r, "EtcdGroup",
+                        asg("EtcdLaunchTemplate", t->etcd_nodes, t->etcd_nodes,
+                            t->etcd_nodes, json_deep_copy(subnets), t->name,
+                            "etcd"));
+    json_t *wg =
+        asg("WorkerLaunchTemplate", t->size.min_nodes, t->size.max_nodes,
+            t->desired, json_deep_copy(subnets), t->name, "worker");
     /* Workers wait for etcd's instances (the user data finds them). */
     json_object_set_new(wg, "DependsOn", json_string("EtcdGroup"));
     if (!(t->efs_id && *t->efs_id))
@@ -431,7 +479,8 @@ int el_aws_template(const struct el_aws_template *t, json_t **out, char *err,
     json_object_set_new(r, "WorkerGroup", wg);
 
     char desc[300];
-    snprintf(desc, sizeof desc, "elrun fleet %s: etcd x%d, workers %d..%d "
+    snprintf(desc, sizeof desc,
+             "elrun fleet %s: etcd x%d, workers %d..%d "
              "(desired %d) x %d procs%s (elrun aws template; docs/AWS.md)",
              t->name, t->etcd_nodes, t->size.min_nodes, t->size.max_nodes,
              t->desired, t->size.nproc, t->spot_price ? ", spot" : "");
@@ -457,10 +506,14 @@ int el_aws_template(const struct el_aws_template *t, json_t **out, char *err,
     /* The worker's user data names the file system as ${FileSystemId}:
      * Fn::Sub's list form maps it to the file system in use. */
     json_t *mapped = json_pack("[s, {s:O}]", ud_w, "FileSystemId", fs);
-    json_object_set_new(json_object_get(json_object_get(json_object_get(
-        json_object_get(r, "WorkerLaunchTemplate"), "Properties"),
-        "LaunchTemplateData"), "UserData"), "Fn::Base64",
-        json_pack("{s:o}", "Fn::Sub", mapped));
+    json_object_set_new(
+        json_object_get(
+            json_object_get(
+                json_object_get(json_object_get(r, "WorkerLaunchTemplate"),
+                                "Properties"),
+                "LaunchTemplateData"),
+            "UserData"),
+        "Fn::Base64", json_pack("{s:o}", "Fn::Sub", mapped));
     free(ud_w);
     free(ud_e);
     return 0;

@@ -42,7 +42,8 @@ static const char *at(json_t *o, const char *path)
 {
     char p[256], *save = NULL;
     snprintf(p, sizeof p, "%s", path);
-    for (char *t = strtok_r(p, ".", &save); t && o; t = strtok_r(NULL, ".", &save))
+    for (char *t = strtok_r(p, ".", &save); t && o;
+         t = strtok_r(NULL, ".", &save))
         o = json_is_array(o) ? json_array_get(o, (size_t)atoi(t))
                              : json_object_get(o, t);
     return json_string_value(o) ? json_string_value(o) : "";
@@ -52,7 +53,8 @@ static json_t *jat(json_t *o, const char *path)
 {
     char p[256], *save = NULL;
     snprintf(p, sizeof p, "%s", path);
-    for (char *t = strtok_r(p, ".", &save); t && o; t = strtok_r(NULL, ".", &save))
+    for (char *t = strtok_r(p, ".", &save); t && o;
+         t = strtok_r(NULL, ".", &save))
         o = json_is_array(o) ? json_array_get(o, (size_t)atoi(t))
                              : json_object_get(o, t);
     return o;
@@ -76,18 +78,23 @@ TEST(aws_batch_job_definition)
     CHECK_STR(at(nr, "0.targetNodes"), "0:3");
     json_t *c = jat(nr, "0.container");
     CHECK_STR(at(c, "image"), "acct.dkr.ecr/train:1");
-    static const char *const cmd[] = {"elrun", "--nnodes=2:4",
+    static const char *const cmd[] = {"elrun",
+                                      "--nnodes=2:4",
                                       "--nproc-per-node=8",
-                                      "--max-restarts=3", "train.py",
-                                      "--epochs", "3"};
+                                      "--max-restarts=3",
+                                      "train.py",
+                                      "--epochs",
+                                      "3"};
     CHECK_EQ(json_array_size(jat(c, "command")), 7);
     for (int i = 0; i < 7; i++)
-        CHECK_STR(json_string_value(json_array_get(jat(c, "command"),
-                                                   (size_t)i)), cmd[i]);
+        CHECK_STR(
+            json_string_value(json_array_get(jat(c, "command"), (size_t)i)),
+            cmd[i]);
     int foo = 0, ck = 0;
     json_t *e;
     size_t i;
-    json_array_foreach(jat(c, "environment"), i, e) {
+    json_array_foreach(jat(c, "environment"), i, e)
+    {
         foo |= strcmp(at(e, "name"), "FOO") == 0 &&
                strcmp(at(e, "value"), "bar=baz") == 0;
         ck |= strcmp(at(e, "name"), "ELRUN_CKPT_DIR") == 0 &&
@@ -124,8 +131,8 @@ TEST(aws_batch_job_definition)
     s.rdzv_backend = "etcd";
     s.rdzv_endpoint = "10.0.0.5:2379";
     s.max_retries = 0;
-    CHECK_OK(el_job_aws_batch_inputs(&s, "x", NULL, &def, &sub, err,
-                                     sizeof err));
+    CHECK_OK(
+        el_job_aws_batch_inputs(&s, "x", NULL, &def, &sub, err, sizeof err));
     c = jat(def, "nodeProperties.nodeRangeProperties.0.container");
     CHECK_STR(at(c, "command.3"), "--rdzv-backend=etcd");
     CHECK_STR(at(c, "command.4"), "--rdzv-endpoint=10.0.0.5:2379");
@@ -168,14 +175,14 @@ TEST(aws_batch_usage_errors)
     }
     struct el_job_spec s = spec("queue=q,image=i");
     s.max_retries = 10;
-    CHECK_EQ(el_job_aws_batch_inputs(&s, "x", "u", &def, &sub, err,
-                                     sizeof err), EL_EUSAGE);
+    CHECK_EQ(el_job_aws_batch_inputs(&s, "x", "u", &def, &sub, err, sizeof err),
+             EL_EUSAGE);
     CHECK(strstr(err, "at most 10 attempts"));
     char *env[] = {"AWS_BATCH_JOB_ID=1"};
     s = spec("queue=q,image=i");
     s.env = env;
-    CHECK_EQ(el_job_aws_batch_inputs(&s, "x", "u", &def, &sub, err,
-                                     sizeof err), EL_EUSAGE);
+    CHECK_EQ(el_job_aws_batch_inputs(&s, "x", "u", &def, &sub, err, sizeof err),
+             EL_EUSAGE);
 }
 
 TEST(aws_batch_states)
@@ -190,7 +197,7 @@ TEST(aws_batch_states)
     CHECK_EQ(el_job_state_from_aws(NULL), EL_JOB_UNKNOWN);
 }
 
-static const char *var(const struct el_job_slurm_defaults *d, const char *n)
+static const char *var(const struct el_job_aws_defaults *d, const char *n)
 {
     for (int i = 0; i < d->n; i++)
         if (strcmp(d->var[i].name, n) == 0)
@@ -200,7 +207,7 @@ static const char *var(const struct el_job_slurm_defaults *d, const char *n)
 
 TEST(aws_batch_node_defaults)
 {
-    struct el_job_slurm_defaults d;
+    struct el_job_aws_defaults d;
     char *none[] = {"HOME=/", NULL};
     CHECK_EQ(el_job_aws_batch_defaults(none, 0, &d, err, sizeof err), 0);
     /* The main node: no MAIN_NODE_PRIVATE_IPV4_ADDRESS, hosts the store. */
@@ -213,10 +220,12 @@ TEST(aws_batch_node_defaults)
     CHECK_STR(var(&d, "PET_RDZV_BACKEND"), "c10d");
     CHECK_STR(var(&d, "PET_RDZV_ENDPOINT"), "0.0.0.0:29500");
     CHECK_STR(var(&d, "PET_RDZV_CONF"), "is_host=1");
-    char *other[] = {"AWS_BATCH_JOB_ID=abc#2", "AWS_BATCH_JOB_NODE_INDEX=2",
+    char *other[] = {"AWS_BATCH_JOB_ID=abc#2",
+                     "AWS_BATCH_JOB_NODE_INDEX=2",
                      "AWS_BATCH_JOB_MAIN_NODE_INDEX=0",
                      "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS=10.1.2.3",
-                     "PET_RDZV_CONF=timeout=60", NULL};
+                     "PET_RDZV_CONF=timeout=60",
+                     NULL};
     CHECK_EQ(el_job_aws_batch_defaults(other, 0, &d, err, sizeof err), 1);
     CHECK_STR(var(&d, "PET_NODE_RANK"), "2");
     CHECK_STR(var(&d, "PET_RDZV_ENDPOINT"), "10.1.2.3:29500");
@@ -231,8 +240,7 @@ TEST(aws_batch_node_defaults)
              EL_EUSAGE);
     CHECK(strstr(err, "no AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"));
     char *bad[] = {"AWS_BATCH_JOB_ID=abc", "AWS_BATCH_JOB_NODE_INDEX=x", NULL};
-    CHECK_EQ(el_job_aws_batch_defaults(bad, 0, &d, err, sizeof err),
-             EL_EUSAGE);
+    CHECK_EQ(el_job_aws_batch_defaults(bad, 0, &d, err, sizeof err), EL_EUSAGE);
     CHECK(strstr(err, "is not a node index"));
 }
 
@@ -276,8 +284,7 @@ TEST(aws_template_resources)
         {"WorkerGroup", "AWS::AutoScaling::AutoScalingGroup"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-        if (strcmp(at(json_object_get(r, want[i].name), "Type"),
-                   want[i].type))
+        if (strcmp(at(json_object_get(r, want[i].name), "Type"), want[i].type))
             TEST_FAIL_("%s is not a %s", want[i].name, want[i].type);
     CHECK_STR(at(r, "WorkerGroup.Properties.MinSize"), "2");
     CHECK_STR(at(r, "WorkerGroup.Properties.MaxSize"), "5");
@@ -305,7 +312,8 @@ TEST(aws_template_resources)
     r = json_object_get(o, "Resources");
     CHECK(!json_object_get(r, "VPC") && !json_object_get(r, "FileSystem"));
     CHECK_EQ(json_array_size(jat(r, "WorkerGroup.Properties."
-                                    "VPCZoneIdentifier")), 3);
+                                    "VPCZoneIdentifier")),
+             3);
     CHECK_STR(at(o, "Outputs.FileSystem.Value"), "fs-9");
     CHECK(!jat(r, "WorkerLaunchTemplate.Properties.LaunchTemplateData."
                   "InstanceMarketOptions"));

@@ -183,16 +183,19 @@ EOF
     chmod +x w.sh
     env -u ELRUN_AWS_ENDPOINT_URL AWS_BATCH_JOB_ID="j1#0" AWS_BATCH_JOB_NODE_INDEX=0 \
         AWS_BATCH_JOB_MAIN_NODE_INDEX=0 AWS_BATCH_JOB_NUM_NODES=2 ELRUN_AWS_BATCH_PORT=$port \
-        "$ELRUN" --nnodes=2 --nproc-per-node=1 --no-python ./w.sh 2>main.err &
+        ELRUN_LOG_LEVEL=info "$ELRUN" --nnodes=2 --nproc-per-node=1 --no-python ./w.sh 2>main.err &
     m=$!
     env AWS_BATCH_JOB_ID="j1#1" AWS_BATCH_JOB_NODE_INDEX=1 AWS_BATCH_JOB_MAIN_NODE_INDEX=0 \
         AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS=127.0.0.1 AWS_BATCH_JOB_NUM_NODES=2 \
-        ELRUN_AWS_BATCH_PORT=$port "$ELRUN" --nnodes=2 --nproc-per-node=1 --no-python ./w.sh 2>other.err
+        ELRUN_AWS_BATCH_PORT=$port ELRUN_LOG_LEVEL=info "$ELRUN" --nnodes=2 --nproc-per-node=1 --no-python ./w.sh 2>other.err
     wait $m
     cat main.err other.err
     grep -q "inside AWS Batch job j1#0: PET_NODE_RANK=0 from AWS_BATCH_JOB_NODE_INDEX, PET_RDZV_ID=j1 from AWS_BATCH_JOB_ID" main.err
     grep -q "PET_RDZV_ENDPOINT=0.0.0.0:$port" main.err
     grep -q "PET_RDZV_ENDPOINT=127.0.0.1:$port from AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS" other.err
+    # the main node hosts the store, the other does not
+    grep -q "hosting the rendezvous store on 0.0.0.0:$port" main.err
+    refute grep -q "hosting the rendezvous store" other.err
     grep -q "world=2" w.0
     grep -q "world=2" w.1
 '

@@ -20,10 +20,6 @@ extern const char *const el_job_aws_cfg_keys[];
  * where numbers belong, tags as KEY:VALUE;KEY:VALUE.  0 or EL_EUSAGE. */
 int el_job_aws_check_cfg(const char *cfg, char *err, size_t errlen);
 
-/* The value of key in --cfg (normalised like el_job_check_cfg), copied into
- * out; 1 if found, 0 if not (out = ""). */
-int el_job_cfg_get(const char *cfg, const char *key, char *out, size_t cap);
-
 /* The register-job-definition input (*def) and the submit-job input (*sub)
  * for spec, both new references owned by the caller.  The job definition is
  * named after spec->name; id (el_job_make_id) goes into the tags

@@ -22,28 +22,6 @@ const char *const el_job_aws_cfg_keys[] = {
     "elrun",    "privileged",     "share-id", NULL,
 };
 
-int el_job_cfg_get(const char *cfg, const char *key, char *out, size_t cap)
-{
-    out[0] = 0;
-    for (const char *p = cfg ? cfg : ""; *p;) {
-        size_t n = strcspn(p, ",");
-        const char *eq = memchr(p, '=', n);
-        if (eq && (size_t)(eq - p) == strlen(key)) {
-            int same = 1;
-            for (size_t i = 0; i < strlen(key); i++)
-                same &= (p[i] == '_' ? '-' : p[i]) == key[i];
-            if (same) {
-                snprintf(out, cap, "%.*s", (int)(p + n - eq - 1), eq + 1);
-                return 1;
-            }
-        }
-        p += n;
-        if (*p == ',')
-            p++;
-    }
-    return 0;
-}
-
 static int positive(const char *s, long max)
 {
     char *end;
@@ -53,41 +31,9 @@ static int positive(const char *s, long max)
 
 int el_job_aws_check_cfg(const char *cfg, char *err, size_t errlen)
 {
-    for (const char *p = cfg ? cfg : ""; *p;) {
-        size_t n = strcspn(p, ",");
-        const char *eq = memchr(p, '=', n);
-        char key[64];
-        size_t kl = eq ? (size_t)(eq - p) : n;
-        if (n == 0) {
-            p++;
-            continue;
-        }
-        if (!eq || kl == 0 || kl >= sizeof key || eq + 1 == p + n) {
-            snprintf(err, errlen,
-                     "--cfg '%.*s' is not key=value; write "
-                     "--cfg queue=Q,image=IMAGE",
-                     (int)n, p);
-            return EL_EUSAGE;
-        }
-        for (size_t i = 0; i < kl; i++)
-            key[i] = p[i] == '_' ? '-' : p[i];
-        key[kl] = 0;
-        int known = 0;
-        for (int i = 0; el_job_aws_cfg_keys[i]; i++)
-            known |= strcmp(key, el_job_aws_cfg_keys[i]) == 0;
-        if (!known) {
-            snprintf(err, errlen,
-                     "--cfg %s: not an option of the aws_batch "
-                     "scheduler; it knows queue, image, vcpus, memory, gpus, "
-                     "job_role, execution_role, efs, efs_path, tags, elrun, "
-                     "privileged, share_id",
-                     key);
-            return EL_EUSAGE;
-        }
-        p += n;
-        if (*p == ',')
-            p++;
-    }
+    int rc = el_job_check_cfg("aws_batch", cfg, err, errlen);
+    if (rc)
+        return rc;
     char v[1024];
     if (!el_job_cfg_get(cfg, "queue", v, sizeof v) ||
         !el_job_cfg_get(cfg, "image", v, sizeof v)) {

@@ -12,7 +12,6 @@
  * Pure; see job_aws.h.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,46 +19,11 @@
 #include "elrun/err.h"
 #include "elrun/job.h"
 #include "elrun/job_aws.h"
+#include "job/buf.h"
 
-struct buf {
-    char *s;
-    size_t len, cap;
-    int oom;
-};
+#define put el__buf_put /* the generator's one verb */
 
-static void put(struct buf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void put(struct buf *b, const char *fmt, ...)
-{
-    for (;;) {
-        if (b->oom)
-            return;
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->s ? b->s + b->len : NULL,
-                          b->s ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->s && (size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t nc = (b->cap + (size_t)n + 1) * 2;
-        char *ns = realloc(b->s, nc);
-        if (!ns) {
-            b->oom = 1;
-            return;
-        }
-        b->s = ns;
-        b->cap = nc;
-    }
-}
-
-static char *done(struct buf *b)
+static char *done(struct el__buf *b)
 {
     if (b->oom) {
         free(b->s);
@@ -70,7 +34,7 @@ static char *done(struct buf *b)
 
 /* The IMDSv2 token and the etcd members' private addresses: bash shared by
  * both user data scripts.  ${EtcdGroup} and ${AWS::Region} are Fn::Sub's. */
-static void find_etcd(struct buf *b, const char *fleet, int n)
+static void find_etcd(struct el__buf *b, const char *fleet, int n)
 {
     put(b,
         "# The etcd members: the fleet's running etcd instances (by the "
@@ -89,7 +53,7 @@ static void find_etcd(struct buf *b, const char *fleet, int n)
 
 char *el_aws_user_data_etcd(const struct el_aws_template *t)
 {
-    struct buf b = {0};
+    struct el__buf b = {0};
     put(&b,
         "#!/bin/bash\n# etcd member of elrun fleet %s (elrun aws template;"
         " docs/AWS.md)\nset -euo pipefail\nexport DEBIAN_FRONTEND="
@@ -120,7 +84,7 @@ char *el_aws_user_data_etcd(const struct el_aws_template *t)
 
 char *el_aws_user_data_worker(const struct el_aws_template *t)
 {
-    struct buf b = {0};
+    struct el__buf b = {0};
     put(&b,
         "#!/bin/bash\n# elrun worker of fleet %s (elrun aws template; "
         "docs/AWS.md)\nset -euo pipefail\nexport DEBIAN_FRONTEND="

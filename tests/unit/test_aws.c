@@ -37,18 +37,7 @@ static struct el_job_spec spec(const char *cfg)
     return s;
 }
 
-/* The string at path a.b.0.c in o ("" if none). */
-static const char *at(json_t *o, const char *path)
-{
-    char p[256], *save = NULL;
-    snprintf(p, sizeof p, "%s", path);
-    for (char *t = strtok_r(p, ".", &save); t && o;
-         t = strtok_r(NULL, ".", &save))
-        o = json_is_array(o) ? json_array_get(o, (size_t)atoi(t))
-                             : json_object_get(o, t);
-    return json_string_value(o) ? json_string_value(o) : "";
-}
-
+/* The value at path a.b.0.c in o, or NULL. */
 static json_t *jat(json_t *o, const char *path)
 {
     char p[256], *save = NULL;
@@ -58,6 +47,13 @@ static json_t *jat(json_t *o, const char *path)
         o = json_is_array(o) ? json_array_get(o, (size_t)atoi(t))
                              : json_object_get(o, t);
     return o;
+}
+
+/* The string there ("" if none). */
+static const char *at(json_t *o, const char *path)
+{
+    const char *s = json_string_value(jat(o, path));
+    return s ? s : "";
 }
 
 TEST(aws_batch_job_definition)

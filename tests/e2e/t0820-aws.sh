@@ -120,6 +120,11 @@ test_expect_success 'logs from CloudWatch Logs, one node or all, with role/repli
     grep -q "\"logGroupName\": \"/aws/batch/job\"" "$T/fake/requests.jsonl"
     "$ELRUN" logs --tail 1 "$H" train/0 >lg0
     test "$(cat lg0)" = "train/0 node 0 line 2"
+    # -f follows until every node job ended
+    echo SUCCEEDED >"$T/fake/status"
+    timeout 20 "$ELRUN" logs -f "$H" >lgf
+    test "$(grep -c "^train/[012] node" lgf)" = 9
+    rm -f "$T/fake/status"
 '
 
 test_expect_success 'a failed job: the failing node and the reason the agents recorded' '
@@ -142,6 +147,17 @@ test_expect_success 'list shows the job; cancel terminates it' '
     tail -n 1 "$T/fake/requests.jsonl" | jq_ "d[\"path\"]" | grep -qx /v1/terminatejob
     tail -n 1 "$T/fake/requests.jsonl" | jq_ "d[\"body\"][\"reason\"]" | grep -qx "cancelled by elrun cancel"
     "$ELRUN" status "$H" | grep -q "State: CANCELLED"
+'
+
+test_expect_success 'submit --wait returns with the job: 0 when it succeeded, 1 when it failed' '
+    echo SUCCEEDED >"$T/fake/status"
+    timeout 30 "$ELRUN" submit -s aws_batch --wait --cfg "$CFG" train.py 2>w.err
+    grep -q "job finished: SUCCEEDED" w.err
+    echo FAILED >"$T/fake/status"
+    st=0; timeout 30 "$ELRUN" submit -s aws_batch --wait --cfg "$CFG" train.py 2>w.err || st=$?
+    test $st = 1
+    grep -q "job finished: FAILED" w.err
+    rm -f "$T/fake/status"
 '
 
 test_expect_success 'a failing aws: one line that says what failed and why' '
@@ -213,6 +229,17 @@ test_expect_success 'elrun aws template: cfn-lint passes it (new VPC/EFS; existi
 import json; t=json.load(open(\"tpl.json\")); del t[\"Resources\"][\"WorkerGroup\"][\"Properties\"][\"MaxSize\"]
 t[\"Resources\"][\"WorkerGroup\"][\"Properties\"][\"LaunchTemplate\"][\"LaunchTemplateId\"]={\"Ref\":\"NoSuchThing\"}
 json.dump(t, open(\"broken.json\",\"w\"))"
+    # the user data is bash that parses
+    python3 -c "
+import json
+t = json.load(open(\"tpl.json\"))[\"Resources\"]
+for n in (\"WorkerLaunchTemplate\", \"EtcdLaunchTemplate\"):
+    sub = t[n][\"Properties\"][\"LaunchTemplateData\"][\"UserData\"][\"Fn::Base64\"][\"Fn::Sub\"]
+    text = sub[0] if isinstance(sub, list) else sub
+    open(n + \".sh\", \"w\").write(text.replace(\"\${AWS::Region}\", \"us-east-1\").replace(\"\${FileSystemId}\", \"fs-1\"))"
+    bash -n WorkerLaunchTemplate.sh
+    bash -n EtcdLaunchTemplate.sh
+    refute grep -q "[$][{]" WorkerLaunchTemplate.sh
     refute "$CFN_LINT" broken.json >lint.out
     cat lint.out
     grep -q "MaxSize" lint.out

@@ -249,6 +249,29 @@ else
     test_skip 'elrun aws template passes cfn-lint' 'no cfn-lint on this machine (not a Debian package)'
 fi
 
+test_expect_success 'elrun aws up/scale/status/down through the aws CLI (the recorder stands in for CloudFormation and Auto Scaling)' '
+    "$ELRUN" aws template --name demo -j 2:4x1 --elrun-url https://example.com/elrun -o up.json train.py
+    "$ELRUN" aws up --name demo --template up.json >up.out
+    grep -qx "arn:aws:cloudformation:us-east-1:123456789012:stack/demo/1" up.out
+    grep "\"CreateStack\"" "$T/fake/requests.jsonl" | jq_ "d[\"body\"][\"Capabilities.member.1\"]" | grep -qx CAPABILITY_IAM
+    grep "\"CreateStack\"" "$T/fake/requests.jsonl" | jq_ "json.loads(d[\"body\"][\"TemplateBody\"])[\"Resources\"][\"WorkerGroup\"][\"Type\"]" |
+        grep -qx AWS::AutoScaling::AutoScalingGroup
+    "$ELRUN" aws scale --name demo --desired 3 >sc.out
+    grep -qx "demo-WorkerGroup-X1: desired 3 workers" sc.out
+    grep "\"SetDesiredCapacity\"" "$T/fake/requests.jsonl" | jq_ "d[\"body\"][\"DesiredCapacity\"]" | grep -qx 3
+    "$ELRUN" aws status --name demo >sa.out
+    cat sa.out
+    grep -qx "stack demo: CREATE_COMPLETE" sa.out
+    grep -qx "workers demo-WorkerGroup-X1: min 2 max 4 desired 3" sa.out
+    test "$(grep -c "InService" sa.out)" = 3
+    "$ELRUN" aws down --name demo
+    "$ELRUN" aws status --name demo 2>/dev/null | grep -qx "stack demo: DELETE_IN_PROGRESS"
+    echo no >"$T/fake/fail"
+    one_line_fail "$ELRUN" aws scale --name demo --desired 2
+    grep -q "aws cloudformation describe-stack-resource failed" "$T/f.err"
+    rm -f "$T/fake/fail"
+'
+
 test_expect_success 'elrun aws: usage errors are one line, exit 2' '
     st=0; "$ELRUN" aws template --etcd 2 --elrun-url https://x/e train.py 2>e || st=$?
     test $st = 2; grep -q "1 or 3 etcd instances" e; test "$(wc -l <e)" = 1

@@ -6,7 +6,10 @@ pointed at this server with --endpoint-url (elrun's ELRUN_AWS_ENDPOINT_URL),
 so the CLI builds and validates every request against AWS's own service model
 offline, and this server answers with the documented response shapes of AWS
 Batch (REST-JSON: /v1/registerjobdefinition, /v1/submitjob, /v1/describejobs,
-/v1/terminatejob) and CloudWatch Logs (JSON 1.1: Logs_20140328.GetLogEvents).
+/v1/terminatejob), CloudWatch Logs (JSON 1.1: Logs_20140328.GetLogEvents),
+and CloudFormation and Auto Scaling (the query protocol, XML answers:
+CreateStack, DescribeStacks, DescribeStackResource, DeleteStack,
+SetDesiredCapacity, DescribeAutoScalingGroups).
 It listens on 127.0.0.1 (an ephemeral port, written to DIR/port), appends
 each request as one JSON line to DIR/requests.jsonl, and is steered by files:
 DIR/status (the job's status word, default RUNNING), DIR/fail (every request
@@ -18,10 +21,13 @@ import signal
 import sys
 import uuid
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from urllib.parse import parse_qs
 
 D = sys.argv[1]
 JOBS = {}          # jobId -> {"name", "def", "nodes", "reason"}
 DEFS = {}          # name -> revision
+STACKS = {}        # stack name -> status
+GROUPS = {}        # Auto Scaling group -> desired capacity
 
 
 def read(name, default=None):
@@ -67,8 +73,10 @@ class H(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(n) if n else b""
         target = self.headers.get("X-Amz-Target", "")
+        form = "x-www-form-urlencoded" in self.headers.get("Content-Type", "")
         try:
-            body = json.loads(raw) if raw else {}
+            body = ({k: v[0] for k, v in parse_qs(raw.decode()).items()}
+                    if form else json.loads(raw) if raw else {})
         except ValueError:
             body = {"_raw": raw.decode(errors="replace")}
         with open(os.path.join(D, "requests.jsonl"), "a") as f:
@@ -79,6 +87,8 @@ class H(BaseHTTPRequestHandler):
             t = "application/x-amz-json-1.1" if target else "application/json"
             return self.reply(400, {"__type": "ClientException",
                                     "message": fail}, t, "ClientException")
+        if form:
+            return self.query(body)
         if target == "Logs_20140328.GetLogEvents":
             return self.logs(body)
         op = self.path.rstrip("/").split("/")[-1]
@@ -139,6 +149,70 @@ class H(BaseHTTPRequestHandler):
             return self.reply(200, {})
         return self.reply(400, {"message": "the recorder does not know "
                                 + self.path + " " + target},
+                          etype="ClientException")
+
+    def xml(self, action, result):
+        ns = ("autoscaling.amazonaws.com/doc/2011-01-01" if action in (
+            "SetDesiredCapacity", "DescribeAutoScalingGroups") else
+            "cloudformation.amazonaws.com/doc/2010-05-15")
+        r = ("<%sResult>%s</%sResult>" % (action, result, action)
+             if result is not None else "")
+        body = ('<%sResponse xmlns="http://%s/">%s<ResponseMetadata>'
+                '<RequestId>r1</RequestId></ResponseMetadata></%sResponse>'
+                % (action, ns, r, action)).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def query(self, q):
+        a, name = q.get("Action"), q.get("StackName", "")
+        sid = "arn:aws:cloudformation:us-east-1:123456789012:stack/%s/1" % name
+        if a == "CreateStack":
+            STACKS[name] = "CREATE_COMPLETE"
+            return self.xml(a, "<StackId>%s</StackId>" % sid)
+        if a == "DescribeStacks":
+            return self.xml(a, "<Stacks><member><StackName>%s</StackName>"
+                            "<StackId>%s</StackId><CreationTime>2024-01-01T00:"
+                            "00:00Z</CreationTime><StackStatus>%s</StackStatus>"
+                            "</member></Stacks>" % (name, sid, STACKS.get(
+                                name, "DELETE_COMPLETE")))
+        if a == "DescribeStackResource":
+            return self.xml(a, "<StackResourceDetail><StackName>%s</StackName>"
+                            "<LogicalResourceId>%s</LogicalResourceId>"
+                            "<PhysicalResourceId>%s-WorkerGroup-X1</Physical"
+                            "ResourceId><ResourceType>AWS::AutoScaling::"
+                            "AutoScalingGroup</ResourceType><LastUpdated"
+                            "Timestamp>2024-01-01T00:00:00Z</LastUpdated"
+                            "Timestamp><ResourceStatus>CREATE_COMPLETE"
+                            "</ResourceStatus></StackResourceDetail>" % (
+                                name, q.get("LogicalResourceId"), name))
+        if a == "DeleteStack":
+            STACKS[name] = "DELETE_IN_PROGRESS"
+            return self.xml(a, None)
+        if a == "SetDesiredCapacity":
+            GROUPS[q["AutoScalingGroupName"]] = int(q["DesiredCapacity"])
+            return self.xml(a, None)
+        if a == "DescribeAutoScalingGroups":
+            g = q.get("AutoScalingGroupNames.member.1", "")
+            n = GROUPS.get(g, 2)
+            inst = "".join("<member><InstanceId>i-%d</InstanceId><Availability"
+                           "Zone>us-east-1a</AvailabilityZone><LifecycleState>"
+                           "InService</LifecycleState><HealthStatus>Healthy"
+                           "</HealthStatus><ProtectedFromScaleIn>false</"
+                           "ProtectedFromScaleIn></member>" % i
+                           for i in range(n))
+            return self.xml(a, "<AutoScalingGroups><member><AutoScalingGroup"
+                            "Name>%s</AutoScalingGroupName><MinSize>2</MinSize>"
+                            "<MaxSize>4</MaxSize><DesiredCapacity>%d</Desired"
+                            "Capacity><DefaultCooldown>300</DefaultCooldown>"
+                            "<AvailabilityZones><member>us-east-1a</member>"
+                            "</AvailabilityZones><HealthCheckType>EC2</Health"
+                            "CheckType><CreatedTime>2024-01-01T00:00:00Z</"
+                            "CreatedTime><Instances>%s</Instances></member>"
+                            "</AutoScalingGroups>" % (g, n, inst))
+        return self.reply(400, {"message": "the recorder does not know %s" % a},
                           etype="ClientException")
 
     def logs(self, body):

@@ -517,6 +517,24 @@ static const char *role_of(const struct cjob *j)
     return *r ? r : "worker";
 }
 
+/* Where a person looks at the job: its directory, or Batch's console
+ * (TorchX's URL; the region from AWS_REGION or AWS_DEFAULT_REGION). */
+static void ui_url(const struct cjob *j, char *out, size_t cap)
+{
+    const char *r = getenv("AWS_REGION");
+    if (!r || !*r)
+        r = getenv("AWS_DEFAULT_REGION");
+    if (strcmp(j->sched, "aws_batch") != 0)
+        snprintf(out, cap, "file://%s", j->dir);
+    else if (r && *r)
+        snprintf(out, cap, "https://%s.console.aws.amazon.com/batch/home?"
+                 "region=%s#jobs/mnp-job/%s", r, r, jstr(j->spec,
+                                                          "aws_job_id"));
+    else
+        snprintf(out, cap, "https://console.aws.amazon.com/batch/home#jobs/"
+                 "mnp-job/%s", jstr(j->spec, "aws_job_id"));
+}
+
 static void print_status_text(const struct cjob *j, struct cjob_status *st)
 {
     const char *role = role_of(j);
@@ -540,8 +558,10 @@ static void print_status_text(const struct cjob *j, struct cjob_status *st)
                    st->root_msg ? st->root_msg : "<N/A>");
         }
     }
-    printf("    Msg: %s\n    Structured Error Msg: %s\n    UI URL: file://%s\n",
-           st->msg, st->root_json ? st->root_json : "<NONE>", j->dir);
+    char url[4300];
+    ui_url(j, url, sizeof url);
+    printf("    Msg: %s\n    Structured Error Msg: %s\n    UI URL: %s\n",
+           st->msg, st->root_json ? st->root_json : "<NONE>", url);
 }
 
 static void print_status_json(const struct cjob *j, struct cjob_status *st,
@@ -566,8 +586,8 @@ static void print_status_json(const struct cjob *j, struct cjob_status *st,
                                st->root_host, "exitcode", st->root_exit,
                                "timestamp", st->root_time, "message",
                                st->root_msg ? st->root_msg : "");
-    char url[4200];
-    snprintf(url, sizeof url, "file://%s", j->dir);
+    char url[4300];
+    ui_url(j, url, sizeof url);
     json_t *o = json_pack("{s:s, s:s, s:i, s:[{s:s, s:o}], s:s, s:s, s:s, "
                           "s:o}", "handle", handle, "state",
                           el_job_state_name(st->state), "num_restarts",

@@ -105,6 +105,7 @@ test_expect_success 'status from describe-jobs, the node jobs too' '
     cat st
     grep -q "State: RUNNING" st
     grep -q "train\[2\]:RUNNING on 10.0.0.12" st
+    grep -qE "UI URL: https://us-east-1.console.aws.amazon.com/batch/home\?region=us-east-1#jobs/mnp-job/[0-9a-f-]{36}$" st
     "$ELRUN" status --json "$H" | jq_ "len(d[\"roles\"][0][\"replicas\"])" | grep -qx 3
     tail -n 1 "$T/fake/requests.jsonl" | jq_ "d[\"body\"][\"jobs\"]" | grep -q "#2"
 '

@@ -19,6 +19,7 @@ pkgs=(
   clang-format                 # scripts/format-check.sh
   slurmctld slurmd slurm-client munge  # a real Slurm for the job tests (t0810)
   libhttp-parser-dev prometheus # /metrics requests; promtool and a real Prometheus in tests
+  awscli                       # the aws CLI elrun drives for -s aws_batch and elrun aws; t0820 (cfn-lint is not in Debian)
 )
 
 missing=()

@@ -159,6 +159,11 @@ int el_job_check_cfg(const char *sched, const char *cfg, char *err,
 int el_job_sbatch_script(const struct el_job_spec *spec, char **out,
                          char *err, size_t errlen);
 
+/* The value of key in --cfg (keys normalised as el_job_check_cfg does: "_"
+ * as "-"), the first if given twice, into out; 1 if found, else 0 (out "").
+ */
+int el_job_cfg_get(const char *cfg, const char *key, char *out, size_t cap);
+
 /* s quoted for a POSIX shell (single quotes; "'" as '\''), malloc'd. */
 char *el_job_shell_quote(const char *s);
 

@@ -22,5 +22,10 @@ int cli_job_main(int argc, char **argv);
  * a usage error (malformed SLURM_* variables).  ELRUN_NO_SLURM=1 turns it
  * off.  Call before el_opts_parse(), after el_log_init(). */
 int cli_job_slurm_env(int argc, char **argv);
+/* The same inside an AWS Batch node (AWS_BATCH_*; el_job_aws_batch_defaults);
+ * ELRUN_NO_AWS_BATCH=1 turns it off.  job_aws.c. */
+int cli_job_aws_env(int argc, char **argv);
+/* `elrun aws template|up|scale|status|down` (argv[0] = "aws"). */
+int cli_aws_main(int argc, char **argv);
 
 #endif

@@ -49,6 +49,8 @@ int cjob_usage(const char *verb, const char *fmt, ...)
 
 /* Write text to dir/name atomically (temporary file + rename).  0 or -errno. */
 int cjob_write(const char *dir, const char *name, const char *text);
+/* mkdir -p path (0755).  0 or -errno. */
+int cjob_mkdirs(const char *path);
 /* The first line of dir/name (trailing newline removed), or -1. */
 int cjob_read_line(const char *dir, const char *name, char *out, size_t cap);
 
@@ -81,6 +83,19 @@ int cjob_slurm_submit(const char *script_path, char *jobid, size_t cap,
 int cjob_slurm_state(const char *jobid, int *state, char *raw, size_t rawcap,
                      char *err, size_t errlen);
 int cjob_slurm_cancel(const char *jobid, char *err, size_t errlen);
+
+/* AWS Batch (job_aws.c): submit (or print the two inputs with dryrun) and
+ * record the job in HOME/jobs/aws_batch/ID; status from describe-jobs;
+ * logs from CloudWatch (keep(line, arg) filters); cancel by terminate-job.
+ * Return codes as the verbs' (0, 1, 2 after a usage line); status and
+ * cancel 0 or -1 with err. */
+int cjob_aws_submit(const struct el_job_spec *sp, json_t *spec, const char *id,
+                    int dryrun, const char *home);
+int cjob_aws_status(const struct cjob *j, struct cjob_status *st, char *err,
+                    size_t errlen);
+int cjob_aws_logs(const struct cjob *j, int replica, int follow, long tail,
+                  int (*keep)(const char *, void *), void *arg);
+int cjob_aws_cancel(const struct cjob *j, char *err, size_t errlen);
 
 /* The job's status from its directory (and squeue for Slurm).  0, or -1
  * with err (squeue failed).  Free with cjob_status_free. */

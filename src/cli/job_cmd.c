@@ -37,6 +37,7 @@
 #include "cli/job_cli.h"
 #include "cli/opts.h"
 #include "elrun/err.h"
+#include "elrun/job_aws.h"
 #include "elrun/log.h"
 
 extern char **environ;
@@ -190,6 +191,8 @@ int cjob_run(char *const argv[], char *out, size_t outcap, char *err,
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
+    size_t blank = strspn(err, "\r\n"); /* the aws CLI starts with one */
+    memmove(err, err + blank, strlen(err + blank) + 1);
     err[strcspn(err, "\n")] = 0;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 fail:
@@ -204,7 +207,7 @@ static double now_s(void)
     return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
-static int mkdirs(const char *path)
+int cjob_mkdirs(const char *path)
 {
     char p[4096];
     snprintf(p, sizeof p, "%s", path);
@@ -400,6 +403,8 @@ int cjob_status(const struct cjob *j, struct cjob_status *st, char *err,
 {
     char line[256];
     int slurm = strcmp(j->sched, "slurm") == 0;
+    if (strcmp(j->sched, "aws_batch") == 0)
+        return cjob_aws_status(j, st, err, errlen);
     memset(st, 0, sizeof *st);
     st->root = -1;
     st->state = EL_JOB_UNKNOWN;
@@ -512,6 +517,24 @@ static const char *role_of(const struct cjob *j)
     return *r ? r : "worker";
 }
 
+/* Where a person looks at the job: its directory, or Batch's console
+ * (TorchX's URL; the region from AWS_REGION or AWS_DEFAULT_REGION). */
+static void ui_url(const struct cjob *j, char *out, size_t cap)
+{
+    const char *r = getenv("AWS_REGION");
+    if (!r || !*r)
+        r = getenv("AWS_DEFAULT_REGION");
+    if (strcmp(j->sched, "aws_batch") != 0)
+        snprintf(out, cap, "file://%s", j->dir);
+    else if (r && *r)
+        snprintf(out, cap, "https://%s.console.aws.amazon.com/batch/home?"
+                 "region=%s#jobs/mnp-job/%s", r, r, jstr(j->spec,
+                                                          "aws_job_id"));
+    else
+        snprintf(out, cap, "https://console.aws.amazon.com/batch/home#jobs/"
+                 "mnp-job/%s", jstr(j->spec, "aws_job_id"));
+}
+
 static void print_status_text(const struct cjob *j, struct cjob_status *st)
 {
     const char *role = role_of(j);
@@ -535,8 +558,10 @@ static void print_status_text(const struct cjob *j, struct cjob_status *st)
                    st->root_msg ? st->root_msg : "<N/A>");
         }
     }
-    printf("    Msg: %s\n    Structured Error Msg: %s\n    UI URL: file://%s\n",
-           st->msg, st->root_json ? st->root_json : "<NONE>", j->dir);
+    char url[4300];
+    ui_url(j, url, sizeof url);
+    printf("    Msg: %s\n    Structured Error Msg: %s\n    UI URL: %s\n",
+           st->msg, st->root_json ? st->root_json : "<NONE>", url);
 }
 
 static void print_status_json(const struct cjob *j, struct cjob_status *st,
@@ -561,8 +586,8 @@ static void print_status_json(const struct cjob *j, struct cjob_status *st,
                                st->root_host, "exitcode", st->root_exit,
                                "timestamp", st->root_time, "message",
                                st->root_msg ? st->root_msg : "");
-    char url[4200];
-    snprintf(url, sizeof url, "file://%s", j->dir);
+    char url[4300];
+    ui_url(j, url, sizeof url);
     json_t *o = json_pack("{s:s, s:s, s:i, s:[{s:s, s:o}], s:s, s:s, s:s, "
                           "s:o}", "handle", handle, "state",
                           el_job_state_name(st->state), "num_restarts",
@@ -736,6 +761,12 @@ static int job_final(const struct cjob *j)
     return f;
 }
 
+static int keep_line(const char *line, void *arg)
+{
+    const struct logsel *ls = arg;
+    return !ls->has_re || regexec(&ls->re, line, 0, NULL, 0) == 0;
+}
+
 /* Print the logs of replicas (all when replica < 0); follow until the job
  * ended when follow.  0, or 2 after a usage error. */
 static int show_logs(struct cjob *j, int replica, int follow, long tail,
@@ -750,6 +781,12 @@ static int show_logs(struct cjob *j, int replica, int follow, long tail,
             return cjob_usage("logs", "--regex '%s': %s", regex, m);
         }
         ls.has_re = 1;
+    }
+    if (strcmp(j->sched, "aws_batch") == 0) {
+        int rc = cjob_aws_logs(j, replica, follow, tail, keep_line, &ls);
+        if (ls.has_re)
+            regfree(&ls.re);
+        return rc;
     }
     int n = strcmp(j->sched, "slurm") == 0 ? count_replica_dirs(j->dir)
                                            : jint(j->spec, "max_nodes");
@@ -903,6 +940,9 @@ static int cmd_cancel(int argc, char **argv)
     if (cjob_read_line(j.dir, "end", line, sizeof line) == 0) {
         line[strcspn(line, " ")] = 0;
         el_log(EL_LOG_WARN, "job %s already ended: %s", j.id, line);
+    } else if (strcmp(j.sched, "aws_batch") == 0) {
+        if (cjob_aws_cancel(&j, err, sizeof err))
+            rc = cjob_usage("cancel", "%s", err);
     } else if (strcmp(j.sched, "local") == 0) {
         if (cjob_local_cancel(&j, err, sizeof err)) {
             el_log(EL_LOG_ERROR, "cancel %s: %s", j.id, err);
@@ -959,15 +999,15 @@ static int cmd_list(int argc, char **argv)
             only = argv[i] + 12;
         else
             return cjob_usage("list", "unknown argument '%s'; usage: elrun "
-                              "list [-s local|slurm]", argv[i]);
+                              "list [-s local|slurm|aws_batch]", argv[i]);
     }
     if (only && el_job_check_sched(only, err, sizeof err))
         return cjob_usage("list", "%s", err);
     cjob_home(home, sizeof home);
     struct listed *v = NULL;
     size_t n = 0, cap = 0;
-    static const char *const scheds[] = {"local", "slurm"};
-    for (int s = 0; s < 2; s++) {
+    static const char *const scheds[] = {"local", "slurm", "aws_batch"};
+    for (int s = 0; s < 3; s++) {
         if (only && strcmp(only, scheds[s]) != 0)
             continue;
         char d[4200];
@@ -1226,7 +1266,7 @@ static int parse_submit(int argc, char **argv, struct submit *s)
 }
 
 static const char submit_help[] =
-    "usage: elrun submit [-s local|slurm] [-j [MIN:]MAXxNPROC | -j N] "
+    "usage: elrun submit [-s local|slurm|aws_batch] [-j [MIN:]MAXxNPROC | -j N] "
     "[--name NAME]\n"
     "                    [--max-retries N] [--env K=V]... [--cfg k=v,...] "
     "[--dryrun]\n"
@@ -1238,7 +1278,9 @@ static const char submit_help[] =
     "prints its handle (SCHED://elrun/ID).  elrun's own flags come first,\n"
     "then the launcher's (elrun --help), then the script.  --cfg for slurm:\n"
     "partition, time, account, qos, constraint, cpus-per-task, mem,\n"
-    "gpus-per-node.  See docs/JOBS.md; then elrun status/logs/cancel/list/\n"
+    "gpus-per-node; for aws_batch: queue, image (both needed), vcpus, memory,\n"
+    "gpus, job_role, execution_role, efs, efs_path, tags (docs/AWS.md).\n"
+    "See docs/JOBS.md; then elrun status/logs/cancel/list/\n"
     "describe HANDLE.\n";
 
 static int wait_job(struct cjob *j, int log)
@@ -1293,7 +1335,9 @@ static int cmd_submit(int argc, char **argv)
         return rc;
     if (el_job_check_sched(s.sched, err, sizeof err))
         return cjob_usage("submit", "%s", err);
-    if (el_job_check_cfg(s.sched, s.cfg, err, sizeof err))
+    if (strcmp(s.sched, "aws_batch") == 0
+            ? el_job_aws_check_cfg(s.cfg, err, sizeof err)
+            : el_job_check_cfg(s.sched, s.cfg, err, sizeof err))
         return cjob_usage("submit", "%s", err);
     struct el_job_size z = {1, 1, 1};
     if (s.j && el_job_parse_size(s.j, &z, err, sizeof err))
@@ -1355,11 +1399,14 @@ static int cmd_submit(int argc, char **argv)
     if (!python || !*python)
         python = "python3";
     int use_python = o.run_path || !o.no_python;
-    if (el_job_find_program(use_python ? python : o.script, err, sizeof err))
+    if (strcmp(s.sched, "aws_batch") == 0) {
+        /* the script and python are in the job's image */
+    } else if (el_job_find_program(use_python ? python : o.script, err,
+                                   sizeof err))
         return cjob_usage("submit", "%s%s", err,
                           use_python ? " (set PYTHON_EXEC or use --no-python)"
                                      : "");
-    if (use_python && !o.module && access(o.script, R_OK) != 0)
+    else if (use_python && !o.module && access(o.script, R_OK) != 0)
         return cjob_usage("submit", "training script '%s' cannot be read "
                           "(%s); check the path, or use --no-python for a "
                           "program", o.script, strerror(errno));
@@ -1442,7 +1489,7 @@ static int cmd_submit(int argc, char **argv)
         }
         char rd[4300];
         snprintf(rd, sizeof rd, "%s/replicas", dir);
-        if ((rc = mkdirs(rd))) {
+        if ((rc = cjob_mkdirs(rd))) {
             json_decref(spec);
             return cjob_usage("submit", "cannot make the job directory %s: "
                               "%s (set ELRUN_HOME)", dir, strerror(-rc));
@@ -1474,6 +1521,13 @@ static int cmd_submit(int argc, char **argv)
         js.launcher = s.words;
         js.n_launcher = s.n_words;
         js.n_launcher_flags = nflags;
+        if (strcmp(s.sched, "aws_batch") == 0) {
+            rc = cjob_aws_submit(&js, spec, id, s.dryrun, home);
+            json_decref(spec);
+            if (rc || s.dryrun)
+                return rc;
+            goto submitted;
+        }
         char *script;
         if ((rc = el_job_sbatch_script(&js, &script, err, sizeof err))) {
             json_decref(spec);
@@ -1489,7 +1543,7 @@ static int cmd_submit(int argc, char **argv)
         }
         char stage[4300], sp[4400], jobid[64], dir[4300], p[4400];
         snprintf(stage, sizeof stage, "%s/jobs/slurm/.submit-%s", home, id);
-        if ((rc = mkdirs(stage))) {
+        if ((rc = cjob_mkdirs(stage))) {
             free(script);
             json_decref(spec);
             return cjob_usage("submit", "cannot make %s: %s (set ELRUN_HOME)",
@@ -1510,7 +1564,7 @@ static int cmd_submit(int argc, char **argv)
             return cjob_usage("submit", "%s", err);
         }
         snprintf(dir, sizeof dir, "%s/jobs/slurm/%s", home, jobid);
-        mkdirs(dir);
+        cjob_mkdirs(dir);
         snprintf(p, sizeof p, "%s/sbatch.sh", dir);
         rename(sp, p);
         rmdir(stage);
@@ -1525,6 +1579,7 @@ static int cmd_submit(int argc, char **argv)
         snprintf(id, sizeof id, "%s", jobid);
     }
     json_decref(spec);
+submitted:
     printf("%s://elrun/%s\n", s.sched, id);
     fflush(stdout);
     if (!s.wait)

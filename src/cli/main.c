@@ -30,13 +30,15 @@ int main(int argc, char **argv)
     raise_fd_limit();
     if (argc > 1 && strcmp(argv[1], "store") == 0)
         return cli_store_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "aws") == 0)
+        return cli_aws_main(argc - 1, argv + 1);
     if (argc > 1 && cli_job_verb(argv[1]))
         return cli_job_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "run") == 0)
         argc--, argv++;
     /* Inside a Slurm step the allocation gives the rendezvous flags that
      * were not given (PET_* defaults; docs/JOBS.md). */
-    if (cli_job_slurm_env(argc, argv))
+    if (cli_job_slurm_env(argc, argv) || cli_job_aws_env(argc, argv))
         return 2;
     return cli_run_main(argc, argv);
 }

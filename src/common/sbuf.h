@@ -20,5 +20,7 @@ struct el__sbuf {
 
 void el__sbuf_add(struct el__sbuf *b, const char *s, size_t n);
 void el__sbuf_str(struct el__sbuf *b, const char *s);
+void el__sbuf_printf(struct el__sbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -19,48 +19,14 @@
 #include <string.h>
 
 #include "elrun/err.h"
+#include "common/sbuf.h"
 #include "elrun/job.h"
 
-struct buf {
-    char *s;
-    size_t len, cap;
-    int oom;
-};
-
-static void put(struct buf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void put(struct buf *b, const char *fmt, ...)
-{
-    va_list ap;
-    for (;;) {
-        if (b->oom)
-            return;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = 1;
-            return;
-        }
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t nc = (b->cap + (size_t)n + 1) * 2;
-        char *ns = realloc(b->s, nc);
-        if (!ns) {
-            b->oom = 1;
-            return;
-        }
-        b->s = ns;
-        b->cap = nc;
-    }
-}
+#define put el__sbuf_printf /* the generator's one verb */
 
 /* A word quoted for the shell (a static slot of a small ring, so a few
  * may appear in one put()). */
-static const char *q(struct buf *b, const char *s)
+static const char *q(struct el__sbuf *b, const char *s)
 {
     static char *ring[8];
     static int k;
@@ -88,20 +54,18 @@ static int env_name_ok(const char *kv)
 int el_job_sbatch_script(const struct el_job_spec *sp, char **out, char *err,
                          size_t errlen)
 {
-    struct buf b = {malloc(4096), 0, 4096, 0};
+    struct el__sbuf b = {0};
     int etcd = sp->rdzv_backend && strncmp(sp->rdzv_backend, "etcd", 4) == 0;
     *out = NULL;
-    if (!b.s)
-        return -ENOMEM;
     if (el_job_check_cfg("slurm", sp->cfg, err, errlen)) {
-        free(b.s);
+        free(b.p);
         return EL_EUSAGE;
     }
     for (int i = 0; i < sp->n_env; i++)
         if (!env_name_ok(sp->env[i])) {
             snprintf(err, errlen, "--env '%s' is not NAME=VALUE with a "
                      "shell variable name", sp->env[i]);
-            free(b.s);
+            free(b.p);
             return EL_EUSAGE;
         }
     const struct el_job_size *z = &sp->size;
@@ -121,25 +85,9 @@ int el_job_sbatch_script(const struct el_job_spec *sp, char **out, char *err,
     put(&b, "#SBATCH --output=/dev/null\n#SBATCH --open-mode=append\n");
     /* --cfg, in the order of el_job_slurm_cfg_keys. */
     for (int k = 0; el_job_slurm_cfg_keys[k]; k++) {
-        const char *key = el_job_slurm_cfg_keys[k];
-        for (const char *p = sp->cfg ? sp->cfg : ""; *p;) {
-            size_t n = strcspn(p, ",");
-            const char *eq = memchr(p, '=', n);
-            if (eq && (size_t)(eq - p) == strlen(key)) {
-                int same = 1;
-                for (size_t i = 0; i < strlen(key); i++)
-                    same &= (p[i] == '_' ? '-' : p[i]) == key[i];
-                if (same) {
-                    char v[256];
-                    snprintf(v, sizeof v, "%.*s", (int)(p + n - eq - 1),
-                             eq + 1);
-                    put(&b, "#SBATCH --%s=%s\n", key, q(&b, v));
-                }
-            }
-            p += n;
-            if (*p == ',')
-                p++;
-        }
+        char v[256];
+        if (el_job_cfg_get(sp->cfg, el_job_slurm_cfg_keys[k], v, sizeof v))
+            put(&b, "#SBATCH --%s=%s\n", el_job_slurm_cfg_keys[k], q(&b, v));
     }
 
     char dir[4200];
@@ -265,9 +213,9 @@ int el_job_sbatch_script(const struct el_job_spec *sp, char **out, char *err,
         "echo \"$state $rc\" >\"$D/end\"\n"
         "[ $state = SUCCEEDED ]\n", sp->max_retries);
     if (b.oom) {
-        free(b.s);
+        free(b.p);
         return -ENOMEM;
     }
-    *out = b.s;
+    *out = b.p;
     return 0;
 }

@@ -16,6 +16,7 @@
 
 #include "elrun/err.h"
 #include "elrun/job.h"
+#include "elrun/job_aws.h"
 
 #define SIZE_LIMIT 100000
 
@@ -86,9 +87,11 @@ bad:
 
 int el_job_check_sched(const char *name, char *err, size_t errlen)
 {
-    if (name && (strcmp(name, "local") == 0 || strcmp(name, "slurm") == 0))
+    if (name && (strcmp(name, "local") == 0 || strcmp(name, "slurm") == 0 ||
+                 strcmp(name, "aws_batch") == 0))
         return 0;
-    snprintf(err, errlen, "unknown scheduler '%s'; use -s local or -s slurm",
+    snprintf(err, errlen, "unknown scheduler '%s'; use -s local, slurm or "
+             "aws_batch",
              name ? name : "");
     return EL_EUSAGE;
 }
@@ -233,6 +236,10 @@ int el_job_check_cfg(const char *sched, const char *cfg, char *err,
                      size_t errlen)
 {
     int slurm = strcmp(sched, "slurm") == 0;
+    const char *const *keys = slurm ? el_job_slurm_cfg_keys
+                              : strcmp(sched, "aws_batch") == 0
+                                  ? el_job_aws_cfg_keys
+                                  : NULL;
     for (const char *p = cfg ? cfg : ""; *p;) {
         size_t n = strcspn(p, ",");
         const char *eq = memchr(p, '=', n);
@@ -251,10 +258,15 @@ int el_job_check_cfg(const char *sched, const char *cfg, char *err,
             key[i] = p[i] == '_' ? '-' : p[i];
         key[kl] = 0;
         int known = 0;
-        for (int i = 0; slurm && el_job_slurm_cfg_keys[i]; i++)
-            known |= strcmp(key, el_job_slurm_cfg_keys[i]) == 0;
+        for (int i = 0; keys && keys[i]; i++)
+            known |= strcmp(key, keys[i]) == 0;
         if (!known) {
-            if (slurm)
+            if (keys && !slurm)
+                snprintf(err, errlen, "--cfg %s: not an option of the %s "
+                         "scheduler; it knows queue, image, vcpus, memory, "
+                         "gpus, job_role, execution_role, efs, efs_path, "
+                         "tags, elrun, privileged, share_id", key, sched);
+            else if (slurm)
                 snprintf(err, errlen, "--cfg %s: not an option of the slurm "
                          "scheduler; it knows partition, time, account, qos, "
                          "constraint, cpus-per-task, mem, gpus-per-node", key);
@@ -262,6 +274,28 @@ int el_job_check_cfg(const char *sched, const char *cfg, char *err,
                 snprintf(err, errlen, "--cfg %s: the %s scheduler has no "
                          "options; drop --cfg", key, sched);
             return EL_EUSAGE;
+        }
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+int el_job_cfg_get(const char *cfg, const char *key, char *out, size_t cap)
+{
+    out[0] = 0;
+    for (const char *p = cfg ? cfg : ""; *p;) {
+        size_t n = strcspn(p, ",");
+        const char *eq = memchr(p, '=', n);
+        if (eq && (size_t)(eq - p) == strlen(key)) {
+            int same = 1;
+            for (size_t i = 0; i < strlen(key); i++)
+                same &= (p[i] == '_' ? '-' : p[i]) == key[i];
+            if (same) {
+                snprintf(out, cap, "%.*s", (int)(p + n - eq - 1), eq + 1);
+                return 1;
+            }
         }
         p += n;
         if (*p == ',')

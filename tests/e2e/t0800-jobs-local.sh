@@ -47,7 +47,7 @@ cp "$ROOT/tests/e2e/bin/job_fail.sh" "$T/fail.sh"
 
 test_expect_success 'bad input: one line and exit 2' '
     usage_error "$ELRUN" submit -s kubernetes --no-python /bin/true
-    grep -q "unknown scheduler .kubernetes.; use -s local or -s slurm" "$T/ue.err"
+    grep -q "unknown scheduler .kubernetes.; use -s local, slurm or aws_batch" "$T/ue.err"
     usage_error "$ELRUN" submit -j 2y4 --no-python /bin/true
     grep -q "is not a job size" "$T/ue.err"
     usage_error "$ELRUN" submit -j 3:2x1 --no-python /bin/true

@@ -96,7 +96,7 @@ TEST(job_handle_errors)
     CHECK_EQ(el_job_parse_handle("kubernetes://elrun/x", &h, err, sizeof err),
              EL_EUSAGE);
     CHECK(strstr(err, "unknown scheduler 'kubernetes'"));
-    CHECK(strstr(err, "-s local or -s slurm"));
+    CHECK(strstr(err, "-s local, slurm or aws_batch"));
 }
 
 TEST(job_role_replica)
@@ -123,8 +123,10 @@ TEST(job_sched_and_ids)
 {
     CHECK_OK(el_job_check_sched("local", err, sizeof err));
     CHECK_OK(el_job_check_sched("slurm", err, sizeof err));
+    CHECK_OK(el_job_check_sched("aws_batch", err, sizeof err));
     CHECK_EQ(el_job_check_sched("local_cwd", err, sizeof err), EL_EUSAGE);
-    CHECK_STR(err, "unknown scheduler 'local_cwd'; use -s local or -s slurm");
+    CHECK_STR(err, "unknown scheduler 'local_cwd'; use -s local, slurm or "
+                   "aws_batch");
     CHECK(el_job_id_valid("a-b.c_9"));
     CHECK(!el_job_id_valid(""));
     CHECK(!el_job_id_valid(".."));

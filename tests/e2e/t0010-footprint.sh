@@ -101,7 +101,10 @@ EOC
     LD_LIBRARY_PATH="$T/p/lib" "$T/prog" >"$T/prog.out"
     cat "$T/prog.out"
     grep -q "^-5009 TLS failure .*| etcd: endpoint .127.0.0.1:12x. is not host:port" "$T/prog.out"
-    LD_LIBRARY_PATH="$T/p/lib" ldd "$T/prog" | grep -q "libelrun.so.0 => $T/p/lib/"
+    # (ldd read whole first: grep -q ending a pipe early is a SIGPIPE
+    # failure under pipefail)
+    LD_LIBRARY_PATH="$T/p/lib" ldd "$T/prog" >"$T/prog.ldd"
+    grep -q "libelrun.so.0 => $T/p/lib/" "$T/prog.ldd"
 '
 fi
 

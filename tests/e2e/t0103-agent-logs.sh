@@ -45,7 +45,10 @@ test_expect_success '--redirects 3: nothing on the console, all in files' '
     "$ELRUN" --standalone --nproc-per-node=2 -r 3 --log-dir "$T/l2" --rdzv-id ignored \
         --no-python "$T/chatty.sh" >"$T/r.out" 2>"$T/r.err"
     [[ ! -s $T/r.out ]]
-    refute grep -v OMP_NUM_THREADS "$T/r.err"
+    # elrun itself says only where the logs go (#12.5: the log folder
+    # always); no worker line reaches the console.
+    refute grep -v -e OMP_NUM_THREADS -e "log directory set to: $T/l2/" "$T/r.err"
+    [[ $(grep -c "log directory set to: " "$T/r.err") == 1 ]]
     d=$(echo "$T"/l2/*_*/attempt_0)
     [[ $(grep -c "part-b" $d/1/stdout.log) == 5 && $(grep -c "^err 1" $d/1/stderr.log) == 5 ]]
 '

@@ -251,7 +251,10 @@ done
 obeys() {
     local sig=$1 ready=$2 log=$3 pid t0 st=0 ms w
     shift 3
-    rm -f "$T"/wp.*
+    # The log of the same state under the other signal must not be read
+    # before this run truncates it (the signal would come before elrun
+    # handles signals at all).
+    rm -f "$T"/wp.* "$log"
     LOGLEVEL=INFO ELRUN_RDZV_REPORT_INTERVAL=1 "$@" 2>"$log" &
     pid=$!
     wait_for_line "$log" "$ready" 30

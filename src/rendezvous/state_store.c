@@ -256,6 +256,10 @@ static int live_lost(struct store_rdzv *r)
                           r->link.io_timeout_ms, -1, el_now_ms() + 2000);
     if (rc == 0)
         rc = st_refresh(&r->e);
+    /* Something else answers there (el__rdzv_connect said so): that, not a
+     * lost store, is what the user must hear. */
+    if (rc == EL_ENOTSTORE)
+        return rc;
     if (rc)
         return FAIL(r, EL_EPEERLOST, "lost the rendezvous store at %s:%d "
                     "(its host is gone, or this node was cut off for longer "

@@ -48,7 +48,7 @@ test_expect_success() {
     local log="$T/case.$_n.log"
     # _case_fd: the case log, where refute and wait_until report even when
     # the command at fault has its stderr redirected.
-    ( set -eo pipefail; exec {_case_fd}>&2; [[ -n ${TEST_TRACE:-} ]] && set -x; eval "$script" ) \
+    ( set -eo pipefail; _in_case=1; exec {_case_fd}>&2; [[ -n ${TEST_TRACE:-} ]] && set -x; eval "$script" ) \
         >"$log" 2>&1
     st=$?
     if ((st == 0)); then
@@ -64,6 +64,14 @@ test_skip() { echo "ok $((_n + 1)) - $1 # SKIP $2"; _n=$((_n + 1)); }
 test_done() {
     echo "$_pass passed, $_fail failed"
     ((_fail == 0))
+}
+
+# Inside a case, a failed refute or wait_until ends the case; outside
+# (a script's own setup, whose result a later case checks), it returns 1.
+_in_case=
+_fail_here() {
+    [[ -n $_in_case ]] && exit 1
+    return 1
 }
 
 # refute CMD [ARG...]: assert that CMD fails.  Use it instead of `! CMD`,
@@ -87,7 +95,7 @@ refute() {
     fi
     [[ -z $why ]] && return 0
     echo "refute: $why: $*" >&"${_case_fd:-2}"
-    exit 1
+    _fail_here || return 1
 }
 
 # wait_until COND [TIMEOUT_S]: evaluate the shell condition COND (a string)
@@ -99,7 +107,7 @@ wait_until() {
     until eval "$cond"; do
         if ((SECONDS >= deadline)); then
             echo "wait_until: timed out after ${2:-20} s waiting until: $cond" >&"${_case_fd:-2}"
-            exit 1
+            _fail_here || return 1
         fi
         sleep 0.02
     done

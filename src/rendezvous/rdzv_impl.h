@@ -59,6 +59,9 @@ struct el__rdzv_link {
     size_t secret_len;
     void (*on_event)(void *arg, const char *msg); /* retries are logged    */
     void *event_arg;
+    int seen_store;            /* a store answered here once: a handshake
+                                  that times out later is a stopped or busy
+                                  store, worth retrying, not another service */
 };
 
 /* Copy cfg's job secret into l (checking its length); 0 or EL_EUSAGE with a
@@ -77,7 +80,7 @@ void el__rdzv_key(const struct el__rdzv_link *l, char *buf, size_t cap,
  * one; -ECANCELED as soon as cancel_fd (>= 0) is readable.  Other failures
  * set r's message and return the error.  While it retries it tells
  * l->on_event (if set) once at the start and then every 10 s. */
-int el__rdzv_connect(struct el_rdzv *r, const struct el__rdzv_link *l,
+int el__rdzv_connect(struct el_rdzv *r, struct el__rdzv_link *l,
                      struct el_store **out, int io_timeout_ms, int cancel_fd,
                      long long deadline);
 

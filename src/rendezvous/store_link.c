@@ -60,7 +60,7 @@ static int authenticate(struct el_rdzv *r, const struct el__rdzv_link *l,
     return rc;
 }
 
-int el__rdzv_connect(struct el_rdzv *r, const struct el__rdzv_link *l,
+int el__rdzv_connect(struct el_rdzv *r, struct el__rdzv_link *l,
                      struct el_store **out, int io_timeout_ms, int cancel_fd,
                      long long deadline)
 {
@@ -68,6 +68,11 @@ int el__rdzv_connect(struct el_rdzv *r, const struct el__rdzv_link *l,
     long long start = el_now_ms(), told = 0;
     for (;;) {
         long long now = el_now_ms(), left = deadline - now;
+        if (left <= 0 && rc == EL_ENOTSTORE)
+            return el__rdzv_fail(r, -ETIMEDOUT, "the rendezvous store at "
+                                 "%s:%d accepts connections but does not "
+                                 "answer (its host stopped or overloaded?); "
+                                 "%s", l->host, l->port, l->hint);
         if (left <= 0)
             return el__rdzv_fail(r, rc ? rc : -ETIMEDOUT,
                                  "cannot reach the rendezvous store at %s:%d "
@@ -82,8 +87,10 @@ int el__rdzv_connect(struct el_rdzv *r, const struct el__rdzv_link *l,
         pause = pause ? (pause < 100 ? pause * 2 : 200) : 5;
         rc = el_store_connect(out, l->host, l->port,
                               left < 200 ? (int)left : 200, io_timeout_ms);
-        if (rc == 0)
+        if (rc == 0) {
+            l->seen_store = 1;
             return l->secret_len ? authenticate(r, l, out) : 0;
+        }
         if (rc == EL_EUSAGE)
             return el__rdzv_fail(r, rc, "rendezvous host '%s' does not "
                                  "resolve", l->host);
@@ -91,7 +98,7 @@ int el__rdzv_connect(struct el_rdzv *r, const struct el__rdzv_link *l,
          * will not get better. */
         if (rc != -ECONNREFUSED && rc != -ETIMEDOUT && rc != -EPIPE &&
             rc != -ECONNRESET && rc != -EHOSTUNREACH && rc != -ENETUNREACH &&
-            rc != EL_EPROTO)
+            rc != EL_EPROTO && !(rc == EL_ENOTSTORE && l->seen_store))
             return el__rdzv_fail(r, rc, "cannot reach the rendezvous store "
                                  "at %s:%d: %s", l->host, l->port,
                                  el_strerror(rc));

@@ -20,7 +20,7 @@ PKGS    := libuv jansson
 VERSION := 0.1.0
 
 # libcurl is not linked: the etcd client dlopen()s it on first use
-# (src/etcd/curl_dl.c), so a job on the built-in store never loads it and its
+# (src/common/curl_dl.c), so a job on the built-in store never loads it and its
 # ~30 dependencies.  Only its headers are needed to build.
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) libcurl 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)

@@ -9,4 +9,7 @@ int cli_store_main(int argc, char **argv);
  * argv[0] is the program name; flags start at argv[1]. */
 int cli_run_main(int argc, char **argv);
 
+/* `elrun k8s-controller ...`: the ElasticJob controller (src/k8s). */
+int cli_k8s_main(int argc, char **argv);
+
 #endif

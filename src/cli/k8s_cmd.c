@@ -23,7 +23,8 @@ static const char usage[] =
     "  --lease-duration S       [15]\n"
     "  --resync S               reconcile every job at least every S s [30]\n"
     "  --unschedulable-timeout S  fewer than minReplicas can be scheduled this\n"
-    "                           long -> the job fails [60]\n";
+    "                           long -> the job fails [60]\n"
+    "  --watch-timeout S        end and resume each watch after S s [300]\n";
 
 /* A positive number of seconds, or -1. */
 static double secs(const char *s)
@@ -48,8 +49,10 @@ int cli_k8s_main(int argc, char **argv)
         {"lease-duration", required_argument, 0, 'd'},
         {"resync", required_argument, 0, 'r'},
         {"unschedulable-timeout", required_argument, 0, 'u'},
+        {"watch-timeout", required_argument, 0, 'w'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+    double wt = 300;
     int ch;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -64,6 +67,7 @@ int cli_k8s_main(int argc, char **argv)
         case 'd': dst = &o.lease_s; break;
         case 'r': dst = &o.resync_s; break;
         case 'u': dst = &o.unschedulable_s; break;
+        case 'w': dst = &wt; break;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs(usage, stderr); return 2;
         }
@@ -71,7 +75,8 @@ int cli_k8s_main(int argc, char **argv)
             fprintf(stderr,
                     "elrun k8s-controller: --%s %s: want a positive number "
                     "of seconds\n",
-                    lo[(ch == 'd') ? 6 : (ch == 'r') ? 7 : 8].name, optarg);
+                    lo[(ch == 'd') ? 6 : (ch == 'r') ? 7 : (ch == 'u') ? 8 : 9].name,
+                    optarg);
             return 2;
         }
     }
@@ -80,6 +85,7 @@ int cli_k8s_main(int argc, char **argv)
                 argv[optind], usage);
         return 2;
     }
+    o.watch_timeout_s = (int)(wt + 0.5);
     char err[600] = "";
     int rc = el__k8s_controller_run(&o, err, sizeof err);
     if (rc) {

@@ -226,9 +226,11 @@ static int watch(struct ctl *c, struct inf *f, struct wctx *w)
     }
     char url[2048];
     snprintf(url, sizeof url,
-             "%s%s?watch=1&allowWatchBookmarks=true&timeoutSeconds=300&"
+             "%s%s?watch=1&allowWatchBookmarks=true&timeoutSeconds=%d&"
              "resourceVersion=%s%s%s",
-             c->k.server, f->path, f->rv, f->query[0] ? "&" : "", f->query);
+             c->k.server, f->path,
+             c->o->watch_timeout_s > 0 ? c->o->watch_timeout_s : 300, f->rv,
+             f->query[0] ? "&" : "", f->query);
     w->c = c;
     w->f = f;
     el__curl.easy_setopt(f->h, CURLOPT_URL, url);
@@ -279,6 +281,9 @@ static void watch_done(struct ctl *c, CURL *h, CURLcode rc)
     int gone = f->gone || http == 410;
     unwatch(c, f);
     if (gone) {
+        if (!f->gone)
+            el_log(EL_LOG_INFO, "watch %s: 410 Gone from resourceVersion "
+                   "%s: listing again", f->kind, f->rv);
         f->need_list = 1;
         f->gone = 0;
         f->retry_at = 0;

@@ -136,7 +136,7 @@ struct el__k8s_ctl_opts {
     double lease_s;           /* lease duration, default 15 */
     double resync_s;          /* full reconcile every, default 30 */
     double unschedulable_s;   /* default 60 */
-    int metrics_port;         /* 0 = none */
+    int watch_timeout_s;      /* a watch's timeoutSeconds, default 300 */
 };
 
 /* Run the controller until SIGTERM/SIGINT (returns 0) or a fatal error

@@ -518,12 +518,12 @@ int el__k8s_plan(const json_t *job, const json_t *pods, const json_t *svcs,
                 replaced++;
                 json_array_append_new(keep, json_string(uid));
                 event(pl, retry ? "Normal" : "Warning", "ExitedWithCode",
-                      "Pod %s exited with code %d%s%s%s%s: %s",
+                      "Pod %s exited with code %d (%s%s%s): %s",
                       json_string_value(path(p, "metadata.name")), code,
-                      treason ? " (" : "", treason ? treason : "",
-                      preason ? ", " : "", preason ? preason : "",
+                      treason ? treason : "Error", preason ? ", " : "",
+                      preason ? preason : "",
                       retry ? "retryable, replaced"
-                            : "counts against backoffLimit");
+                            : "counts against backoffLimit, replaced");
             }
             /* its index stays taken until the delete is seen */
             remove_pod(pl, p, "replace failed pod", -1);
@@ -699,10 +699,11 @@ int el__k8s_plan(const json_t *job, const json_t *pods, const json_t *svcs,
                  "ElasticJob %s is restarting because %d Worker replica(s) "
                  "failed.",
                  name, replaced + lost);
+        if (replaced || !cond_true(st, "Restarting"))
+            event(pl, "Warning", "ElasticJobRestarting", "%s", msg);
         set_cond(st, "Running", "False", "ElasticJobRestarting", msg, now);
         set_cond(st, "Restarting", "True", "ElasticJobRestarting", msg, now);
         json_object_set_new(st, "state", json_string("Restarting"));
-        event(pl, "Warning", "ElasticJobRestarting", "%s", msg);
     } else if (active >= min) {
         snprintf(msg, sizeof msg, "ElasticJob %s is running.", name);
         if (!cond_true(st, "Running"))

@@ -31,6 +31,9 @@ KUBECTL=""
 for c in /usr/local/lib/ksim/kubernetes-client/usr/bin/kubectl /usr/bin/kubectl; do
     [[ -x $c ]] && "$c" version --client 2>/dev/null | grep -q 'v1\.20\.' && { KUBECTL=$c; break; }
 done
+# Debian's kubectl 1.20 (kubernetes-client), unpacked aside when another
+# package owns /usr/bin/kubectl (the simulator's install-deps.sh)
+[[ -n $KUBECTL ]] || KUBECTL=$(bash "$KS/install-deps.sh" 2>"$T/install-deps.log") || KUBECTL=""
 if [[ -z $KUBECTL || ! -x $TRAIN || ! -x /usr/bin/etcd ]]; then
     test_skip "ElasticJob controller on the simulator" \
         "needs kubectl 1.20 (bash tests/infra/k8s/install-deps.sh), etcd-server and $BUILD/examples/train_fmnist"

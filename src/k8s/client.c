@@ -153,38 +153,28 @@ static int fail(struct el__k8s *k, int rc, const char *fmt, ...)
     return rc;
 }
 
-/* The whole file at path (NUL-terminated), or NULL with errno set. */
+/* The whole file at path (NUL-terminated; getdelim() to a NUL reads it
+ * all), or NULL with errno set. */
 static char *slurp(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t r = fread(b + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0)
-            break;
-        if (cap - n < 2) {
-            char *nb = realloc(b, cap * 2);
-            if (!nb) {
-                free(b);
-                b = NULL;
-                break;
-            }
-            b = nb;
-            cap *= 2;
-        }
-    }
+    char *b = NULL;
+    size_t cap = 0;
+    errno = 0;
+    ssize_t n = getdelim(&b, &cap, '\0', f);
+    int e = errno, eof = feof(f);
     fclose(f);
-    if (!b) {
-        errno = ENOMEM;
+    if (n < 0) {
+        free(b);
+        if (eof && e == 0) /* an empty file */
+            return strdup("");
+        errno = e ? e : EIO;
         return NULL;
     }
-    b[n] = '\0';
     if (len)
-        *len = n;
+        *len = (size_t)n;
     return b;
 }
 
@@ -483,29 +473,27 @@ int el__k8s_setup(struct el__k8s *k, CURL *h, struct curl_slist **hdrs)
     return l ? 0 : fail(k, -ENOMEM, "out of memory");
 }
 
-struct buf {
-    char *p;
-    size_t n, cap;
-};
-
 static size_t on_body(char *d, size_t sz, size_t nm, void *u)
 {
-    struct buf *b = u;
-    size_t n = sz * nm;
+    return el__k8s_buf_add(u, d, sz * nm) ? 0 : sz * nm;
+}
+
+int el__k8s_buf_add(struct el__k8s_buf *b, const char *d, size_t n)
+{
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 16384;
         while (cap < b->n + n + 1)
             cap *= 2;
         char *np = realloc(b->p, cap);
         if (!np)
-            return 0;
+            return -ENOMEM;
         b->p = np;
         b->cap = cap;
     }
     memcpy(b->p + b->n, d, n);
     b->n += n;
     b->p[b->n] = '\0';
-    return n;
+    return 0;
 }
 
 int el__k8s_req(struct el__k8s *k, const char *method, const char *path,
@@ -528,7 +516,7 @@ int el__k8s_req(struct el__k8s *k, const char *method, const char *path,
     }
     char url[2048];
     snprintf(url, sizeof url, "%s%s", k->server, path);
-    struct buf b = {0};
+    struct el__k8s_buf b = {0};
     char cerr[CURL_ERROR_SIZE] = "";
     el__curl.easy_setopt(h, CURLOPT_URL, url);
     el__curl.easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);

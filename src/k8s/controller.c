@@ -64,8 +64,7 @@ struct inf {
     char rv[64];
     CURL *h;            /* the watch transfer, NULL when none */
     struct curl_slist *hdrs;
-    char *line;
-    size_t len, cap;
+    struct el__k8s_buf line; /* the partial line of the stream */
     int need_list;
     int gone;           /* 410 seen in the stream */
     double retry_at;
@@ -143,28 +142,19 @@ static size_t on_watch(char *d, size_t sz, size_t nm, void *u)
     struct wctx *w = u;
     struct inf *f = w->f;
     size_t n = sz * nm;
-    if (f->len + n + 1 > f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 65536;
-        while (cap < f->len + n + 1)
-            cap *= 2;
-        char *p = realloc(f->line, cap);
-        if (!p)
-            return 0;
-        f->line = p;
-        f->cap = cap;
-    }
-    memcpy(f->line + f->len, d, n);
-    f->len += n;
+    struct el__k8s_buf *b = &f->line;
+    if (el__k8s_buf_add(b, d, n))
+        return 0;
     size_t start = 0;
-    for (size_t i = 0; i < f->len; i++) {
-        if (f->line[i] != '\n')
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->p[i] != '\n')
             continue;
         if (i > start)
-            on_line(w->c, f, f->line + start, i - start);
+            on_line(w->c, f, b->p + start, i - start);
         start = i + 1;
     }
-    memmove(f->line, f->line + start, f->len - start);
-    f->len -= start;
+    memmove(b->p, b->p + start, b->n - start + 1);
+    b->n -= start;
     return f->gone ? 0 : n; /* 0 ends the transfer: re-list */
 }
 
@@ -210,7 +200,7 @@ static void unwatch(struct ctl *c, struct inf *f)
     el__curl.slist_free_all(f->hdrs);
     f->h = NULL;
     f->hdrs = NULL;
-    f->len = 0;
+    f->line.n = 0;
 }
 
 static int watch(struct ctl *c, struct inf *f, struct wctx *w)
@@ -600,13 +590,17 @@ static char *micro_time(char *buf)
     return buf;
 }
 
+static void lease_path(const struct ctl *c, char *p, size_t n, int item)
+{
+    snprintf(p, n, "/apis/coordination.k8s.io/v1/namespaces/%s/leases%s%s",
+             c->lease_ns, item ? "/" : "", item ? c->lease_name : "");
+}
+
 /* One try to take or renew the Lease; updates c->leader. */
 static void lease_step(struct ctl *c)
 {
     char p[700], now[40];
-    snprintf(p, sizeof p,
-             "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s",
-             c->lease_ns, c->lease_name);
+    lease_path(c, p, sizeof p, 1);
     long http;
     json_t *r = NULL;
     int dur = (int)(c->o->lease_s + 0.5);
@@ -627,9 +621,7 @@ static void lease_step(struct ctl *c)
                       "leaseDurationSeconds", dur, "acquireTime",
                       micro_time(now), "renewTime", now, "leaseTransitions", 0);
         method = "POST";
-        snprintf(p, sizeof p,
-                 "/apis/coordination.k8s.io/v1/namespaces/%s/leases",
-                 c->lease_ns);
+        lease_path(c, p, sizeof p, 0);
     } else if (http == 200) {
         json_t *sp = json_object_get(r, "spec");
         const char *holder = jstr(sp, "holderIdentity");
@@ -689,9 +681,7 @@ out:
 static void lease_release(struct ctl *c)
 {
     char p[700], now[40];
-    snprintf(p, sizeof p,
-             "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s",
-             c->lease_ns, c->lease_name);
+    lease_path(c, p, sizeof p, 1);
     long http;
     json_t *r = NULL, *r2 = NULL;
     if (el__k8s_req(&c->k, "GET", p, NULL, &http, &r) == 0 && http == 200) {
@@ -853,9 +843,9 @@ int el__k8s_controller_run(const struct el__k8s_ctl_opts *o, char *err,
     json_decref(c.jobs.cache);
     json_decref(c.pods.cache);
     json_decref(c.svcs.cache);
-    free(c.jobs.line);
-    free(c.pods.line);
-    free(c.svcs.line);
+    free(c.jobs.line.p);
+    free(c.pods.line.p);
+    free(c.svcs.line.p);
     close(sfd);
     el__k8s_close(&c.k);
     return rc;

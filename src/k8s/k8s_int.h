@@ -75,6 +75,14 @@ const char *el__k8s_status_msg(const json_t *resp, long http, char *buf,
  * the watch streams that controller.c runs on a curl multi. */
 int el__k8s_setup(struct el__k8s *k, CURL *h, struct curl_slist **hdrs);
 
+/* A growing NUL-terminated byte buffer (p is malloc()ed; the owner frees
+ * it).  el__k8s_buf_add appends n bytes: 0 or -ENOMEM. */
+struct el__k8s_buf {
+    char *p;
+    size_t n, cap;
+};
+int el__k8s_buf_add(struct el__k8s_buf *b, const char *d, size_t n);
+
 /* URL-escape s into buf (for selectors); returns buf. */
 char *el__k8s_escape(const char *s, char *buf, size_t n);
 

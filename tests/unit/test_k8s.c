@@ -5,8 +5,11 @@
  * YAML loader (src/k8s/client.c).
  */
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
+
+#include "elrun/err.h"
 
 #include "k8s/k8s_int.h"
 #include "test.h"
@@ -401,4 +404,44 @@ TEST(k8s_kubeconfig_yaml)
     CHECK(j != NULL);
     CHECK_STR(json_string_value(json_array_get(json_object_get(json_object_get(j, "a"), "b"), 1)), "3");
     json_decref(j);
+}
+
+TEST(k8s_in_cluster_config)
+{
+    char dir[] = "/tmp/elrun-k8s-sa.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char p[128];
+    const char *files[][2] = {{"token", "tok\n"}, {"ca.crt", "x"}, {"namespace", "team-a\n"}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i][0]);
+        FILE *f = fopen(p, "w");
+        CHECK(f != NULL);
+        fputs(files[i][1], f);
+        fclose(f);
+    }
+    unsetenv("KUBECONFIG");
+    setenv("EL_K8S_SA_DIR", dir, 1);
+    setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+    struct el__k8s k;
+    CHECK_EQ(el__k8s_open(&k, NULL), 0);
+    CHECK_STR(k.server, "https://10.96.0.1:443");
+    CHECK_STR(k.namespace_, "team-a");
+    snprintf(p, sizeof p, "%s/ca.crt", dir);
+    CHECK_STR(k.cafile, p);
+    el__k8s_close(&k);
+    /* outside a pod, with nothing configured: says what to give */
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    setenv("HOME", dir, 1);
+    CHECK_EQ(el__k8s_open(&k, NULL), EL_EUSAGE);
+    CHECK(strstr(k.err, "give --kubeconfig, set KUBECONFIG, or run in a pod") != NULL);
+    el__k8s_close(&k);
+    CHECK(el__k8s_open(&k, "/nonexistent/kubeconfig") < 0);
+    CHECK(strstr(k.err, "cannot read kubeconfig /nonexistent/kubeconfig") != NULL);
+    el__k8s_close(&k);
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i][0]);
+        unlink(p);
+    }
+    rmdir(dir);
 }

@@ -228,9 +228,12 @@ static int watch(struct ctl *c, struct inf *f, struct wctx *w)
     el__curl.easy_setopt(f->h, CURLOPT_WRITEFUNCTION, on_watch);
     el__curl.easy_setopt(f->h, CURLOPT_WRITEDATA, w);
     el__curl.easy_setopt(f->h, CURLOPT_PRIVATE, w);
-    /* a silent dead connection: bookmarks come every second or so */
+    /* a dead connection that stays silent: TCP keep-alive, and no byte for
+     * longer than the server's own timeout */
+    el__curl.easy_setopt(f->h, CURLOPT_TCP_KEEPALIVE, 1L);
     el__curl.easy_setopt(f->h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    el__curl.easy_setopt(f->h, CURLOPT_LOW_SPEED_TIME, 60L);
+    el__curl.easy_setopt(f->h, CURLOPT_LOW_SPEED_TIME,
+                         (long)(c->o->watch_timeout_s > 0 ? c->o->watch_timeout_s : 300) + 30L);
     el__curl.multi_add_handle(c->multi, f->h);
     f->rewatches++;
     return 0;

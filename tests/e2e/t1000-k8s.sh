@@ -52,19 +52,26 @@ trap 'kill -KILL ${CTL_PIDS:-} 2>/dev/null
       _cleanup
       bash "$INFRA/netns-down.sh" >/dev/null 2>&1' EXIT
 
-# The images: elrun/* is elrun; TorchElastic's example image is elrun whose
-# "python" is a shim running the C example with the script's epochs.
+# The images: elrun/* is elrun.  TorchElastic's example image is played by
+# elrun too: its entrypoint rewrites the script's path inside the image
+# (/workspace/examples/imagenet/main.py, absent here) to a stand-in, and its
+# "python" runs the C example for the script's --epochs.
+cat >"$T/imagenet-entry.sh" <<EOF
+#!/bin/bash
+exec "$ROOT/$BUILD/elrun" "\${@/#\/workspace\/examples\/imagenet\/main.py/$T/main.py}"
+EOF
 cat >"$T/imagenet-python.sh" <<EOF
 #!/bin/sh
-# python3 -u /workspace/examples/imagenet/main.py --arch=.. --epochs=N ... DATA
+# python3 -u $T/main.py --arch=.. --epochs=N ... DATA
 ep=2
 for a in "\$@"; do case \$a in --epochs=*) ep=\${a#--epochs=};; esac; done
 exec "$TRAIN" --epochs "\$ep" --subset 3000 --threads 1
 EOF
-chmod +x "$T/imagenet-python.sh"
+echo "# stands in for the image's imagenet/main.py" >"$T/main.py"
+chmod +x "$T/imagenet-entry.sh" "$T/imagenet-python.sh"
 cat >"$T/images.json" <<EOF
 { "elrun/*": {"entrypoint": ["$ROOT/$BUILD/elrun"]},
-  "torchelastic/examples*": {"entrypoint": ["$ROOT/$BUILD/elrun"], "env": {"PYTHON_EXEC": "$T/imagenet-python.sh"}} }
+  "torchelastic/examples*": {"entrypoint": ["$T/imagenet-entry.sh"], "env": {"PYTHON_EXEC": "$T/imagenet-python.sh"}} }
 EOF
 KSIM_IMAGES="$T/images.json:$KS/images.json" bash "$KS/k8s-start.sh" >"$T/ksim.env" 2>"$T/ksim.start" ||
     { cat "$T/ksim.start"; echo "Bail out! the simulator did not start"; exit 1; }

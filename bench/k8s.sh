@@ -3,11 +3,11 @@
 # (tests/infra/k8s; pods are real processes in their own network
 # namespaces), controller `elrun k8s-controller` as a plain process:
 #   1. kubectl apply of an ElasticJob (N workers, min=max=N) -> every worker
-#      pod Running, and -> every worker training ("rank R of N" from the C
-#      example); the anchor is the simulator's own time: N bare pods
+#      pod Running, and -> every agent in the round of N and rank 0 of the C
+#      example training; the anchor is the simulator's own time: N bare pods
 #      (kubectl apply of N busybox pods) -> all Running;
 #   2. a worker pod SIGKILLed (ksim pod kill) -> its replacement Running and
-#      the job re-formed (the new pod's worker logs "rank R of N");
+#      the job re-formed (the new pod's agent is in a round of N);
 #   3. the controller's RSS and CPU with JOBS jobs of one pod each (an image
 #      that never pulls, so no process runs): idle before, after all are
 #      reconciled, and CPU seconds over an idle minute.
@@ -60,6 +60,14 @@ wait_log() {
     until f=$(logfile "$1") && [[ -n $f ]] && grep -qE "$2" "$f"; do ((SECONDS < d)) || return 1; sleep 0.01; done
 }
 
+# wait_logs JOB REGEX: until the log of one of the job's pods matches
+wait_logs() {
+    local d=$((SECONDS + 120))
+    until cat "$KSIM_BASE"/pods/"${NS}_$1"-worker-*/logs/elasticjob-worker/0.log 2>/dev/null | grep -qE "$2"; do
+        ((SECONDS < d)) || return 1; sleep 0.01
+    done
+}
+
 kc apply -f deploy/kubernetes/crd.yaml >/dev/null
 kc create namespace $NS >/dev/null
 kc -n $NS apply -f deploy/kubernetes/etcd.yaml >/dev/null
@@ -95,7 +103,8 @@ for r in $(seq "$REPS"); do
     t0=$(now); kc apply -f "$D/a.yaml" >/dev/null
     wait_running "job-name%3Da$r" "$N" || { echo "  run $r: not running"; continue; }
     t1=$(now)
-    for i in $(seq 0 $((N - 1))); do wait_log "a$r-worker-$i" "rank [0-9]+ of $N " || echo "  run $r: worker $i not training"; done
+    for i in $(seq 0 $((N - 1))); do wait_log "a$r-worker-$i" "round [0-9]+: $N nodes" || echo "  run $r: worker $i not in the round"; done
+    wait_logs "a$r" "rank 0 of $N " || echo "  run $r: rank 0 not training"
     t2=$(now)
     ms "$t0" "$t1" >>"$D/run"; ms "$t0" "$t2" >>"$D/train"
     kc -n $NS delete elasticjob a$r --wait=true >/dev/null
@@ -110,12 +119,12 @@ for r in $(seq "$REPS"); do
     kc -n $NS delete pod -l bare=b$r --wait=true >/dev/null
 done
 printf '  apply -> all Running   %6s ms   (bare pods: %s ms, the simulator and kubectl)\n' "$(median <"$D/run")" "$(median <"$D/bare")"
-printf '  apply -> all training  %6s ms   (+ agents: etcd rendezvous, worker start, data load)\n' "$(median <"$D/train")"
+printf '  apply -> training      %6s ms   (+ agents: etcd rendezvous, worker start, data load)\n' "$(median <"$D/train")"
 
 echo "2. pod SIGKILLed -> replacement Running / job re-formed ($N workers, medians of $REPS)"
 job k "$N" 100000 | kc apply -f - >/dev/null
 wait_running "job-name%3Dk" "$N"
-for i in $(seq 0 $((N - 1))); do wait_log "k-worker-$i" "rank [0-9]+ of $N "; done
+for i in $(seq 0 $((N - 1))); do wait_log "k-worker-$i" "round [0-9]+: $N nodes"; done
 : >"$D/rep"; : >"$D/ref"
 v=k-worker-$((N - 1))
 for r in $(seq "$REPS"); do
@@ -125,7 +134,7 @@ for r in $(seq "$REPS"); do
     until u=$(kc -n $NS get pod $v -o jsonpath='{.metadata.uid} {.status.phase}' 2>/dev/null) &&
         [[ $u == *Running && ${u% *} != "$old" ]]; do ((SECONDS < d)) || break; sleep 0.01; done
     t1=$(now)
-    wait_log "$v" "rank [0-9]+ of $N " || echo "  run $r: not re-formed"
+    wait_log "$v" "round [0-9]+: $N nodes" || echo "  run $r: not re-formed"
     t2=$(now)
     ms "$t0" "$t1" >>"$D/rep"; ms "$t0" "$t2" >>"$D/ref"
 done

@@ -16,7 +16,7 @@ pkgs=(
   python3-torch                # the real PyTorch client and torchrun anchor in tests/benches
   procps iproute2 psmisc       # ps/pgrep, ip netns, fuser in tests
   clang-format                 # scripts/format-check.sh
-  libyaml-0-2 nftables curl python3-yaml  # k8s-controller kubeconfigs; the k8s simulator (kubectl: tests/infra/k8s/install-deps.sh)
+  libyaml-dev nftables curl python3-yaml  # k8s-controller kubeconfigs (libyaml dlopen()ed); the k8s simulator (kubectl 1.20: tests/infra/k8s/install-deps.sh)
 )
 
 missing=()

@@ -85,6 +85,11 @@ pod_uid() { kc -n $NS get pod "$1" -o jsonpath='{.metadata.uid}' 2>/dev/null; }
 pod_phase() { kc -n $NS get pod "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }
 npods() { kc -n $NS get pods -l "job-name=$1" -o name | wc -l; }
 podlog() { kc -n $NS logs "$1" 2>/dev/null; }
+# formed POD N: the pod's agent is in a round of N nodes (every agent logs it)
+formed() { podlog "$1" | grep -qE "round [0-9]+: $2 nodes"; }
+# trains JOB N: the job's rank 0 (in any of its pods) logged an epoch at world N
+joblogs() { local p; for p in $(kc -n $NS get pods -l "job-name=$1" -o name); do kc -n $NS logs "$p" 2>/dev/null; done; }
+trains() { joblogs "$1" | grep -q "world $2\$"; }
 
 CTL_PIDS=""
 # ctl NAME [ARGS]: a controller as a plain process (kubeconfig), on the lease
@@ -180,10 +185,11 @@ test_expect_success 'TorchElastic'"'"'s imagenet manifest, unchanged, trains to 
         kc -n $NS get pod $p -o jsonpath="{.spec.containers[0].args}" >"$T/args.$i"
         grep -q "^\[\"--rdzv_backend=etcd\",\"--rdzv_endpoint=etcd-service:2379\",\"--rdzv_id=imagenet\",\"--nnodes=1:2\",\"--nproc_per_node=1\",\"/workspace/examples/imagenet/main.py\"" "$T/args.$i"
         [[ $(pod_phase $p) == Succeeded ]]
-        podlog $p | grep -q "^final: test accuracy .*world 2"
+        formed $p 2
         [[ $(kc -n $NS get service $p -o jsonpath={.spec.clusterIP}) == None ]]
         [[ $(kc -n $NS get pod $p -o jsonpath={.metadata.ownerReferences[0].kind}) == ElasticJob ]]
     done
+    joblogs imagenet | grep -q "^final: test accuracy .*world 2"
     kc -n $NS get elasticjob imagenet >"$T/get.txt"
     cat "$T/get.txt"
     grep -Eq "^NAME +MIN +MAX +DESIRED +ACTIVE +STATE +AGE" "$T/get.txt"
@@ -200,15 +206,15 @@ test_expect_success 'deleting a job leaves nothing (pods and services are owned)
 
 test_expect_success 'kubectl scale 2 -> 3 -> 1 while training: no surviving pod restarts' '
     job sc 2 1 3 100000 | kc apply -f -
-    wait_until "podlog sc-worker-0 | grep -q \"world 2\$\"" 60
+    wait_until "formed sc-worker-0 2 && trains sc 2" 60
     u0=$(pod_uid sc-worker-0)
     kc -n $NS scale elasticjob/sc --replicas=3
     wait_until "[[ \$(pod_phase sc-worker-2) == Running ]]" 30
-    wait_until "podlog sc-worker-0 | grep -q \"world 3\$\"" 60
+    wait_until "formed sc-worker-0 3 && trains sc 3" 60
     [[ $(kj sc {.status.replicas}) == 3 ]]
     kc -n $NS scale elasticjob/sc --replicas=1
     wait_until "[[ -z \$(pod_uid sc-worker-1)\$(pod_uid sc-worker-2) ]]" 30
-    wait_until "podlog sc-worker-0 | grep -q \"world 1\$\"" 60
+    wait_until "formed sc-worker-0 1 && trains sc 1" 60
     # the same pod and the same container: re-formed, not restarted
     [[ $(pod_uid sc-worker-0) == "$u0" ]]
     [[ $(kc -n $NS get pod sc-worker-0 -o jsonpath={.status.containerStatuses[0].restartCount}) == 0 ]]
@@ -221,12 +227,12 @@ test_expect_success 'kubectl scale 2 -> 3 -> 1 while training: no surviving pod 
 
 test_expect_success 'a pod killed, then worker-0'"'"'s node killed: replaced, the job trains to the end' '
     job pk 2 1 2 300 | kc apply -f -
-    wait_until "podlog pk-worker-0 | grep -q \"world 2\$\"" 60
+    wait_until "formed pk-worker-0 2 && trains pk 2" 60
     u1=$(pod_uid pk-worker-1)
     ksim pod kill $NS/pk-worker-1 >/dev/null
     wait_until "[[ \$(pod_uid pk-worker-1) && \$(pod_uid pk-worker-1) != $u1 ]]" 30
     wait_until "[[ \$(pod_phase pk-worker-1) == Running ]]" 30
-    wait_until "podlog pk-worker-1 | grep -q \"world 2\$\"" 90
+    wait_until "formed pk-worker-1 2" 90
     # worker-0 is where torchrun-style jobs keep their store: not here
     node=$(kc -n $NS get pod pk-worker-0 -o jsonpath={.spec.nodeName})
     [[ $node != $(kc -n $NS get pod etcd -o jsonpath={.spec.nodeName}) ]]
@@ -237,7 +243,7 @@ test_expect_success 'a pod killed, then worker-0'"'"'s node killed: replaced, th
     ksim node restore $node >/dev/null
     [[ $(kj pk {.status.replicaStatuses.Worker.failed}) == 0 ]]   # neither counts against backoffLimit
     [[ $(kj pk {.status.restarts}) -ge 1 ]]
-    podlog pk-worker-0 | grep "^final:" | tee "$T/pk.final"
+    joblogs pk | grep "^final:" | tee "$T/pk.final"
     awk "{ sub(/%/, \"\", \$4); exit !(\$4 >= 75) }" "$T/pk.final"
     kc -n $NS get events --field-selector involvedObject.name=pk -o jsonpath="{.items[*].reason}" | grep -q ElasticJobRestarting
     kc -n $NS delete elasticjob pk
@@ -252,7 +258,7 @@ test_expect_success 'a Pending pod does not hold the job; below minReplicas it f
     kc apply -f "$T/pend.yaml"
     wait_until "[[ \$(kj pend {.status.replicas}) == 3 ]]" 30
     [[ $(pod_phase pend-worker-3) == Pending ]]
-    wait_until "podlog pend-worker-0 | grep -q \"world 3\$\"" 60
+    wait_until "formed pend-worker-0 3 && trains pend 3" 60
     [[ $(state pend) == Running ]]
     # the two nodes without etcd lost: their pods come back Pending, and 1 of
     # minReplicas 2 can run

@@ -46,7 +46,7 @@ fi
 
 netns_hosts 3
 export KSIM_BASE="$T/ksim"
-trap 'kill -KILL ${CTL_PIDS:-} 2>/dev/null
+trap 'for f in "$T"/ctl-*.pid; do [[ -s $f ]] && kill -KILL "$(cat "$f")" 2>/dev/null; done
       [[ -n ${T1000_KEEP:-} ]] && { mkdir -p "$T1000_KEEP"; cp -a "$T"/. "$T1000_KEEP"/ 2>/dev/null; }
       bash "$KS/k8s-stop.sh" >/dev/null 2>&1
       _cleanup
@@ -91,18 +91,17 @@ formed() { podlog "$1" | grep -qE "round [0-9]+: $2 nodes"; }
 joblogs() { local p; for p in $(kc -n $NS get pods -l "job-name=$1" -o name); do kc -n $NS logs "$p" 2>/dev/null; done; }
 trains() { joblogs "$1" | grep -q "world $2\$"; }
 
-CTL_PIDS=""
 # ctl NAME [ARGS]: a controller as a plain process (kubeconfig), on the lease
-# that the shipped Deployment uses too.
+# that the shipped Deployment uses too.  Cases run in subshells: the pid is
+# in $T/ctl-NAME.pid (ctlpid NAME), which the EXIT trap kills.
 ctl() {
     local n=$1; shift
     "$ELRUN" k8s-controller --leader-elect --lease-namespace $NS --identity "$n" \
         --lease-duration 3 --unschedulable-timeout 4 --watch-timeout 3 "$@" \
         >>"$T/ctl-$n.log" 2>&1 &
-    CTL_PIDS="$CTL_PIDS $!"
-    track_pid $!
-    eval "PID_${n//-/_}=$!"
+    echo $! >"$T/ctl-$n.pid"
 }
+ctlpid() { cat "$T/ctl-$1.pid"; }
 
 # job NAME REPLICAS MIN MAX EPOCHS [EXTRA YAML for the pod spec]
 job() {
@@ -284,7 +283,7 @@ test_expect_success 'two controllers at once: one acts; SIGKILLed, the other tak
     refute grep -q "leading as" "$T/ctl-ctl-b.log"
     refute grep -q "elastic-job/ha" "$T/ctl-ctl-b.log"
     u0=$(pod_uid ha-worker-0); u1=$(pod_uid ha-worker-1)
-    kill -KILL $PID_ctl_a
+    kill -KILL "$(ctlpid ctl-a)"
     wait_until "grep -q \"leading as \\\"ctl-b\\\"\" $T/ctl-ctl-b.log" 20
     kc -n $NS scale elasticjob/ha --replicas=3
     wait_until "[[ \$(pod_phase ha-worker-2) == Running ]]" 30
@@ -293,7 +292,7 @@ test_expect_success 'two controllers at once: one acts; SIGKILLed, the other tak
     [[ $(pod_uid ha-worker-0) == "$u0" && $(pod_uid ha-worker-1) == "$u1" ]]
     [[ $(npods ha) == 3 ]]
     # the leader SIGKILLed and restarted under its identity: picks up at once
-    kill -KILL $PID_ctl_b
+    kill -KILL "$(ctlpid ctl-b)"
     ctl ctl-b
     wait_until "[[ \$(grep -c \"leading as \\\"ctl-b\\\"\" $T/ctl-ctl-b.log) == 2 ]]" 20
     kc -n $NS scale elasticjob/ha --replicas=2
@@ -314,8 +313,9 @@ test_expect_success 'a watch resumed after the history is gone gets 410 and re-l
 '
 
 test_expect_success 'SIGTERM: the controller stops at once and hands the lease over' '
-    kill -TERM $PID_ctl_b
-    wait_until "[[ ! -e /proc/$PID_ctl_b ]]" 5
+    pid=$(ctlpid ctl-b)
+    kill -TERM $pid
+    wait_until "[[ ! -e /proc/$pid ]]" 5
     grep -q "released" "$T/ctl-ctl-b.log"
     [[ -z $(kc -n $NS get lease elastic-job-controller -o jsonpath={.spec.holderIdentity}) ]]
 '

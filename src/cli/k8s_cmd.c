@@ -24,7 +24,8 @@ static const char usage[] =
     "  --resync S               reconcile every job at least every S s [30]\n"
     "  --unschedulable-timeout S  fewer than minReplicas can be scheduled this\n"
     "                           long -> the job fails [60]\n"
-    "  --watch-timeout S        end and resume each watch after S s [300]\n";
+    "  --watch-timeout S        end and resume each watch after S s [300]\n"
+    "  --metrics-addr HOST:PORT Prometheus metrics there [none]\n";
 
 /* A positive number of seconds, or -1. */
 static double secs(const char *s)
@@ -50,6 +51,7 @@ int cli_k8s_main(int argc, char **argv)
         {"resync", required_argument, 0, 'r'},
         {"unschedulable-timeout", required_argument, 0, 'u'},
         {"watch-timeout", required_argument, 0, 'w'},
+        {"metrics-addr", required_argument, 0, 'm'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     double wt = 300;
@@ -68,6 +70,7 @@ int cli_k8s_main(int argc, char **argv)
         case 'r': dst = &o.resync_s; break;
         case 'u': dst = &o.unschedulable_s; break;
         case 'w': dst = &wt; break;
+        case 'm': o.metrics_addr = optarg; break;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs(usage, stderr); return 2;
         }

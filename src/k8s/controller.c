@@ -84,6 +84,7 @@ struct ctl {
     char obs_holder[256], obs_renew[64];
     double obs_at, renewed_at, next_lease;
     unsigned long ev_seq;
+    struct el__k8s_metrics m;
     char err[512];
 };
 
@@ -185,6 +186,7 @@ static int list(struct ctl *c, struct inf *f)
     f->need_list = 0;
     f->gone = 0;
     f->relists++;
+    c->m.relists++;
     c->dirty = 1;
     el_log(EL_LOG_DEBUG, "listed %zu %s at resourceVersion %s",
            json_object_size(f->cache), f->kind, f->rv);
@@ -412,6 +414,7 @@ static int reconcile(struct ctl *c, const char *key, json_t *job)
             goto out;
         }
         if (http == 409) {
+            c->m.conflicts++;
             json_decref(r);
             r = NULL;
             job_path(p, sizeof p, job, "");
@@ -456,6 +459,9 @@ static int reconcile(struct ctl *c, const char *key, json_t *job)
         if (rc == 0 && http < 300) {
             el_log(EL_LOG_INFO, "%s/%s: deleted pod %s (%s)", ns, name,
                    jstr(d, "name"), jstr(d, "reason"));
+            c->m.pods_deleted++;
+            if (strcmp(jstr(d, "reason"), "replace failed pod") == 0)
+                c->m.pods_replaced++;
             char k2[600], now[32];
             snprintf(k2, sizeof k2, "%s/%s", ns, jstr(d, "name"));
             json_t *cp = json_object_get(c->pods.cache, k2);
@@ -503,6 +509,7 @@ static int reconcile(struct ctl *c, const char *key, json_t *job)
         if (rc == 0 && http < 300) {
             if (r)
                 cache_put(&c->pods, r);
+            c->m.pods_created++;
             el_log(EL_LOG_INFO, "%s/%s: created pod %s", ns, name, pn);
             json_t *ev = json_pack("{s:s,s:s,s:s+}", "type", "Normal",
                                    "reason", "SuccessfulCreatePod", "message",
@@ -571,7 +578,13 @@ static void reconcile_all(struct ctl *c)
             if (!job || md(job, "deletionTimestamp"))
                 break;
             json_incref(job);
+            double t0 = mono();
             int again = reconcile(c, json_string_value(kv), job);
+            double dt = mono() - t0;
+            c->m.rec_sum += dt;
+            c->m.rec_count++;
+            if (dt > c->m.rec_max)
+                c->m.rec_max = dt;
             json_decref(job);
             if (!again)
                 break;
@@ -765,6 +778,17 @@ int el__k8s_controller_run(const struct el__k8s_ctl_opts *o, char *err,
     inf_init(&c.pods, "pods", o->namespace_, "/api/v1", "pods", q);
     inf_init(&c.svcs, "services", o->namespace_, "/api/v1", "services", q);
     c.multi = el__curl.multi_init();
+    c.m.fd = -1;
+    if (o->metrics_addr) {
+        rc = el__k8s_metrics_listen(&c.m, o->metrics_addr, err, errlen);
+        if (rc) {
+            el__curl.multi_cleanup(c.multi);
+            el__k8s_close(&c.k);
+            return rc;
+        }
+        el_log(EL_LOG_INFO, "metrics on %s (port %d)", o->metrics_addr,
+               c.m.port);
+    }
 
     sigset_t set;
     sigemptyset(&set);
@@ -829,9 +853,15 @@ int el__k8s_controller_run(const struct el__k8s_ctl_opts *o, char *err,
             ms = 0;
         if (ms > 1000)
             ms = 1000;
-        struct curl_waitfd wf = {.fd = sfd, .events = CURL_WAIT_POLLIN};
-        el__curl.multi_poll(c.multi, &wf, 1, ms, NULL);
-        if (wf.revents) {
+        struct curl_waitfd wf[2] = {{.fd = sfd, .events = CURL_WAIT_POLLIN},
+                                    {.fd = c.m.fd, .events = CURL_WAIT_POLLIN}};
+        el__curl.multi_poll(c.multi, wf, c.m.fd >= 0 ? 2 : 1, ms, NULL);
+        if (c.m.fd >= 0 && wf[1].revents) {
+            char *body = el__k8s_metrics_text(&c.m, c.jobs.cache, c.leader);
+            el__k8s_metrics_serve(&c.m, body);
+            free(body);
+        }
+        if (wf[0].revents) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof si) > 0) {
                 el_log(EL_LOG_INFO, "signal %u: stopping", si.ssi_signo);
@@ -843,6 +873,7 @@ int el__k8s_controller_run(const struct el__k8s_ctl_opts *o, char *err,
     if (o->leader_elect && c.leader && rc == 0)
         lease_release(&c);
     el__curl.multi_cleanup(c.multi);
+    el__k8s_metrics_close(&c.m);
     json_decref(c.jobs.cache);
     json_decref(c.pods.cache);
     json_decref(c.svcs.cache);

@@ -132,6 +132,28 @@ char *el__k8s_time(double t, char *buf);
 /* Parse an RFC 3339 time; -1 if absent or malformed. */
 double el__k8s_parse_time(const char *s);
 
+/* ---- metrics.c: the Prometheus endpoint ---- */
+
+struct el__k8s_metrics {
+    int fd, port;  /* listening socket (-1: none) and its port */
+    unsigned long pods_created, pods_deleted, pods_replaced, conflicts,
+        relists;
+    double rec_sum, rec_max; /* reconcile seconds */
+    unsigned long rec_count;
+};
+
+/* Listen on HOST:PORT (port 0 picks one: m->port), non-blocking. */
+int el__k8s_metrics_listen(struct el__k8s_metrics *m, const char *addr,
+                           char *err, size_t errlen);
+void el__k8s_metrics_close(struct el__k8s_metrics *m);
+/* The exposition text (malloc()ed) for these counters and the jobs of the
+ * cache ("ns/name" -> ElasticJob). */
+char *el__k8s_metrics_text(const struct el__k8s_metrics *m,
+                           const json_t *jobs, int leader);
+/* Answer every connection waiting on m->fd with body; never blocks on
+ * accept (a request is waited for at most 200 ms). */
+void el__k8s_metrics_serve(struct el__k8s_metrics *m, const char *body);
+
 /* ---- controller.c ---- */
 
 struct el__k8s_ctl_opts {
@@ -145,6 +167,7 @@ struct el__k8s_ctl_opts {
     double resync_s;          /* full reconcile every, default 30 */
     double unschedulable_s;   /* default 60 */
     int watch_timeout_s;      /* a watch's timeoutSeconds, default 300 */
+    const char *metrics_addr; /* HOST:PORT of /metrics, NULL = none */
 };
 
 /* Run the controller until SIGTERM/SIGINT (returns 0) or a fatal error

@@ -138,7 +138,7 @@ test_expect_success 'the CRD, a namespace and etcd in its own pod' '
     kc create namespace $NS
     kc -n $NS apply -f "$DEPLOY/etcd.yaml"
     wait_until "[[ \$(kc -n $NS get endpoints etcd-service -o jsonpath={.subsets[0].addresses[0].ip}) ]]" 30
-    ctl ctl-a
+    ctl ctl-a --metrics-addr 127.0.0.1:0
     wait_until "grep -q \"leading as \\\"ctl-a\\\"\" $T/ctl-ctl-a.log" 20
 '
 
@@ -196,6 +196,13 @@ test_expect_success 'TorchElastic'"'"'s imagenet manifest, unchanged, trains to 
     kc -n $NS get events --field-selector involvedObject.name=imagenet -o jsonpath="{.items[*].reason}" >"$T/ev"
     grep -q SuccessfulCreatePod "$T/ev"
     grep -q ElasticJobSucceeded "$T/ev"
+    # the controller'"'"'s metrics
+    port=$(sed -n "s/.*metrics on .* (port \([0-9]*\)).*/\1/p" "$T/ctl-ctl-a.log")
+    curl -fsS -m 5 "http://127.0.0.1:$port/metrics" >"$T/metrics"
+    grep -qx "elrun_k8s_jobs{state=\"Succeeded\"} 1" "$T/metrics"
+    grep -qx "elrun_k8s_leader 1" "$T/metrics"
+    awk "/^elrun_k8s_pods_created_total / { ok = \$2 >= 2 } END { exit !ok }" "$T/metrics"
+    grep -q "^elrun_k8s_reconcile_seconds_count [1-9]" "$T/metrics"
 '
 
 test_expect_success 'deleting a job leaves nothing (pods and services are owned)' '

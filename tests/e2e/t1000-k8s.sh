@@ -232,7 +232,7 @@ test_expect_success 'kubectl scale 2 -> 3 -> 1 while training: no surviving pod 
 '
 
 test_expect_success 'a pod killed, then worker-0'"'"'s node killed: replaced, the job trains to the end' '
-    job pk 2 1 2 300 | kc apply -f -
+    job pk 2 1 2 1500 | kc apply -f -
     wait_until "formed pk-worker-0 2 && trains pk 2" 60
     u1=$(pod_uid pk-worker-1)
     ksim pod kill $NS/pk-worker-1 >/dev/null
@@ -245,7 +245,7 @@ test_expect_success 'a pod killed, then worker-0'"'"'s node killed: replaced, th
     u0=$(pod_uid pk-worker-0)
     ksim node kill $node >/dev/null
     wait_until "[[ \$(pod_uid pk-worker-0) && \$(pod_uid pk-worker-0) != $u0 ]]" 40
-    wait_until "[[ \$(state pk) == Succeeded ]]" 300
+    wait_until "[[ \$(state pk) == Succeeded ]]" 400
     ksim node restore $node >/dev/null
     [[ $(kj pk {.status.replicaStatuses.Worker.failed}) == 0 ]]   # neither counts against backoffLimit
     [[ $(kj pk {.status.restarts}) -ge 1 ]]

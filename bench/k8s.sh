@@ -40,7 +40,7 @@ trap '[[ -n $CTL ]] && kill -KILL $CTL 2>/dev/null; bash "$KS/k8s-stop.sh" >/dev
 bash tests/infra/netns-down.sh >/dev/null 2>&1
 bash tests/infra/netns-up.sh 3 >/dev/null 2>&1
 echo "{\"elrun/*\": {\"entrypoint\": [\"$ELRUN\"]}}" >"$D/images.json"
-KSIM_IMAGES="$D/images.json:$KS/images.json" bash "$KS/k8s-start.sh" >/dev/null 2>"$D/start.log" ||
+KSIM_IMAGES="$D/images.json:$KS/images.json" bash "$KS/k8s-start.sh" >/dev/null 2>"$D/start.log" 9>&- ||
     { cat "$D/start.log"; exit 1; }
 export KUBECONFIG=$KSIM_BASE/kubeconfig
 kc() { "$KUBECTL" --cache-dir "$D/kcache" "$@"; }
@@ -72,7 +72,7 @@ kc apply -f deploy/kubernetes/crd.yaml >/dev/null
 kc create namespace $NS >/dev/null
 kc -n $NS apply -f deploy/kubernetes/etcd.yaml >/dev/null
 until [[ -n $(kc -n $NS get endpoints etcd-service -o jsonpath='{.subsets[0].addresses[0].ip}' 2>/dev/null) ]]; do sleep 0.1; done
-"$ELRUN" k8s-controller --namespace $NS >"$D/ctl.log" 2>&1 &
+"$ELRUN" k8s-controller --namespace $NS >"$D/ctl.log" 2>&1 9>&- &
 CTL=$!
 
 job() { # NAME N EPOCHS [IMAGE]

@@ -73,7 +73,8 @@ cat >"$T/images.json" <<EOF
 { "elrun/*": {"entrypoint": ["$ROOT/$BUILD/elrun"]},
   "torchelastic/examples*": {"entrypoint": ["$T/imagenet-entry.sh"], "env": {"PYTHON_EXEC": "$T/imagenet-python.sh"}} }
 EOF
-KSIM_IMAGES="$T/images.json:$KS/images.json" bash "$KS/k8s-start.sh" >"$T/ksim.env" 2>"$T/ksim.start" ||
+# (not the lock's fd 9: whatever outlives this script must not hold the lock)
+KSIM_IMAGES="$T/images.json:$KS/images.json" bash "$KS/k8s-start.sh" >"$T/ksim.env" 2>"$T/ksim.start" 9>&- ||
     { cat "$T/ksim.start"; echo "Bail out! the simulator did not start"; exit 1; }
 export KUBECONFIG="$KSIM_BASE/kubeconfig"
 kc() { "$KUBECTL" --cache-dir "$T/kcache" "$@"; }
@@ -98,7 +99,7 @@ ctl() {
     local n=$1; shift
     "$ELRUN" k8s-controller --leader-elect --lease-namespace $NS --identity "$n" \
         --lease-duration 3 --unschedulable-timeout 4 --watch-timeout 3 "$@" \
-        >>"$T/ctl-$n.log" 2>&1 &
+        >>"$T/ctl-$n.log" 2>&1 9>&- &
     echo $! >"$T/ctl-$n.pid"
 }
 ctlpid() { cat "$T/ctl-$1.pid"; }

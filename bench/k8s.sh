@@ -63,7 +63,7 @@ wait_log() {
 # wait_logs JOB REGEX: until the log of one of the job's pods matches
 wait_logs() {
     local d=$((SECONDS + 120))
-    until cat "$KSIM_BASE"/pods/"${NS}_$1"-worker-*/logs/elasticjob-worker/0.log 2>/dev/null | grep -qE "$2"; do
+    until grep -qE "$2" "$KSIM_BASE"/pods/"${NS}_$1"-worker-*/logs/elasticjob-worker/0.log 2>/dev/null; do
         ((SECONDS < d)) || return 1; sleep 0.01
     done
 }

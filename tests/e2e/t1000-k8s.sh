@@ -87,10 +87,10 @@ pod_phase() { kc -n $NS get pod "$1" -o jsonpath='{.status.phase}' 2>/dev/null; 
 npods() { kc -n $NS get pods -l "job-name=$1" -o name | wc -l; }
 podlog() { kc -n $NS logs "$1" 2>/dev/null; }
 # formed POD N: the pod's agent is in a round of N nodes (every agent logs it)
-formed() { podlog "$1" | grep -qE "round [0-9]+: $2 nodes"; }
+formed() { podlog "$1" | grep -E "round [0-9]+: $2 nodes" >/dev/null; }
 # trains JOB N: the job's rank 0 (in any of its pods) logged an epoch at world N
 joblogs() { local p; for p in $(kc -n $NS get pods -l "job-name=$1" -o name); do kc -n $NS logs "$p" 2>/dev/null; done; }
-trains() { joblogs "$1" | grep -q "world $2\$"; }
+trains() { joblogs "$1" | grep "world $2\$" >/dev/null; }
 
 # ctl NAME [ARGS]: a controller as a plain process (kubeconfig), on the lease
 # that the shipped Deployment uses too.  Cases run in subshells: the pid is
@@ -189,7 +189,7 @@ test_expect_success 'TorchElastic'"'"'s imagenet manifest, unchanged, trains to 
         [[ $(kc -n $NS get service $p -o jsonpath={.spec.clusterIP}) == None ]]
         [[ $(kc -n $NS get pod $p -o jsonpath={.metadata.ownerReferences[0].kind}) == ElasticJob ]]
     done
-    joblogs imagenet | grep -q "^final: test accuracy .*world 2"
+    joblogs imagenet | grep "^final: test accuracy .*world 2" >/dev/null
     kc -n $NS get elasticjob imagenet >"$T/get.txt"
     cat "$T/get.txt"
     grep -Eq "^NAME +MIN +MAX +DESIRED +ACTIVE +STATE +AGE" "$T/get.txt"
@@ -225,7 +225,7 @@ test_expect_success 'kubectl scale 2 -> 3 -> 1 while training: no surviving pod 
     # the same pod and the same container: re-formed, not restarted
     [[ $(pod_uid sc-worker-0) == "$u0" ]]
     [[ $(kc -n $NS get pod sc-worker-0 -o jsonpath={.status.containerStatuses[0].restartCount}) == 0 ]]
-    podlog sc-worker-0 | grep -q "resumed from checkpoint"
+    podlog sc-worker-0 | grep "resumed from checkpoint" >/dev/null
     wait_until "[[ -z \$(kc -n $NS get services sc-worker-1 sc-worker-2 -o name 2>/dev/null) ]]" 20
     kc -n $NS get events --field-selector involvedObject.name=sc -o jsonpath="{.items[*].reason}" | grep -q ScaledDown
     kc -n $NS delete elasticjob sc
@@ -334,8 +334,8 @@ test_expect_success 'the shipped Deployment (in-cluster config, 2 replicas) runs
     job dep 1 1 1 1 | kc apply -f -
     wait_until "[[ \$(state dep) == Succeeded ]]" 90
     leader=$(kc -n $NS get lease elastic-job-controller -o jsonpath={.spec.holderIdentity})
-    kc -n $NS logs $leader | grep -q "API server https://10.77.0.254:443"
-    kc -n $NS logs $leader | grep -q "elastic-job/dep: created pod dep-worker-0"
+    kc -n $NS logs $leader | grep "API server https://10.77.0.254:443" >/dev/null
+    kc -n $NS logs $leader | grep "elastic-job/dep: created pod dep-worker-0" >/dev/null
     kc -n $NS delete elasticjob dep
     wait_until "gone dep" 30
 '

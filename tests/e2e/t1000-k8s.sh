@@ -89,7 +89,7 @@ podlog() { kc -n $NS logs "$1" 2>/dev/null; }
 # formed POD N: the pod's agent is in a round of N nodes (every agent logs it)
 formed() { podlog "$1" | grep -E "round [0-9]+: $2 nodes" >/dev/null; }
 # trains JOB N: the job's rank 0 (in any of its pods) logged an epoch at world N
-joblogs() { local p; for p in $(kc -n $NS get pods -l "job-name=$1" -o name); do kc -n $NS logs "$p" 2>/dev/null; done; }
+joblogs() { local p; for p in $(kc -n $NS get pods -l "job-name=$1" -o name); do kc -n $NS logs "$p" 2>/dev/null || :; done; }
 trains() { joblogs "$1" | grep "world $2\$" >/dev/null; }
 
 # ctl NAME [ARGS]: a controller as a plain process (kubeconfig), on the lease

@@ -149,7 +149,7 @@ r0=$(rss); c0=$(cpu)
 for j in $(seq "$JOBS"); do job m$j 1 1 registry.invalid/none:1; echo "---"; done >"$D/many.yaml"
 t0=$(now); kc apply -f "$D/many.yaml" >/dev/null
 d=$((SECONDS + 300))
-until (($(api "/api/v1/namespaces/$NS/pods?labelSelector=group-name%3Delastic.pytorch.org" | grep -o '"kind":"Pod"' | wc -l) >= JOBS)) &&
+until (($(api "/api/v1/namespaces/$NS/pods?labelSelector=group-name%3Delastic.pytorch.org" | grep -o '"replica-index":"0"' | wc -l) >= JOBS)) &&
     (($(grep -c 'm[0-9]*: created pod' "$D/ctl.log") >= JOBS)); do ((SECONDS < d)) || break; sleep 0.1; done
 t1=$(now); r1=$(rss); c1=$(cpu)
 sleep "$IDLE_S"

@@ -76,7 +76,9 @@ struct ctl {
     struct el__k8s k;
     CURLM *multi;
     struct inf jobs, pods, svcs;
-    int dirty;
+    int dirty;          /* something changed: reconcile */
+    int all;            /* ... every job (after a list), else: */
+    json_t *touched;    /* "ns/job" -> true: the jobs whose objects changed */
     double resync_at, requeue_at;
     /* leader election */
     int leader;
@@ -122,6 +124,19 @@ static void on_line(struct ctl *c, struct inf *f, const char *l, size_t n)
         if (strcmp(t, "BOOKMARK") != 0) {
             char key[600];
             key_of(o, key, sizeof key);
+            /* the job this event concerns: itself, or its pod's/service's */
+            char jk[600];
+            if (f == &c->jobs) {
+                snprintf(jk, sizeof jk, "%s", key);
+            } else {
+                json_t *m = json_object_get(o, "metadata");
+                snprintf(jk, sizeof jk, "%s/%s",
+                         jstr(m, "namespace") ? jstr(m, "namespace") : "",
+                         jstr(json_object_get(m, "labels"), "job-name")
+                             ? jstr(json_object_get(m, "labels"), "job-name")
+                             : "");
+            }
+            json_object_set_new(c->touched, jk, json_true());
             if (strcmp(t, "DELETED") == 0)
                 json_object_del(f->cache, key);
             else
@@ -188,6 +203,7 @@ static int list(struct ctl *c, struct inf *f)
     f->relists++;
     c->m.relists++;
     c->dirty = 1;
+    c->all = 1;
     el_log(EL_LOG_DEBUG, "listed %zu %s at resourceVersion %s",
            json_object_size(f->cache), f->kind, f->rv);
     return 0;
@@ -558,15 +574,22 @@ out:
     return again;
 }
 
-static void reconcile_all(struct ctl *c)
+/* Reconcile every job (full: after a list, at a resync or a requeue) or
+ * those whose objects changed since the last pass. */
+static void reconcile_all(struct ctl *c, int full)
 {
+    full = full || c->all;
     c->dirty = 0;
-    c->requeue_at = 0;
+    c->all = 0;
+    if (full)
+        c->requeue_at = 0;
     /* a snapshot of the keys: reconcile() may replace cache entries */
     json_t *keys = json_array();
     const char *k;
     json_t *o;
-    json_object_foreach(c->jobs.cache, k, o) json_array_append_new(keys, json_string(k));
+    json_object_foreach(c->jobs.cache, k, o) if (full || json_object_get(c->touched, k))
+        json_array_append_new(keys, json_string(k));
+    json_object_clear(c->touched);
     size_t i;
     json_t *kv;
     json_array_foreach(keys, i, kv)
@@ -778,11 +801,13 @@ int el__k8s_controller_run(const struct el__k8s_ctl_opts *o, char *err,
     inf_init(&c.pods, "pods", o->namespace_, "/api/v1", "pods", q);
     inf_init(&c.svcs, "services", o->namespace_, "/api/v1", "services", q);
     c.multi = el__curl.multi_init();
+    c.touched = json_object();
     c.m.fd = -1;
     if (o->metrics_addr) {
         rc = el__k8s_metrics_listen(&c.m, o->metrics_addr, err, errlen);
         if (rc) {
             el__curl.multi_cleanup(c.multi);
+            json_decref(c.touched);
             el__k8s_close(&c.k);
             return rc;
         }
@@ -823,11 +848,12 @@ int el__k8s_controller_run(const struct el__k8s_ctl_opts *o, char *err,
             informers_step(&c);
             int synced = !c.jobs.need_list && !c.pods.need_list &&
                          !c.svcs.need_list;
-            if (synced && (c.dirty || t >= c.resync_at ||
-                           (c.requeue_at > 0 && t >= c.requeue_at))) {
+            int full = t >= c.resync_at ||
+                       (c.requeue_at > 0 && t >= c.requeue_at);
+            if (synced && (c.dirty || full)) {
                 if (t >= c.resync_at)
                     c.resync_at = t + o->resync_s;
-                reconcile_all(&c);
+                reconcile_all(&c, full);
             }
         }
         int running = 0;
@@ -874,6 +900,7 @@ int el__k8s_controller_run(const struct el__k8s_ctl_opts *o, char *err,
         lease_release(&c);
     el__curl.multi_cleanup(c.multi);
     el__k8s_metrics_close(&c.m);
+    json_decref(c.touched);
     json_decref(c.jobs.cache);
     json_decref(c.pods.cache);
     json_decref(c.svcs.cache);

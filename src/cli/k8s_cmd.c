@@ -38,8 +38,8 @@ static double secs(const char *s)
 int cli_k8s_main(int argc, char **argv)
 {
     el_log_init("k8s-controller", EL_LOG_INFO);
-    struct el__k8s_ctl_opts o = {.lease_s = 15, .resync_s = 30,
-                                 .unschedulable_s = 60};
+    struct el__k8s_ctl_opts o = {
+        .lease_s = 15, .resync_s = 30, .unschedulable_s = 60};
     static const struct option lo[] = {
         {"kubeconfig", required_argument, 0, 'k'},
         {"namespace", required_argument, 0, 'n'},
@@ -60,25 +60,55 @@ int cli_k8s_main(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         double *dst = NULL;
         switch (ch) {
-        case 'k': o.kubeconfig = optarg; break;
-        case 'n': o.namespace_ = optarg; break;
-        case 'l': o.leader_elect = 1; break;
-        case 'L': o.lease_ns = optarg; break;
-        case 'N': o.lease_name = optarg; break;
-        case 'i': o.identity = optarg; break;
-        case 'd': dst = &o.lease_s; break;
-        case 'r': dst = &o.resync_s; break;
-        case 'u': dst = &o.unschedulable_s; break;
-        case 'w': dst = &wt; break;
-        case 'm': o.metrics_addr = optarg; break;
-        case 'h': fputs(usage, stdout); return 0;
-        default: fputs(usage, stderr); return 2;
+        case 'k':
+            o.kubeconfig = optarg;
+            break;
+        case 'n':
+            o.namespace_ = optarg;
+            break;
+        case 'l':
+            o.leader_elect = 1;
+            break;
+        case 'L':
+            o.lease_ns = optarg;
+            break;
+        case 'N':
+            o.lease_name = optarg;
+            break;
+        case 'i':
+            o.identity = optarg;
+            break;
+        case 'd':
+            dst = &o.lease_s;
+            break;
+        case 'r':
+            dst = &o.resync_s;
+            break;
+        case 'u':
+            dst = &o.unschedulable_s;
+            break;
+        case 'w':
+            dst = &wt;
+            break;
+        case 'm':
+            o.metrics_addr = optarg;
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        default:
+            fputs(usage, stderr);
+            return 2;
         }
         if (dst && (*dst = secs(optarg)) < 0) {
             fprintf(stderr,
                     "elrun k8s-controller: --%s %s: want a positive number "
                     "of seconds\n",
-                    lo[(ch == 'd') ? 6 : (ch == 'r') ? 7 : (ch == 'u') ? 8 : 9].name,
+                    lo[(ch == 'd')   ? 6
+                       : (ch == 'r') ? 7
+                       : (ch == 'u') ? 8
+                                     : 9]
+                        .name,
                     optarg);
             return 2;
         }

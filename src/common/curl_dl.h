@@ -12,25 +12,25 @@
 
 #include <curl/curl.h>
 
-#define EL_CURL_SYMS(X)                                                     \
-    X(global_init, curl_global_init)                                        \
-    X(easy_init, curl_easy_init)                                            \
-    X(easy_cleanup, curl_easy_cleanup)                                      \
-    X(easy_reset, curl_easy_reset)                                          \
-    X(easy_setopt, curl_easy_setopt)                                        \
-    X(easy_perform, curl_easy_perform)                                      \
-    X(easy_getinfo, curl_easy_getinfo)                                      \
-    X(easy_strerror, curl_easy_strerror)                                    \
-    X(easy_escape, curl_easy_escape)                                        \
-    X(free, curl_free)                                                      \
-    X(slist_append, curl_slist_append)                                      \
-    X(slist_free_all, curl_slist_free_all)                                  \
-    X(multi_init, curl_multi_init)                                          \
-    X(multi_cleanup, curl_multi_cleanup)                                    \
-    X(multi_add_handle, curl_multi_add_handle)                              \
-    X(multi_remove_handle, curl_multi_remove_handle)                        \
-    X(multi_perform, curl_multi_perform)                                    \
-    X(multi_poll, curl_multi_poll)                                          \
+#define EL_CURL_SYMS(X)                              \
+    X(global_init, curl_global_init)                 \
+    X(easy_init, curl_easy_init)                     \
+    X(easy_cleanup, curl_easy_cleanup)               \
+    X(easy_reset, curl_easy_reset)                   \
+    X(easy_setopt, curl_easy_setopt)                 \
+    X(easy_perform, curl_easy_perform)               \
+    X(easy_getinfo, curl_easy_getinfo)               \
+    X(easy_strerror, curl_easy_strerror)             \
+    X(easy_escape, curl_easy_escape)                 \
+    X(free, curl_free)                               \
+    X(slist_append, curl_slist_append)               \
+    X(slist_free_all, curl_slist_free_all)           \
+    X(multi_init, curl_multi_init)                   \
+    X(multi_cleanup, curl_multi_cleanup)             \
+    X(multi_add_handle, curl_multi_add_handle)       \
+    X(multi_remove_handle, curl_multi_remove_handle) \
+    X(multi_perform, curl_multi_perform)             \
+    X(multi_poll, curl_multi_poll)                   \
     X(multi_info_read, curl_multi_info_read)
 
 struct el__curl_api {

@@ -26,13 +26,13 @@
 
 /* ---- libyaml, loaded at run time ---- */
 
-#define EL_YAML_SYMS(X)                                                     \
-    X(parser_initialize, yaml_parser_initialize)                            \
-    X(parser_set_input_string, yaml_parser_set_input_string)                \
-    X(parser_load, yaml_parser_load)                                        \
-    X(parser_delete, yaml_parser_delete)                                    \
-    X(document_get_root_node, yaml_document_get_root_node)                  \
-    X(document_get_node, yaml_document_get_node)                            \
+#define EL_YAML_SYMS(X)                                      \
+    X(parser_initialize, yaml_parser_initialize)             \
+    X(parser_set_input_string, yaml_parser_set_input_string) \
+    X(parser_load, yaml_parser_load)                         \
+    X(parser_delete, yaml_parser_delete)                     \
+    X(document_get_root_node, yaml_document_get_root_node)   \
+    X(document_get_node, yaml_document_get_node)             \
     X(document_delete, yaml_document_delete)
 
 static struct {
@@ -97,8 +97,8 @@ static json_t *yaml_node(yaml_document_t *d, yaml_node_t *n, int depth)
                 json_decref(o);
                 return NULL;
             }
-            json_t *v = yaml_node(d, yl.document_get_node(d, p->value),
-                                  depth + 1);
+            json_t *v =
+                yaml_node(d, yl.document_get_node(d, p->value), depth + 1);
             if (!v) {
                 json_decref(o);
                 return NULL;
@@ -124,8 +124,7 @@ json_t *el__k8s_yaml_to_json(const char *text, char *err, size_t errlen)
         el__errf(err, errlen, 0, "out of memory");
         return NULL;
     }
-    yl.parser_set_input_string(&p, (const unsigned char *)text,
-                               strlen(text));
+    yl.parser_set_input_string(&p, (const unsigned char *)text, strlen(text));
     if (!yl.parser_load(&p, &d)) {
         el__errf(err, errlen, 0, "YAML error at line %zu: %s",
                  p.problem_mark.line + 1, p.problem ? p.problem : "?");
@@ -447,7 +446,8 @@ int el__k8s_setup(struct el__k8s *k, CURL *h, struct curl_slist **hdrs)
         struct curl_blob b = {k->key_data, k->key_len, CURL_BLOB_COPY};
         el__curl.easy_setopt(h, CURLOPT_SSLKEY_BLOB, &b);
     }
-    struct curl_slist *l = el__curl.slist_append(NULL, "Accept: application/json");
+    struct curl_slist *l =
+        el__curl.slist_append(NULL, "Accept: application/json");
     char *tok = k->token;
     char *ftok = NULL;
     if (k->token_file) { /* projected tokens rotate: read it each time */
@@ -532,11 +532,12 @@ int el__k8s_req(struct el__k8s *k, const char *method, const char *path,
     free(js);
     if (cr != CURLE_OK) {
         free(b.p);
-        int code = cr == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
-                   : (cr == CURLE_SSL_CACERT || cr == CURLE_PEER_FAILED_VERIFICATION ||
-                      cr == CURLE_SSL_CONNECT_ERROR)
-                       ? EL_ETLS
-                       : -ECONNREFUSED;
+        int code =
+            cr == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
+            : (cr == CURLE_SSL_CACERT || cr == CURLE_PEER_FAILED_VERIFICATION ||
+               cr == CURLE_SSL_CONNECT_ERROR)
+                ? EL_ETLS
+                : -ECONNREFUSED;
         return fail(k, code, "%s %s: %s", method, url,
                     cerr[0] ? cerr : el__curl.easy_strerror(cr));
     }

@@ -57,16 +57,16 @@ static const char *md(const json_t *o, const char *k)
 /* ---- informers: list, then watch from the list's resourceVersion ---- */
 
 struct inf {
-    const char *kind;   /* for logs */
-    char path[512];     /* collection path */
-    char query[256];    /* labelSelector=... or "" */
-    json_t *cache;      /* "ns/name" -> object */
+    const char *kind; /* for logs */
+    char path[512];   /* collection path */
+    char query[256];  /* labelSelector=... or "" */
+    json_t *cache;    /* "ns/name" -> object */
     char rv[64];
-    CURL *h;            /* the watch transfer, NULL when none */
+    CURL *h; /* the watch transfer, NULL when none */
     struct curl_slist *hdrs;
     struct el__k8s_buf line; /* the partial line of the stream */
     int need_list;
-    int gone;           /* 410 seen in the stream */
+    int gone; /* 410 seen in the stream */
     double retry_at;
     unsigned long relists, rewatches;
 };
@@ -76,9 +76,9 @@ struct ctl {
     struct el__k8s k;
     CURLM *multi;
     struct inf jobs, pods, svcs;
-    int dirty;          /* something changed: reconcile */
-    int all;            /* ... every job (after a list), else: */
-    json_t *touched;    /* "ns/job" -> true: the jobs whose objects changed */
+    int dirty;       /* something changed: reconcile */
+    int all;         /* ... every job (after a list), else: */
+    json_t *touched; /* "ns/job" -> true: the jobs whose objects changed */
     double resync_at, requeue_at;
     /* leader election */
     int leader;
@@ -250,8 +250,9 @@ static int watch(struct ctl *c, struct inf *f, struct wctx *w)
      * longer than the server's own timeout */
     el__curl.easy_setopt(f->h, CURLOPT_TCP_KEEPALIVE, 1L);
     el__curl.easy_setopt(f->h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    el__curl.easy_setopt(f->h, CURLOPT_LOW_SPEED_TIME,
-                         (long)(c->o->watch_timeout_s > 0 ? c->o->watch_timeout_s : 300) + 30L);
+    el__curl.easy_setopt(
+        f->h, CURLOPT_LOW_SPEED_TIME,
+        (long)(c->o->watch_timeout_s > 0 ? c->o->watch_timeout_s : 300) + 30L);
     el__curl.multi_add_handle(c->multi, f->h);
     f->rewatches++;
     return 0;
@@ -293,13 +294,16 @@ static void watch_done(struct ctl *c, CURL *h, CURLcode rc)
     unwatch(c, f);
     if (gone) {
         if (!f->gone)
-            el_log(EL_LOG_INFO, "watch %s: 410 Gone from resourceVersion "
-                   "%s: listing again", f->kind, f->rv);
+            el_log(EL_LOG_INFO,
+                   "watch %s: 410 Gone from resourceVersion "
+                   "%s: listing again",
+                   f->kind, f->rv);
         f->need_list = 1;
         f->gone = 0;
         f->retry_at = 0;
     } else if (rc != CURLE_OK || http != 200) {
-        el_log(EL_LOG_INFO, "watch %s ended (%s, HTTP %ld): resuming in 1 s "
+        el_log(EL_LOG_INFO,
+               "watch %s ended (%s, HTTP %ld): resuming in 1 s "
                "from resourceVersion %s",
                f->kind, el__curl.easy_strerror(rc), http, f->rv);
         f->retry_at = mono() + 1;
@@ -413,8 +417,8 @@ static int reconcile(struct ctl *c, const char *key, json_t *job)
         job_path(p, sizeof p, job, "");
         if (el__k8s_req(&c->k, "DELETE", p, NULL, &http, &r) == 0 &&
             (http < 300 || http == 404))
-            el_log(EL_LOG_INFO, "%s/%s: deleted (ttlSecondsAfterFinished)",
-                   ns, name);
+            el_log(EL_LOG_INFO, "%s/%s: deleted (ttlSecondsAfterFinished)", ns,
+                   name);
         json_decref(r);
         goto out;
     }
@@ -485,8 +489,8 @@ static int reconcile(struct ctl *c, const char *key, json_t *job)
                 json_object_set_new(json_object_get(cp, "metadata"),
                                     "deletionTimestamp",
                                     json_string(el__k8s_time(wall(), now)));
-            json_t *ev = json_pack("{s:s,s:s,s:s+}", "type", "Normal",
-                                   "reason", "SuccessfulDeletePod", "message",
+            json_t *ev = json_pack("{s:s,s:s,s:s+}", "type", "Normal", "reason",
+                                   "SuccessfulDeletePod", "message",
                                    "Deleted pod: ", jstr(d, "name"));
             post_event(c, job, ev);
             json_decref(ev);
@@ -527,16 +531,16 @@ static int reconcile(struct ctl *c, const char *key, json_t *job)
                 cache_put(&c->pods, r);
             c->m.pods_created++;
             el_log(EL_LOG_INFO, "%s/%s: created pod %s", ns, name, pn);
-            json_t *ev = json_pack("{s:s,s:s,s:s+}", "type", "Normal",
-                                   "reason", "SuccessfulCreatePod", "message",
+            json_t *ev = json_pack("{s:s,s:s,s:s+}", "type", "Normal", "reason",
+                                   "SuccessfulCreatePod", "message",
                                    "Created pod: ", pn);
             post_event(c, job, ev);
             json_decref(ev);
         } else if (rc == 0 && http != 409) {
             el__k8s_status_msg(r, http, m, sizeof m);
             el_log(EL_LOG_WARN, "%s/%s: create pod %s: %s", ns, name, pn, m);
-            json_t *ev = json_pack("{s:s,s:s,s:s}", "type", "Warning",
-                                   "reason", "FailedCreatePod", "message", m);
+            json_t *ev = json_pack("{s:s,s:s,s:s}", "type", "Warning", "reason",
+                                   "FailedCreatePod", "message", m);
             post_event(c, job, ev);
             json_decref(ev);
         } else if (rc) {
@@ -587,7 +591,8 @@ static void reconcile_all(struct ctl *c, int full)
     json_t *keys = json_array();
     const char *k;
     json_t *o;
-    json_object_foreach(c->jobs.cache, k, o) if (full || json_object_get(c->touched, k))
+    json_object_foreach(c->jobs.cache, k,
+                        o) if (full || json_object_get(c->touched, k))
         json_array_append_new(keys, json_string(k));
     json_object_clear(c->touched);
     size_t i;
@@ -677,14 +682,14 @@ static void lease_step(struct ctl *c)
                 snprintf(c->obs_renew, sizeof c->obs_renew, "%s", renew);
                 c->obs_at = mono();
             }
-            json_int_t d = json_integer_value(
-                json_object_get(sp, "leaseDurationSeconds"));
+            json_int_t d =
+                json_integer_value(json_object_get(sp, "leaseDurationSeconds"));
             if (holder[0] && mono() - c->obs_at < (double)(d > 0 ? d : dur)) {
                 c->leader = 0;
                 goto out;
             }
-            json_int_t tr = json_integer_value(
-                json_object_get(sp, "leaseTransitions"));
+            json_int_t tr =
+                json_integer_value(json_object_get(sp, "leaseTransitions"));
             json_object_set_new(sp, "leaseTransitions", json_integer(tr + 1));
             json_object_set_new(sp, "acquireTime",
                                 json_string(micro_time(now)));
@@ -697,7 +702,8 @@ static void lease_step(struct ctl *c)
         b = json_incref(r);
     } else {
         char m[300];
-        el_log(EL_LOG_WARN, "lease: %s", el__k8s_status_msg(r, http, m, sizeof m));
+        el_log(EL_LOG_WARN, "lease: %s",
+               el__k8s_status_msg(r, http, m, sizeof m));
         goto out;
     }
     json_decref(r);
@@ -748,8 +754,8 @@ static void inf_init(struct inf *f, const char *kind, const char *ns,
     memset(f, 0, sizeof *f);
     f->kind = kind;
     if (ns)
-        snprintf(f->path, sizeof f->path, "%s/namespaces/%s/%s", group_path,
-                 ns, plural);
+        snprintf(f->path, sizeof f->path, "%s/namespaces/%s/%s", group_path, ns,
+                 plural);
     else
         snprintf(f->path, sizeof f->path, "%s/%s", group_path, plural);
     snprintf(f->query, sizeof f->query, "%s", query);
@@ -832,7 +838,8 @@ int el__k8s_controller_run(const struct el__k8s_ctl_opts *o, char *err,
         if (o->leader_elect && t >= c.next_lease) {
             int was = c.leader;
             lease_step(&c);
-            c.next_lease = mono() + (c.leader ? o->lease_s / 3 : o->lease_s / 5);
+            c.next_lease =
+                mono() + (c.leader ? o->lease_s / 3 : o->lease_s / 5);
             if (was && !lease_valid(&c)) {
                 el__errf(err, errlen, EL_EPEERLOST,
                          "lost the lease %s/%s (not renewed within %.0f s): "
@@ -846,10 +853,10 @@ int el__k8s_controller_run(const struct el__k8s_ctl_opts *o, char *err,
         }
         if (c.leader) {
             informers_step(&c);
-            int synced = !c.jobs.need_list && !c.pods.need_list &&
-                         !c.svcs.need_list;
-            int full = t >= c.resync_at ||
-                       (c.requeue_at > 0 && t >= c.requeue_at);
+            int synced =
+                !c.jobs.need_list && !c.pods.need_list && !c.svcs.need_list;
+            int full =
+                t >= c.resync_at || (c.requeue_at > 0 && t >= c.requeue_at);
             if (synced && (c.dirty || full)) {
                 if (t >= c.resync_at)
                     c.resync_at = t + o->resync_s;

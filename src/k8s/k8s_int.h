@@ -28,11 +28,11 @@
 /* ---- client.c ---- */
 
 struct el__k8s {
-    char server[512];   /* https://host:port, no trailing slash */
-    char *token;        /* bearer token (or NULL) */
-    char *token_file;   /* re-read before each request when set */
-    char *cafile;       /* CA bundle path, or */
-    char *ca_data;      /* PEM CA in memory (certificate-authority-data) */
+    char server[512]; /* https://host:port, no trailing slash */
+    char *token;      /* bearer token (or NULL) */
+    char *token_file; /* re-read before each request when set */
+    char *cafile;     /* CA bundle path, or */
+    char *ca_data;    /* PEM CA in memory (certificate-authority-data) */
     size_t ca_len;
     char *cert_file, *key_file; /* client certificate, or in memory: */
     char *cert_data, *key_data;
@@ -135,9 +135,8 @@ double el__k8s_parse_time(const char *s);
 /* ---- metrics.c: the Prometheus endpoint ---- */
 
 struct el__k8s_metrics {
-    int fd, port;  /* listening socket (-1: none) and its port */
-    unsigned long pods_created, pods_deleted, pods_replaced, conflicts,
-        relists;
+    int fd, port; /* listening socket (-1: none) and its port */
+    unsigned long pods_created, pods_deleted, pods_replaced, conflicts, relists;
     double rec_sum, rec_max; /* reconcile seconds */
     unsigned long rec_count;
 };
@@ -148,8 +147,8 @@ int el__k8s_metrics_listen(struct el__k8s_metrics *m, const char *addr,
 void el__k8s_metrics_close(struct el__k8s_metrics *m);
 /* The exposition text (malloc()ed) for these counters and the jobs of the
  * cache ("ns/name" -> ElasticJob). */
-char *el__k8s_metrics_text(const struct el__k8s_metrics *m,
-                           const json_t *jobs, int leader);
+char *el__k8s_metrics_text(const struct el__k8s_metrics *m, const json_t *jobs,
+                           int leader);
 /* Answer every connection waiting on m->fd with body; never blocks on
  * accept (a request is waited for at most 200 ms). */
 void el__k8s_metrics_serve(struct el__k8s_metrics *m, const char *body);
@@ -157,8 +156,8 @@ void el__k8s_metrics_serve(struct el__k8s_metrics *m, const char *body);
 /* ---- controller.c ---- */
 
 struct el__k8s_ctl_opts {
-    const char *kubeconfig;   /* NULL: $KUBECONFIG or in-cluster */
-    const char *namespace_;   /* watch only this one (NULL: all) */
+    const char *kubeconfig; /* NULL: $KUBECONFIG or in-cluster */
+    const char *namespace_; /* watch only this one (NULL: all) */
     int leader_elect;
     const char *lease_ns;     /* default: POD_NAMESPACE or the config's */
     const char *lease_name;   /* default elastic-job-controller */

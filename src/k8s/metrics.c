@@ -40,8 +40,8 @@ int el__k8s_metrics_listen(struct el__k8s_metrics *m, const char *addr,
     if (rc)
         return el__errf(err, errlen, EL_EUSAGE, "--metrics-addr %s: %s", addr,
                         gai_strerror(rc));
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                    0);
+    int fd =
+        socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int one = 1;
     if (fd >= 0)
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -57,9 +57,9 @@ int el__k8s_metrics_listen(struct el__k8s_metrics *m, const char *addr,
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     getsockname(fd, (struct sockaddr *)&ss, &sl);
-    m->port = ntohs(ss.ss_family == AF_INET6
-                        ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                        : ((struct sockaddr_in *)&ss)->sin_port);
+    m->port =
+        ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                       : ((struct sockaddr_in *)&ss)->sin_port);
     m->fd = fd;
     return 0;
 }
@@ -81,12 +81,12 @@ static void put(struct el__k8s_buf *b, const char *fmt, ...)
     int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     if (n > 0)
-        el__k8s_buf_add(b, line, (size_t)n < sizeof line ? (size_t)n
-                                                        : sizeof line - 1);
+        el__k8s_buf_add(b, line,
+                        (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
-char *el__k8s_metrics_text(const struct el__k8s_metrics *m,
-                           const json_t *jobs, int leader)
+char *el__k8s_metrics_text(const struct el__k8s_metrics *m, const json_t *jobs,
+                           int leader)
 {
     static const char *const states[] = {"Created", "Running", "Restarting",
                                          "Succeeded", "Failed"};
@@ -102,41 +102,50 @@ char *el__k8s_metrics_text(const struct el__k8s_metrics *m,
                 n[i]++;
     }
     struct el__k8s_buf b = {0};
-    put(&b, "# HELP elrun_k8s_leader 1 when this controller holds the lease.\n"
-            "# TYPE elrun_k8s_leader gauge\nelrun_k8s_leader %d\n",
+    put(&b,
+        "# HELP elrun_k8s_leader 1 when this controller holds the lease.\n"
+        "# TYPE elrun_k8s_leader gauge\nelrun_k8s_leader %d\n",
         leader);
-    put(&b, "# HELP elrun_k8s_jobs ElasticJobs by state (as the leader sees them).\n"
-            "# TYPE elrun_k8s_jobs gauge\n");
+    put(&b,
+        "# HELP elrun_k8s_jobs ElasticJobs by state (as the leader sees them).\n"
+        "# TYPE elrun_k8s_jobs gauge\n");
     for (int i = 0; i < 5; i++)
         put(&b, "elrun_k8s_jobs{state=\"%s\"} %ld\n", states[i], n[i]);
-    put(&b, "# HELP elrun_k8s_pods_created_total Worker pods created.\n"
-            "# TYPE elrun_k8s_pods_created_total counter\n"
-            "elrun_k8s_pods_created_total %lu\n",
+    put(&b,
+        "# HELP elrun_k8s_pods_created_total Worker pods created.\n"
+        "# TYPE elrun_k8s_pods_created_total counter\n"
+        "elrun_k8s_pods_created_total %lu\n",
         m->pods_created);
-    put(&b, "# HELP elrun_k8s_pods_replaced_total Failed worker pods deleted to be replaced.\n"
-            "# TYPE elrun_k8s_pods_replaced_total counter\n"
-            "elrun_k8s_pods_replaced_total %lu\n",
+    put(&b,
+        "# HELP elrun_k8s_pods_replaced_total Failed worker pods deleted to be replaced.\n"
+        "# TYPE elrun_k8s_pods_replaced_total counter\n"
+        "elrun_k8s_pods_replaced_total %lu\n",
         m->pods_replaced);
-    put(&b, "# HELP elrun_k8s_pods_deleted_total Worker pods deleted (scale-down, cleanup, replacement).\n"
-            "# TYPE elrun_k8s_pods_deleted_total counter\n"
-            "elrun_k8s_pods_deleted_total %lu\n",
+    put(&b,
+        "# HELP elrun_k8s_pods_deleted_total Worker pods deleted (scale-down, cleanup, replacement).\n"
+        "# TYPE elrun_k8s_pods_deleted_total counter\n"
+        "elrun_k8s_pods_deleted_total %lu\n",
         m->pods_deleted);
-    put(&b, "# HELP elrun_k8s_conflicts_total Status writes that met a newer resourceVersion (409).\n"
-            "# TYPE elrun_k8s_conflicts_total counter\n"
-            "elrun_k8s_conflicts_total %lu\n",
+    put(&b,
+        "# HELP elrun_k8s_conflicts_total Status writes that met a newer resourceVersion (409).\n"
+        "# TYPE elrun_k8s_conflicts_total counter\n"
+        "elrun_k8s_conflicts_total %lu\n",
         m->conflicts);
-    put(&b, "# HELP elrun_k8s_relists_total Lists (at start, after 410 Gone).\n"
-            "# TYPE elrun_k8s_relists_total counter\n"
-            "elrun_k8s_relists_total %lu\n",
+    put(&b,
+        "# HELP elrun_k8s_relists_total Lists (at start, after 410 Gone).\n"
+        "# TYPE elrun_k8s_relists_total counter\n"
+        "elrun_k8s_relists_total %lu\n",
         m->relists);
-    put(&b, "# HELP elrun_k8s_reconcile_seconds Time of one reconcile of one job, with its API calls.\n"
-            "# TYPE elrun_k8s_reconcile_seconds summary\n"
-            "elrun_k8s_reconcile_seconds_sum %.6f\n"
-            "elrun_k8s_reconcile_seconds_count %lu\n",
+    put(&b,
+        "# HELP elrun_k8s_reconcile_seconds Time of one reconcile of one job, with its API calls.\n"
+        "# TYPE elrun_k8s_reconcile_seconds summary\n"
+        "elrun_k8s_reconcile_seconds_sum %.6f\n"
+        "elrun_k8s_reconcile_seconds_count %lu\n",
         m->rec_sum, m->rec_count);
-    put(&b, "# HELP elrun_k8s_reconcile_seconds_max The longest reconcile so far.\n"
-            "# TYPE elrun_k8s_reconcile_seconds_max gauge\n"
-            "elrun_k8s_reconcile_seconds_max %.6f\n",
+    put(&b,
+        "# HELP elrun_k8s_reconcile_seconds_max The longest reconcile so far.\n"
+        "# TYPE elrun_k8s_reconcile_seconds_max gauge\n"
+        "elrun_k8s_reconcile_seconds_max %.6f\n",
         m->rec_max);
     return b.p;
 }

@@ -55,9 +55,10 @@ double el__k8s_parse_time(const char *s)
 
 int el__k8s_retryable(int exit_code, const char *reason)
 {
-    static const char *const lost[] = {"NodeLost", "Evicted", "Shutdown",
-                                       "Terminated", "NodeShutdown",
-                                       "UnexpectedAdmissionError", NULL};
+    static const char *const lost[] = {
+        "NodeLost",   "Evicted",      "Shutdown",
+        "Terminated", "NodeShutdown", "UnexpectedAdmissionError",
+        NULL};
     for (int i = 0; reason && lost[i]; i++)
         if (strcmp(reason, lost[i]) == 0)
             return 1;
@@ -93,20 +94,19 @@ static long long jint(const json_t *o, const char *p, long long def)
     return json_is_integer(v) ? json_integer_value(v) : def;
 }
 
-static void event(struct el__k8s_plan *pl, const char *type,
-                  const char *reason, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void event(struct el__k8s_plan *pl, const char *type,
-                  const char *reason, const char *fmt, ...)
+static void event(struct el__k8s_plan *pl, const char *type, const char *reason,
+                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void event(struct el__k8s_plan *pl, const char *type, const char *reason,
+                  const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    json_array_append_new(pl->events, json_pack("{s:s,s:s,s:s}", "type", type,
-                                                "reason", reason, "message",
-                                                msg));
+    json_array_append_new(pl->events,
+                          json_pack("{s:s,s:s,s:s}", "type", type, "reason",
+                                    reason, "message", msg));
 }
 
 /* The condition of type t in status, or NULL. */
@@ -170,9 +170,9 @@ static int has_uid(const json_t *arr, const char *uid)
 {
     size_t i;
     json_t *v;
-    json_array_foreach(arr, i, v) if (uid && json_string_value(v) &&
-                                      strcmp(json_string_value(v), uid) == 0)
-        return 1;
+    json_array_foreach(arr, i,
+                       v) if (uid && json_string_value(v) &&
+                              strcmp(json_string_value(v), uid) == 0) return 1;
     return 0;
 }
 
@@ -217,8 +217,8 @@ static long long restarts_in_place(const json_t *pod)
     long long n = 0;
     size_t i;
     json_t *c;
-    json_array_foreach(path(pod, "status.containerStatuses"), i, c)
-        n += jint(c, "restartCount", 0);
+    json_array_foreach(path(pod, "status.containerStatuses"), i, c) n +=
+        jint(c, "restartCount", 0);
     return n;
 }
 
@@ -240,7 +240,8 @@ static const char *unschedulable(const json_t *pod)
 
 static int pod_index(const json_t *pod)
 {
-    const char *s = json_string_value(path(pod, "metadata.labels.replica-index"));
+    const char *s =
+        json_string_value(path(pod, "metadata.labels.replica-index"));
     if (!s || !*s)
         return -1;
     char *e;
@@ -270,8 +271,8 @@ json_t *el__k8s_service_for(const json_t *job, const json_t *pod)
 {
     json_t *l = json_deep_copy(path(pod, "metadata.labels"));
     json_t *sel = json_object();
-    static const char *const keys[] = {"group-name", "job-name",
-                                       "replica-type", "replica-index"};
+    static const char *const keys[] = {"group-name", "job-name", "replica-type",
+                                       "replica-index"};
     for (int i = 0; i < 4; i++)
         json_object_set(sel, keys[i], json_object_get(l, keys[i]));
     json_t *svc = json_pack(
@@ -280,8 +281,8 @@ json_t *el__k8s_service_for(const json_t *job, const json_t *pod)
         json_string_value(path(pod, "metadata.name")), "namespace",
         json_string_value(path(job, "metadata.namespace")), "labels", sel,
         "ownerReferences", owner_ref(job), "spec", "clusterIP", "None",
-        "selector", json_deep_copy(sel), "publishNotReadyAddresses", 1,
-        "ports", "name", "elasticjob-port", "port", 10291, "targetPort", 10291);
+        "selector", json_deep_copy(sel), "publishNotReadyAddresses", 1, "ports",
+        "name", "elasticjob-port", "port", 10291, "targetPort", 10291);
     json_decref(l);
     return svc;
 }
@@ -303,9 +304,9 @@ static json_t *pod_for(const json_t *job, int idx, int min, int max,
     json_object_del(md, "generateName");
     json_object_del(md, "creationTimestamp");
     json_object_set_new(md, "name", json_string(pn));
-    json_object_set_new(md, "namespace",
-                        json_string(json_string_value(
-                            path(job, "metadata.namespace"))));
+    json_object_set_new(
+        md, "namespace",
+        json_string(json_string_value(path(job, "metadata.namespace"))));
     json_t *l = json_object_get(md, "labels");
     if (!json_is_object(l)) {
         l = json_object();
@@ -342,10 +343,9 @@ static json_t *pod_for(const json_t *job, int idx, int min, int max,
 static void remove_pod(struct el__k8s_plan *pl, const json_t *pod,
                        const char *reason, int grace)
 {
-    json_t *r = json_pack("{s:s,s:s,s:s}", "name",
-                          json_string_value(path(pod, "metadata.name")), "uid",
-                          json_string_value(path(pod, "metadata.uid")),
-                          "reason", reason);
+    json_t *r = json_pack(
+        "{s:s,s:s,s:s}", "name", json_string_value(path(pod, "metadata.name")),
+        "uid", json_string_value(path(pod, "metadata.uid")), "reason", reason);
     if (grace >= 0)
         json_object_set_new(r, "grace", json_integer(grace));
     json_array_append_new(pl->remove, r);
@@ -551,8 +551,8 @@ int el__k8s_plan(const json_t *job, const json_t *pods, const json_t *svcs,
             const char *ph = json_string_value(path(p, "status.phase"));
             if (path(p, "metadata.deletionTimestamp"))
                 continue;
-            int running = !ph || strcmp(ph, "Running") == 0 ||
-                          strcmp(ph, "Pending") == 0;
+            int running =
+                !ph || strcmp(ph, "Running") == 0 || strcmp(ph, "Pending") == 0;
             if (strcmp(clean, "All") == 0 ||
                 (strcmp(clean, "Running") == 0 && running))
                 remove_pod(pl, p, "cleanPodPolicy", -1);
@@ -670,9 +670,14 @@ int el__k8s_plan(const json_t *job, const json_t *pods, const json_t *svcs,
     if (start < 0 && json_array_size(pl->create))
         json_object_set_new(st, "startTime", json_string(now));
     if (desired > prev)
-        event(pl, "Normal", "ScaledUp", "ElasticJob %s scaled up from %lld to %lld Worker replicas", name, prev, desired);
+        event(pl, "Normal", "ScaledUp",
+              "ElasticJob %s scaled up from %lld to %lld Worker replicas", name,
+              prev, desired);
     else if (desired < prev)
-        event(pl, "Normal", "ScaledDown", "ElasticJob %s scaled down from %lld to %lld Worker replicas: deleting the highest indices gracefully", name, prev, desired);
+        event(
+            pl, "Normal", "ScaledDown",
+            "ElasticJob %s scaled down from %lld to %lld Worker replicas: deleting the highest indices gracefully",
+            name, prev, desired);
     for (size_t i = 0; i < npods; i++) {
         json_t *p = json_array_get(pods, i);
         int idx = pod_index(p);

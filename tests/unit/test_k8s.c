@@ -25,9 +25,8 @@ static json_t *mkjob(int replicas, int min, int max, const char *policy)
         "\"containers\":[{\"name\":\"side\",\"image\":\"s\"},"
         "{\"name\":\"elasticjob-worker\",\"image\":\"i\",\"args\":[\"a1\",\"a2\"]}]}}}}}}",
         0, NULL);
-    json_t *w = json_object_get(json_object_get(json_object_get(j, "spec"),
-                                                "replicaSpecs"),
-                                "Worker");
+    json_t *w = json_object_get(
+        json_object_get(json_object_get(j, "spec"), "replicaSpecs"), "Worker");
     if (replicas >= 0)
         json_object_set_new(w, "replicas", json_integer(replicas));
     if (policy)
@@ -47,17 +46,17 @@ static json_t *mkpod(int i, const char *ph, int code, const char *reason)
     snprintf(name, sizeof name, "j-worker-%d", i);
     snprintf(idx, sizeof idx, "%d", i);
     snprintf(uid, sizeof uid, "pod-%d", i);
-    json_t *p = json_pack("{s:{s:s,s:s,s:s,s:{s:s,s:s}},s:{s:s}}", "metadata",
-                          "name", name, "namespace", "ns", "uid", uid,
-                          "labels", "job-name", "j", "replica-index", idx,
-                          "status", "phase", ph);
+    json_t *p =
+        json_pack("{s:{s:s,s:s,s:s,s:{s:s,s:s}},s:{s:s}}", "metadata", "name",
+                  name, "namespace", "ns", "uid", uid, "labels", "job-name",
+                  "j", "replica-index", idx, "status", "phase", ph);
     json_t *st = json_object_get(p, "status");
     if (code >= 0)
-        json_object_set_new(
-            st, "containerStatuses",
-            json_pack("[{s:s,s:i,s:{s:{s:i,s:s}}}]", "name",
-                      "elasticjob-worker", "restartCount", 0, "state",
-                      "terminated", "exitCode", code, "reason", "Error"));
+        json_object_set_new(st, "containerStatuses",
+                            json_pack("[{s:s,s:i,s:{s:{s:i,s:s}}}]", "name",
+                                      "elasticjob-worker", "restartCount", 0,
+                                      "state", "terminated", "exitCode", code,
+                                      "reason", "Error"));
     if (reason)
         json_object_set_new(st, "reason", json_string(reason));
     return p;
@@ -77,8 +76,7 @@ static const char *cond_status(const json_t *st, const char *type)
     return "";
 }
 
-static const char *cond_field(const json_t *st, const char *type,
-                              const char *f)
+static const char *cond_field(const json_t *st, const char *type, const char *f)
 {
     size_t i;
     json_t *c;
@@ -94,9 +92,10 @@ static int has_event(const struct el__k8s_plan *p, const char *reason)
 {
     size_t i;
     json_t *e;
-    json_array_foreach(p->events, i, e) if (
-        strcmp(json_string_value(json_object_get(e, "reason")), reason) == 0)
-        return 1;
+    json_array_foreach(
+        p->events, i,
+        e) if (strcmp(json_string_value(json_object_get(e, "reason")),
+                      reason) == 0) return 1;
     return 0;
 }
 
@@ -108,25 +107,30 @@ TEST(k8s_plan_new_job_creates_pods_with_launcher_args)
     CHECK_EQ(el__k8s_plan(job, pods, svcs, &opts, &p), 0);
     CHECK_EQ(json_array_size(p.create), 2);
     json_t *pod = json_array_get(p.create, 1);
-    CHECK_STR(json_string_value(json_object_get(json_object_get(pod, "metadata"), "name")),
+    CHECK_STR(json_string_value(
+                  json_object_get(json_object_get(pod, "metadata"), "name")),
               "j-worker-1");
     json_t *md = json_object_get(pod, "metadata");
     json_t *l = json_object_get(md, "labels");
     CHECK_STR(json_string_value(json_object_get(l, "replica-index")), "1");
     CHECK_STR(json_string_value(json_object_get(l, "app")), "x");
-    CHECK_STR(json_string_value(json_object_get(l, "group-name")), "elastic.pytorch.org");
-    json_t *or = json_array_get(json_object_get(md, "ownerReferences"), 0);
+    CHECK_STR(json_string_value(json_object_get(l, "group-name")),
+              "elastic.pytorch.org");
+    json_t * or = json_array_get(json_object_get(md, "ownerReferences"), 0);
     CHECK_STR(json_string_value(json_object_get(or, "uid")), "U");
     CHECK(json_is_true(json_object_get(or, "controller")));
     json_t *spec = json_object_get(pod, "spec");
-    CHECK_STR(json_string_value(json_object_get(spec, "restartPolicy")), "Never");
+    CHECK_STR(json_string_value(json_object_get(spec, "restartPolicy")),
+              "Never");
     /* the worker container (not the first) gets the args, before its own */
     json_t *c0 = json_array_get(json_object_get(spec, "containers"), 0);
     CHECK(json_object_get(c0, "args") == NULL);
-    json_t *a = json_object_get(json_array_get(json_object_get(spec, "containers"), 1), "args");
+    json_t *a = json_object_get(
+        json_array_get(json_object_get(spec, "containers"), 1), "args");
     CHECK_EQ(json_array_size(a), 6);
     CHECK_STR(json_string_value(json_array_get(a, 0)), "--rdzv_backend=etcd");
-    CHECK_STR(json_string_value(json_array_get(a, 1)), "--rdzv_endpoint=etcd:2379");
+    CHECK_STR(json_string_value(json_array_get(a, 1)),
+              "--rdzv_endpoint=etcd:2379");
     CHECK_STR(json_string_value(json_array_get(a, 2)), "--rdzv_id=j");
     CHECK_STR(json_string_value(json_array_get(a, 3)), "--nnodes=1:3");
     CHECK_STR(json_string_value(json_array_get(a, 4)), "a1");
@@ -136,8 +140,13 @@ TEST(k8s_plan_new_job_creates_pods_with_launcher_args)
               "group-name=elastic.pytorch.org,job-name=j,replica-type=worker");
     /* the headless Service of a pod */
     json_t *svc = el__k8s_service_for(job, pod);
-    CHECK_STR(json_string_value(json_object_get(json_object_get(svc, "spec"), "clusterIP")), "None");
-    CHECK_STR(json_string_value(json_object_get(json_object_get(json_object_get(svc, "spec"), "selector"), "replica-index")), "1");
+    CHECK_STR(json_string_value(
+                  json_object_get(json_object_get(svc, "spec"), "clusterIP")),
+              "None");
+    CHECK_STR(json_string_value(json_object_get(
+                  json_object_get(json_object_get(svc, "spec"), "selector"),
+                  "replica-index")),
+              "1");
     json_decref(svc);
     el__k8s_plan_free(&p);
     json_decref(job);
@@ -151,7 +160,12 @@ TEST(k8s_plan_min_max_default_to_replicas)
     json_t *pods = json_array();
     struct el__k8s_plan p;
     el__k8s_plan(job, pods, NULL, &opts, &p);
-    json_t *a = json_object_get(json_array_get(json_object_get(json_object_get(json_array_get(p.create, 0), "spec"), "containers"), 1), "args");
+    json_t *a = json_object_get(
+        json_array_get(json_object_get(
+                           json_object_get(json_array_get(p.create, 0), "spec"),
+                           "containers"),
+                       1),
+        "args");
     CHECK_STR(json_string_value(json_array_get(a, 3)), "--nnodes=3:3");
     CHECK_EQ(json_array_size(p.create), 3);
     el__k8s_plan_free(&p);
@@ -167,8 +181,14 @@ TEST(k8s_plan_scale_up_fills_free_indices_and_down_removes_the_highest)
     struct el__k8s_plan p;
     el__k8s_plan(job, pods, NULL, &opts, &p);
     CHECK_EQ(json_array_size(p.create), 2);
-    CHECK_STR(json_string_value(json_object_get(json_object_get(json_array_get(p.create, 0), "metadata"), "name")), "j-worker-1");
-    CHECK_STR(json_string_value(json_object_get(json_object_get(json_array_get(p.create, 1), "metadata"), "name")), "j-worker-3");
+    CHECK_STR(
+        json_string_value(json_object_get(
+            json_object_get(json_array_get(p.create, 0), "metadata"), "name")),
+        "j-worker-1");
+    CHECK_STR(
+        json_string_value(json_object_get(
+            json_object_get(json_array_get(p.create, 1), "metadata"), "name")),
+        "j-worker-3");
     CHECK_EQ(json_array_size(p.remove), 0);
     el__k8s_plan_free(&p);
     json_decref(job);
@@ -176,13 +196,17 @@ TEST(k8s_plan_scale_up_fills_free_indices_and_down_removes_the_highest)
     job = mkjob(1, 1, 4, NULL);
     json_object_set_new(job, "status", json_pack("{s:i}", "desired", 3));
     json_array_append_new(pods, mkpod(1, "Pending", -1, NULL));
-    el__k8s_plan(job, pods, json_pack("[s,s,s]", "j-worker-0", "j-worker-1", "j-worker-3"), &opts, &p);
+    el__k8s_plan(job, pods,
+                 json_pack("[s,s,s]", "j-worker-0", "j-worker-1", "j-worker-3"),
+                 &opts, &p);
     CHECK_EQ(json_array_size(p.create), 0);
     CHECK_EQ(json_array_size(p.remove), 2);
     for (size_t i = 0; i < 2; i++) {
-        const char *n = json_string_value(json_object_get(json_array_get(p.remove, i), "name"));
+        const char *n = json_string_value(
+            json_object_get(json_array_get(p.remove, i), "name"));
         CHECK(strcmp(n, "j-worker-0") != 0);
-        CHECK(json_object_get(json_array_get(p.remove, i), "grace") == NULL); /* graceful */
+        CHECK(json_object_get(json_array_get(p.remove, i), "grace") ==
+              NULL); /* graceful */
     }
     /* the service of index 3 (no pod) goes at once; 1's waits for its pod */
     CHECK_EQ(json_array_size(p.services), 1);
@@ -201,23 +225,40 @@ TEST(k8s_plan_exitcode_signal_is_replaced_free_exit1_counts)
     struct el__k8s_plan p;
     el__k8s_plan(job, pods, NULL, &opts, &p);
     CHECK_EQ(json_array_size(p.remove), 1);
-    CHECK_STR(json_string_value(json_object_get(json_array_get(p.remove, 0), "uid")), "pod-1");
-    CHECK_EQ(json_array_size(p.create), 0); /* the name is free only once it is gone */
-    CHECK_EQ(json_integer_value(json_object_get(json_object_get(json_object_get(p.status, "replicaStatuses"), "Worker"), "failed")), 0);
+    CHECK_STR(
+        json_string_value(json_object_get(json_array_get(p.remove, 0), "uid")),
+        "pod-1");
+    CHECK_EQ(json_array_size(p.create),
+             0); /* the name is free only once it is gone */
+    CHECK_EQ(json_integer_value(json_object_get(
+                 json_object_get(json_object_get(p.status, "replicaStatuses"),
+                                 "Worker"),
+                 "failed")),
+             0);
     CHECK_STR(cond_status(p.status, "Restarting"), "True");
     CHECK(has_event(&p, "ExitedWithCode"));
     /* handled by uid: planning again with the new status counts nothing */
     json_object_set(job, "status", p.status);
     el__k8s_plan_free(&p);
     json_decref(pods);
-    pods = json_pack("[o,o]", mkpod(0, "Running", -1, NULL), mkpod(1, "Failed", 1, NULL));
-    json_object_set_new(json_object_get(job, "status"), "handledFailures", json_array());
+    pods = json_pack("[o,o]", mkpod(0, "Running", -1, NULL),
+                     mkpod(1, "Failed", 1, NULL));
+    json_object_set_new(json_object_get(job, "status"), "handledFailures",
+                        json_array());
     el__k8s_plan(job, pods, NULL, &opts, &p);
-    CHECK_EQ(json_integer_value(json_object_get(json_object_get(json_object_get(p.status, "replicaStatuses"), "Worker"), "failed")), 1);
+    CHECK_EQ(json_integer_value(json_object_get(
+                 json_object_get(json_object_get(p.status, "replicaStatuses"),
+                                 "Worker"),
+                 "failed")),
+             1);
     json_object_set(job, "status", p.status);
     el__k8s_plan_free(&p);
     el__k8s_plan(job, pods, NULL, &opts, &p); /* the same failed pod again */
-    CHECK_EQ(json_integer_value(json_object_get(json_object_get(json_object_get(p.status, "replicaStatuses"), "Worker"), "failed")), 1);
+    CHECK_EQ(json_integer_value(json_object_get(
+                 json_object_get(json_object_get(p.status, "replicaStatuses"),
+                                 "Worker"),
+                 "failed")),
+             1);
     CHECK_EQ(json_array_size(p.remove), 1);
     CHECK(!has_event(&p, "ExitedWithCode"));
     el__k8s_plan_free(&p);
@@ -228,9 +269,13 @@ TEST(k8s_plan_exitcode_signal_is_replaced_free_exit1_counts)
 TEST(k8s_plan_backoff_limit_fails_the_job)
 {
     json_t *job = mkjob(2, 1, 2, "ExitCode");
-    json_object_set_new(json_object_get(job, "spec"), "backoffLimit", json_integer(1));
-    json_object_set_new(job, "status", json_pack("{s:{s:{s:i}}}", "replicaStatuses", "Worker", "failed", 1));
-    json_t *pods = json_pack("[o,o]", mkpod(0, "Running", -1, NULL), mkpod(1, "Failed", 2, NULL));
+    json_object_set_new(json_object_get(job, "spec"), "backoffLimit",
+                        json_integer(1));
+    json_object_set_new(
+        job, "status",
+        json_pack("{s:{s:{s:i}}}", "replicaStatuses", "Worker", "failed", 1));
+    json_t *pods = json_pack("[o,o]", mkpod(0, "Running", -1, NULL),
+                             mkpod(1, "Failed", 2, NULL));
     struct el__k8s_plan p;
     el__k8s_plan(job, pods, NULL, &opts, &p);
     CHECK_STR(cond_status(p.status, "Failed"), "True");
@@ -247,20 +292,27 @@ TEST(k8s_plan_pending_does_not_hold_the_job_but_below_min_fails)
 {
     json_t *job = mkjob(3, 2, 3, NULL);
     json_t *pend = mkpod(2, "Pending", -1, NULL);
-    json_object_set_new(json_object_get(pend, "status"), "conditions",
-                        json_pack("[{s:s,s:s,s:s,s:s}]", "type", "PodScheduled", "status", "False",
-                                  "reason", "Unschedulable", "message", "0/3 nodes are available: 3 Insufficient cpu."));
-    json_t *pods = json_pack("[o,o,O]", mkpod(0, "Running", -1, NULL), mkpod(1, "Running", -1, NULL), pend);
+    json_object_set_new(
+        json_object_get(pend, "status"), "conditions",
+        json_pack("[{s:s,s:s,s:s,s:s}]", "type", "PodScheduled", "status",
+                  "False", "reason", "Unschedulable", "message",
+                  "0/3 nodes are available: 3 Insufficient cpu."));
+    json_t *pods = json_pack("[o,o,O]", mkpod(0, "Running", -1, NULL),
+                             mkpod(1, "Running", -1, NULL), pend);
     struct el__k8s_plan p;
     el__k8s_plan(job, pods, NULL, &opts, &p);
-    CHECK_STR(cond_status(p.status, "Running"), "True"); /* 2 of 3 run: Running */
+    CHECK_STR(cond_status(p.status, "Running"),
+              "True"); /* 2 of 3 run: Running */
     CHECK_EQ(json_integer_value(json_object_get(p.status, "replicas")), 2);
     el__k8s_plan_free(&p);
     json_decref(pods);
     /* two cannot be scheduled: 1 of min 2 can run; Failed after the grace */
     json_t *pend1 = json_deep_copy(pend);
-    json_object_set_new(json_object_get(json_object_get(pend1, "metadata"), "labels"), "replica-index", json_string("1"));
-    json_object_set_new(json_object_get(pend1, "metadata"), "uid", json_string("p1"));
+    json_object_set_new(
+        json_object_get(json_object_get(pend1, "metadata"), "labels"),
+        "replica-index", json_string("1"));
+    json_object_set_new(json_object_get(pend1, "metadata"), "uid",
+                        json_string("p1"));
     pods = json_pack("[o,o,o]", mkpod(0, "Running", -1, NULL), pend1, pend);
     el__k8s_plan(job, pods, NULL, &opts, &p);
     CHECK_STR(cond_status(p.status, "Failed"), "");
@@ -272,8 +324,10 @@ TEST(k8s_plan_pending_does_not_hold_the_job_but_below_min_fails)
     el__k8s_plan(job, pods, NULL, &later, &p);
     CHECK_STR(cond_status(p.status, "Failed"), "True");
     CHECK_STR(cond_field(p.status, "Failed", "reason"), "BelowMinReplicas");
-    CHECK(strstr(cond_field(p.status, "Failed", "message"), "only 1 of minReplicas 2") != NULL);
-    CHECK(strstr(cond_field(p.status, "Failed", "message"), "3 Insufficient cpu") != NULL);
+    CHECK(strstr(cond_field(p.status, "Failed", "message"),
+                 "only 1 of minReplicas 2") != NULL);
+    CHECK(strstr(cond_field(p.status, "Failed", "message"),
+                 "3 Insufficient cpu") != NULL);
     el__k8s_plan_free(&p);
     json_decref(job);
     json_decref(pods);
@@ -282,8 +336,9 @@ TEST(k8s_plan_pending_does_not_hold_the_job_but_below_min_fails)
 TEST(k8s_plan_never_policy_fails_only_below_min)
 {
     json_t *job = mkjob(3, 2, 3, "Never");
-    json_t *pods = json_pack("[o,o,o]", mkpod(0, "Running", -1, NULL), mkpod(1, "Running", -1, NULL),
-                             mkpod(2, "Failed", 1, NULL));
+    json_t *pods =
+        json_pack("[o,o,o]", mkpod(0, "Running", -1, NULL),
+                  mkpod(1, "Running", -1, NULL), mkpod(2, "Failed", 1, NULL));
     struct el__k8s_plan p;
     el__k8s_plan(job, pods, NULL, &opts, &p);
     CHECK_STR(cond_status(p.status, "Failed"), ""); /* 2 >= min 2 */
@@ -291,8 +346,8 @@ TEST(k8s_plan_never_policy_fails_only_below_min)
     CHECK_EQ(json_array_size(p.create), 0);
     el__k8s_plan_free(&p);
     json_decref(pods);
-    pods = json_pack("[o,o,o]", mkpod(0, "Running", -1, NULL), mkpod(1, "Failed", 1, NULL),
-                     mkpod(2, "Failed", 1, NULL));
+    pods = json_pack("[o,o,o]", mkpod(0, "Running", -1, NULL),
+                     mkpod(1, "Failed", 1, NULL), mkpod(2, "Failed", 1, NULL));
     el__k8s_plan(job, pods, NULL, &opts, &p);
     CHECK_STR(cond_field(p.status, "Failed", "reason"), "BelowMinReplicas");
     el__k8s_plan_free(&p);
@@ -303,19 +358,22 @@ TEST(k8s_plan_never_policy_fails_only_below_min)
 TEST(k8s_plan_succeeded_when_workers_succeed)
 {
     json_t *job = mkjob(3, 1, 3, NULL);
-    json_t *pods = json_pack("[o,o]", mkpod(0, "Succeeded", 0, NULL), mkpod(1, "Running", -1, NULL));
+    json_t *pods = json_pack("[o,o]", mkpod(0, "Succeeded", 0, NULL),
+                             mkpod(1, "Running", -1, NULL));
     struct el__k8s_plan p;
     el__k8s_plan(job, pods, NULL, &opts, &p);
     CHECK_STR(cond_status(p.status, "Succeeded"), "");
     CHECK_EQ(json_array_size(p.create), 0); /* no new pod once one succeeded */
     el__k8s_plan_free(&p);
     json_decref(pods);
-    pods = json_pack("[o,o,o]", mkpod(0, "Succeeded", 0, NULL), mkpod(1, "Succeeded", 0, NULL),
+    pods = json_pack("[o,o,o]", mkpod(0, "Succeeded", 0, NULL),
+                     mkpod(1, "Succeeded", 0, NULL),
                      mkpod(2, "Pending", -1, NULL));
     el__k8s_plan(job, pods, NULL, &opts, &p);
     CHECK_STR(cond_status(p.status, "Succeeded"), "True");
     CHECK_STR(cond_status(p.status, "Running"), "");
-    CHECK_EQ(json_array_size(p.remove), 1); /* the Pending one would never join */
+    CHECK_EQ(json_array_size(p.remove),
+             1); /* the Pending one would never join */
     CHECK(has_event(&p, "ElasticJobSucceeded"));
     el__k8s_plan_free(&p);
     json_decref(job);
@@ -330,8 +388,9 @@ TEST(k8s_plan_invalid_spec_names_the_field)
     el__k8s_plan(job, pods, NULL, &opts, &p);
     CHECK_EQ(json_array_size(p.create), 0);
     CHECK_STR(cond_field(p.status, "Failed", "reason"), "InvalidSpec");
-    CHECK_STR(cond_field(p.status, "Failed", "message"),
-              "spec.minReplicas: Invalid value: 3: must be less than or equal to spec.maxReplicas (2)");
+    CHECK_STR(
+        cond_field(p.status, "Failed", "message"),
+        "spec.minReplicas: Invalid value: 3: must be less than or equal to spec.maxReplicas (2)");
     el__k8s_plan_free(&p);
     json_decref(job);
     json_decref(pods);
@@ -340,11 +399,13 @@ TEST(k8s_plan_invalid_spec_names_the_field)
 TEST(k8s_plan_ttl_after_finished_deletes_the_job)
 {
     json_t *job = mkjob(1, 1, 1, NULL);
-    json_object_set_new(json_object_get(job, "spec"), "ttlSecondsAfterFinished", json_integer(10));
+    json_object_set_new(json_object_get(job, "spec"), "ttlSecondsAfterFinished",
+                        json_integer(10));
     char t[32];
-    json_object_set_new(job, "status", json_pack("{s:s,s:[{s:s,s:s}]}", "completionTime",
-                                                 el__k8s_time(opts.now - 5, t), "conditions",
-                                                 "type", "Succeeded", "status", "True"));
+    json_object_set_new(job, "status",
+                        json_pack("{s:s,s:[{s:s,s:s}]}", "completionTime",
+                                  el__k8s_time(opts.now - 5, t), "conditions",
+                                  "type", "Succeeded", "status", "True"));
     json_t *pods = json_array();
     struct el__k8s_plan p;
     el__k8s_plan(job, pods, NULL, &opts, &p);
@@ -369,9 +430,11 @@ TEST(k8s_retryable_exit_codes)
     CHECK(!el__k8s_retryable(1, NULL));
     CHECK(!el__k8s_retryable(2, NULL));
     CHECK(!el__k8s_retryable(128, NULL)); /* StartError: will fail again */
-    CHECK(el__k8s_parse_time("2026-12-01T10:00:00Z") == el__k8s_parse_time("2026-12-01T10:00:00.123456Z"));
+    CHECK(el__k8s_parse_time("2026-12-01T10:00:00Z") ==
+          el__k8s_parse_time("2026-12-01T10:00:00.123456Z"));
     char t[32];
-    CHECK_STR(el__k8s_time(el__k8s_parse_time("2026-12-01T10:00:01Z"), t), "2026-12-01T10:00:01Z");
+    CHECK_STR(el__k8s_time(el__k8s_parse_time("2026-12-01T10:00:01Z"), t),
+              "2026-12-01T10:00:01Z");
 }
 
 TEST(k8s_kubeconfig_yaml)
@@ -394,15 +457,19 @@ TEST(k8s_kubeconfig_yaml)
     CHECK_STR(k.key_file, "/etc/kc/keys/k.pem");
     el__k8s_close(&k);
     /* a context that names nothing: the message says what */
-    CHECK(el__k8s_kubeconfig_text(&k, "current-context: nope\ncontexts: []\n", NULL) < 0);
+    CHECK(el__k8s_kubeconfig_text(&k, "current-context: nope\ncontexts: []\n",
+                                  NULL) < 0);
     CHECK(strstr(k.err, "no current-context named \"nope\"") != NULL);
     el__k8s_close(&k);
     char e[200];
     CHECK(el__k8s_yaml_to_json("a: [1, 2\n", e, sizeof e) == NULL);
     CHECK(strstr(e, "YAML error") != NULL);
-    json_t *j = el__k8s_yaml_to_json("{\"a\": {\"b\": [\"x\", 3]}}", e, sizeof e);
+    json_t *j =
+        el__k8s_yaml_to_json("{\"a\": {\"b\": [\"x\", 3]}}", e, sizeof e);
     CHECK(j != NULL);
-    CHECK_STR(json_string_value(json_array_get(json_object_get(json_object_get(j, "a"), "b"), 1)), "3");
+    CHECK_STR(json_string_value(json_array_get(
+                  json_object_get(json_object_get(j, "a"), "b"), 1)),
+              "3");
     json_decref(j);
 }
 
@@ -411,7 +478,8 @@ TEST(k8s_in_cluster_config)
     char dir[] = "/tmp/elrun-k8s-sa.XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     char p[128];
-    const char *files[][2] = {{"token", "tok\n"}, {"ca.crt", "x"}, {"namespace", "team-a\n"}};
+    const char *files[][2] = {
+        {"token", "tok\n"}, {"ca.crt", "x"}, {"namespace", "team-a\n"}};
     for (int i = 0; i < 3; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i][0]);
         FILE *f = fopen(p, "w");
@@ -434,10 +502,12 @@ TEST(k8s_in_cluster_config)
     unsetenv("KUBERNETES_SERVICE_HOST");
     setenv("HOME", dir, 1);
     CHECK_EQ(el__k8s_open(&k, NULL), EL_EUSAGE);
-    CHECK(strstr(k.err, "give --kubeconfig, set KUBECONFIG, or run in a pod") != NULL);
+    CHECK(strstr(k.err, "give --kubeconfig, set KUBECONFIG, or run in a pod") !=
+          NULL);
     el__k8s_close(&k);
     CHECK(el__k8s_open(&k, "/nonexistent/kubeconfig") < 0);
-    CHECK(strstr(k.err, "cannot read kubeconfig /nonexistent/kubeconfig") != NULL);
+    CHECK(strstr(k.err, "cannot read kubeconfig /nonexistent/kubeconfig") !=
+          NULL);
     el__k8s_close(&k);
     for (int i = 0; i < 3; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i][0]);

@@ -20,7 +20,7 @@ PKGS    := libuv jansson nettle
 VERSION := 0.1.0
 
 # libcurl is not linked: the etcd client dlopen()s it on first use
-# (src/etcd/curl_dl.c), so a job on the built-in store never loads it and its
+# (src/common/curl_dl.c), so a job on the built-in store never loads it and its
 # ~30 dependencies.  Only its headers are needed to build.
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) libcurl 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -54,7 +54,7 @@ CFLAGS  += -O1 -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=a
 LDFLAGS += -fsanitize=$(SAN)
 endif
 
-LIB_MODULES := common store rendezvous agent worker coll ckpt etcd job metrics http
+LIB_MODULES := common store rendezvous agent worker coll ckpt etcd job metrics http k8s
 LIB_SRC  := $(foreach m,$(LIB_MODULES),$(wildcard src/$(m)/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC  := $(wildcard src/cli/*.c)

@@ -20,6 +20,7 @@ pkgs=(
   slurmctld slurmd slurm-client munge  # a real Slurm for the job tests (t0810)
   libhttp-parser-dev prometheus # /metrics requests; promtool and a real Prometheus in tests
   awscli                       # the aws CLI elrun drives for -s aws_batch and elrun aws; t0820 (cfn-lint is not in Debian)
+  libyaml-dev nftables curl python3-yaml  # k8s-controller kubeconfigs (libyaml dlopen()ed); the k8s simulator (kubectl 1.20: tests/infra/k8s/install-deps.sh)
 )
 
 missing=()

@@ -27,5 +27,7 @@ int cli_job_slurm_env(int argc, char **argv);
 int cli_job_aws_env(int argc, char **argv);
 /* `elrun aws template|up|scale|status|down` (argv[0] = "aws"). */
 int cli_aws_main(int argc, char **argv);
+/* `elrun k8s-controller ...`: the ElasticJob controller (src/k8s). */
+int cli_k8s_main(int argc, char **argv);
 
 #endif

@@ -2,6 +2,7 @@
  *
  *   elrun store --listen HOST:PORT     standalone store server
  *   elrun [run] [flags] SCRIPT [ARGS]  torchrun-compatible launcher
+ *   elrun k8s-controller [flags]       the ElasticJob controller
  *
  * Anything that is not a known subcommand goes to the launcher, so
  * `elrun --standalone --nproc-per-node=2 train.py` works as torchrun does.
@@ -34,6 +35,8 @@ int main(int argc, char **argv)
         return cli_aws_main(argc - 1, argv + 1);
     if (argc > 1 && cli_job_verb(argv[1]))
         return cli_job_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "k8s-controller") == 0)
+        return cli_k8s_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "run") == 0)
         argc--, argv++;
     /* Inside a Slurm step the allocation gives the rendezvous flags that

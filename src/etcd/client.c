@@ -166,9 +166,12 @@ int el_etcd_open(struct el_etcd **out, const struct el_etcd_opts *opts,
         snprintf(errbuf, errlen, "etcd: no endpoint given");
         return EL_EUSAGE;
     }
-    int rc = el__etcd_curl_load(errbuf, errlen);
-    if (rc)
+    char lerr[512];
+    int rc = el__curl_load(lerr, sizeof lerr);
+    if (rc) {
+        snprintf(errbuf, errlen, "etcd: %s", lerr);
         return rc;
+    }
     struct el_etcd *c = calloc(1, sizeof *c);
     if (!c)
         return -ENOMEM;

@@ -5,7 +5,7 @@
 # shared library exports its public API and nothing else.
 #
 # A missing libcurl is simulated with ELRUN_LIBCURL, the library name the
-# etcd client dlopen()s (src/etcd/curl_dl.c; default libcurl.so.4), pointed
+# etcd client dlopen()s (src/common/curl_dl.c; default libcurl.so.4), pointed
 # at a file that does not exist.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/t01-common.bash"

@@ -1,9 +1,10 @@
-/* curl_dl.c -- libcurl, loaded when the first etcd client opens.
+/* curl_dl.c -- libcurl, loaded when the first HTTP client (etcd, the
+ * Kubernetes controller) opens.
  *
  * libcurl pulls in about thirty shared libraries (TLS stacks, Kerberos,
  * LDAP, ...) whose constructors would run in every agent at start; a job on
  * the built-in store never needs them.  So libelrun does not link libcurl:
- * el__etcd_curl_load() dlopen()s it once per process and fills el__curl with
+ * el__curl_load() dlopen()s it once per process and fills el__curl with
  * the functions the client calls.  The library name is libcurl.so.4 (the
  * soname of every libcurl since 7.16), or $ELRUN_LIBCURL when set (a path
  * or another soname such as libcurl-gnutls.so.4; the tests point it at a
@@ -16,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "etcd/etcd_int.h"
+#include "common/curl_dl.h"
 
 struct el__curl_api el__curl;
 
@@ -30,7 +31,7 @@ static int sym(void *lib, const char *soname, const char *name, void *slot)
     void *p = dlsym(lib, name);
     if (!p) {
         snprintf(load_err, sizeof load_err,
-                 "etcd: %s has no %s: not a "
+                 "%s has no %s: not a "
                  "usable libcurl (set ELRUN_LIBCURL to another one)",
                  soname, name);
         return -ELIBBAD;
@@ -50,8 +51,8 @@ static void load(void)
     if (!lib) {
         const char *why = dlerror();
         snprintf(load_err, sizeof load_err,
-                 "etcd: cannot load %s (%s): "
-                 "the etcd rendezvous and client need libcurl; install it "
+                 "cannot load %s (%s): the etcd rendezvous and client "
+                 "and the Kubernetes controller need libcurl; install it "
                  "(Debian: apt-get install libcurl4)",
                  name, why ? why : "not found");
         load_rc = -ELIBACC;
@@ -65,7 +66,7 @@ static void load(void)
 #undef EL_CURL_SYM_
     CURLcode rc = a.global_init(CURL_GLOBAL_ALL);
     if (rc != CURLE_OK) {
-        snprintf(load_err, sizeof load_err, "etcd: curl_global_init: %s",
+        snprintf(load_err, sizeof load_err, "curl_global_init: %s",
                  a.easy_strerror(rc));
         load_rc = -ENOMEM;
         goto fail;
@@ -76,7 +77,7 @@ fail:
     dlclose(lib);
 }
 
-int el__etcd_curl_load(char *err, size_t errlen)
+int el__curl_load(char *err, size_t errlen)
 {
     pthread_once(&load_once, load);
     if (load_rc && err && errlen)

@@ -345,7 +345,7 @@ static void mlp_init(struct mlp *m, const struct opts *o)
     m->nparams = off;
     m->w = xmalloc(off * sizeof(float));
     m->v = calloc(off, sizeof(float));
-    m->g = xmalloc((off + 3) * sizeof(float));
+    m->g = xmalloc((off + 4) * sizeof(float));
     if (!m->v)
         die("out of memory");
     /* He initialisation from the seed: the same on every rank. */
@@ -881,6 +881,10 @@ int main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    /* The agent's preemption notice (SIGUSR1 by default) sets a flag that
+     * travels in the allreduce like the stop flag: see the loop. */
+    el_worker_watch_preemption();
+    int noticed = 0;
     double run_t0 = now_s();
     double acc = 0, test_loss = 0;
     long run_samples = 0;
@@ -922,7 +926,8 @@ int main(int argc, char **argv)
             m.g[m.nparams] = (float)loss;
             m.g[m.nparams + 1] = (float)correct;
             m.g[m.nparams + 2] = stop_signal ? 1.0f : 0.0f;
-            rc = allreduce_sum_f32(&r, m.g, m.nparams + 3);
+            m.g[m.nparams + 3] = el_worker_preempted() ? 1.0f : 0.0f;
+            rc = allreduce_sum_f32(&r, m.g, m.nparams + 4);
             if (rc != 0) {
                 save_on_exit(&r, &m, &s, last_saved, 1,
                              "the round is broken");
@@ -949,8 +954,16 @@ int main(int argc, char **argv)
             run_samples += (long)b.global_count;
             progress(&r, &s, (uint64_t)train.n,
                      s.epoch_samples / (s.epoch_seconds + 1e-9), 0);
+            el_worker_heartbeat(s.step);
             int stopping = m.g[m.nparams + 2] > 0; /* the same everywhere */
-            if (s.step % r.o.ckpt_every == 0 &&
+            /* A preemption notice on any node: save this step at once, all
+             * ranks together, and train on until the node goes. */
+            int notice = m.g[m.nparams + 3] > 0 && !noticed;
+            if (notice && r.rank == 0)
+                el_log(EL_LOG_WARN, "a node got a preemption notice: "
+                       "checkpointing step %lld now", (long long)s.step);
+            noticed |= notice;
+            if ((s.step % r.o.ckpt_every == 0 || notice) &&
                 (uint64_t)s.offset < (uint64_t)train.n && !stopping) {
                 struct el_ckpt_dp_saved sv;
                 if (r.dp && save_ckpt(&r, &m, &s, &sv) != 0)

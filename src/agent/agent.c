@@ -100,6 +100,11 @@ int el_agent_open(struct el_agent **out, const struct el_agent_config *cfg)
     ev.data.u64 = EL__TAG_TIMER;
     if (epoll_ctl(a->epfd, EPOLL_CTL_ADD, a->tfd, &ev) < 0)
         goto fail;
+    int wrc = el__watch_open(a);
+    if (wrc < 0) {
+        el_agent_close(a);
+        return wrc;
+    }
     *out = a;
     return 0;
 fail:;
@@ -112,6 +117,7 @@ void el_agent_close(struct el_agent *a)
 {
     if (!a)
         return;
+    el__watch_close(a);
     if (a->sigfd >= 0)
         close(a->sigfd);
     if (a->epfd >= 0)
@@ -166,8 +172,10 @@ static void set_state(struct el_agent *a, enum el__group_state s)
 /* The run's end: the outcome and the final state that goes with it. */
 static void finish(struct el_agent *a, enum el_agent_outcome outcome)
 {
+    if (outcome == EL_AGENT_SIGNALED && el__watch_preempted(a))
+        outcome = EL_AGENT_PREEMPTED;
     a->res->outcome = outcome;
-    if (outcome == EL_AGENT_SIGNALED)
+    if (outcome == EL_AGENT_SIGNALED || outcome == EL_AGENT_PREEMPTED)
         a->res->signal = a->pending_signal;
     set_state(a, outcome == EL_AGENT_SUCCEEDED ? EL__GS_SUCCEEDED
                  : outcome == EL_AGENT_FAILED ? EL__GS_FAILED
@@ -229,6 +237,8 @@ static void reap(struct el_agent *a)
         pid_t pid = waitpid(-1, &st, WNOHANG);
         if (pid <= 0)
             return;
+        if (el__watch_reaped(a, pid, st))
+            continue;
         for (int i = 0; i < a->cfg.nproc; i++) {
             struct el__worker *w = &a->w[i];
             if (w->pid != pid || !w->alive)
@@ -561,6 +571,16 @@ static void on_timer(struct el_agent *a)
     }
 }
 
+/* watch.c's tick: a notice's deadline acts as a signal to the agent; a
+ * hung worker it killed is reaped as any other exit. */
+static void on_watch(struct el_agent *a)
+{
+    int sig = el__watch_tick(a);
+    if (sig)
+        on_agent_signal(a, sig);
+    check_group(a);
+}
+
 static void on_stream(struct el_agent *a, uint64_t tag)
 {
     uint64_t idx = tag - EL__TAG_STREAM;
@@ -589,6 +609,8 @@ static int dispatch(struct el_agent *a)
             on_rdzv(a);
         else if (tag == EL__TAG_TIMER)
             on_timer(a);
+        else if (tag == EL__TAG_WATCH)
+            on_watch(a);
         else if (tag >= EL__TAG_STREAM)
             on_stream(a, tag);
     }
@@ -639,6 +661,7 @@ static void next_round(struct el_agent *a)
         return;
     }
     a->healthy_ns = el_now_ns();
+    el__watch_round(a);
     set_state(a, EL__GS_HEALTHY);
 }
 

@@ -108,6 +108,7 @@ static const char *const env_set_names[] = {
     "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
     "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
     "NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "ELRUN_HEARTBEAT_FILE", "ELRUN_PREEMPT_SIGNAL", /* watch.c's */
 };
 #define N_ENV_SET (sizeof env_set_names / sizeof env_set_names[0])
 
@@ -147,6 +148,7 @@ static char **build_env(const struct el_agent *a, const struct el__worker *w,
     snprintf(vals[15], sizeof vals[15], "%s/error.json", w->dir);
     snprintf(vals[16], sizeof vals[16], "%s", nccl ? nccl : "1");
     snprintf(vals[17], sizeof vals[17], "%s", tnccl ? tnccl : "1");
+    el__watch_env(a, w, vals[18], sizeof vals[18], vals[19], sizeof vals[19]);
 
     size_t n = 0, bytes = 0;
     for (char **e = environ; *e; e++) {

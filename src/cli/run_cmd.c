@@ -406,6 +406,8 @@ static const struct {
     [EL_AGENT_SIGNALED] = {1, 0},
     [EL_AGENT_RDZV_ERROR] = {1, 0},
     [EL_AGENT_EXEC_ERROR] = {2, 1},
+    /* EX_TEMPFAIL: not a success, not a failure (docs/AGENT.md). */
+    [EL_AGENT_PREEMPTED] = {EL_EXIT_PREEMPTED, 0},
 };
 
 /* Log the outcome; for a failure, torchrun's table on stderr and the
@@ -445,6 +447,10 @@ static void report(const struct el_agent_result *res, const char *binary,
     case EL_AGENT_RDZV_ERROR:
     case EL_AGENT_EXEC_ERROR:
         el_log(EL_LOG_ERROR, "%s", res->errmsg);
+        break;
+    case EL_AGENT_PREEMPTED:
+        el_log(EL_LOG_WARN, "preempted: left the job after a preemption "
+               "notice; workers stopped (exit status %d)", EL_EXIT_PREEMPTED);
         break;
     }
 }
@@ -542,6 +548,15 @@ static int run_main(struct run *run, int argc, char **argv)
     ac.out_fd = 1;
     ac.err_fd = 2;
     ac.on_event = on_agent_event;
+    ac.preempt_notice_file = o->preempt_notice_file;
+    ac.preempt_notice_cmd = o->preempt_notice_cmd;
+    ac.preempt_notice_ms = (int)(o->preempt_notice_secs * 1000);
+    ac.worker_stall_ms = (int)(o->worker_stall_timeout * 1000);
+    if (o->preempt_signal) {
+        int psig[1], np = 0;
+        el_opts_signals(o->preempt_signal, psig, 1, &np);
+        ac.preempt_signal = np ? psig[0] : 0;
+    }
 
     if ((rc = el_agent_open(&run->agent, &ac))) {
         el_log(EL_LOG_ERROR, "cannot start the agent: %s", el_strerror(rc));

@@ -974,6 +974,14 @@ int main(int argc, char **argv)
                 int sig = stop_signal;
                 save_on_exit(&r, &m, &s, last_saved, 0,
                              sig ? strsignal(sig) : "another rank is stopped");
+                /* The other node is leaving: this node's agent learns it
+                 * from the rendezvous within milliseconds and stops this
+                 * worker for the next round.  Wait for that stop (up to
+                 * 3 s): exiting on our own first would look like a
+                 * failure and charge a restart. */
+                for (int i = 0; i < 300 && !stop_signal; i++)
+                    usleep(10000);
+                sig = stop_signal;
                 if (!sig)
                     die("rank %d: another rank was stopped by a signal after "
                         "step %lld; stopping with it", r.rank,

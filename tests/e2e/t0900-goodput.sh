@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Goodput under faults, on three c10d agents of the C example on 127.0.0.1
+# (a standalone store, so that no agent's loss takes the store with it):
+# SIGTERM to one agent re-forms the other two without charging a restart
+# (--max-restarts=0); a preemption notice file makes the node's workers
+# checkpoint at once, the agent leave at the deadline with exit status 75,
+# and the survivors resume from that step; a SIGSTOPped worker is found by
+# --worker-stall-timeout, reported hung with its rank and last step, and
+# the group restarts as for a crash.
+. "$(dirname "$0")/lib.sh"
+TRAIN="$ROOT/$BUILD/examples/train_fmnist"
+DATA=/usr/share/datasets/fashion-mnist
+if [[ ! -x $TRAIN || ! -f $DATA/train-images-idx3-ubyte.gz ]]; then
+    test_skip 'goodput' "needs $TRAIN and dataset-fashion-mnist"
+    test_done
+    exit
+fi
+# About 1.7 s per epoch of 469 steps with three ranks here.
+ARGS="--epochs 8 --hidden 256 --ckpt-every 100 --threads 1"
+KA="last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=3"
+start_store
+
+# gp_agent JOB I EXTRA...: agent I of job JOB, its own checkpoint directory;
+# sets GP_PID[I].
+declare -A GP_PID
+gp_agent() {
+    local job=$1 i=$2; shift 2
+    mkdir -p "$T/$job"
+    ELRUN_LOG_LEVEL=info "$ELRUN" --nnodes=2:3 --nproc-per-node=1 \
+        --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$STORE_PORT \
+        --rdzv-id="$job" --rdzv-conf=$KA "$@" --no-python "$TRAIN" $ARGS \
+        --ckpt-dir "$T/$job/ck$i" >"$T/$job/a$i.log" 2>&1 &
+    GP_PID[$i]=$!
+    track_pid $!
+}
+# gp_wait I: wait for agent I; RC = its status.
+gp_wait() { RC=0; wait "${GP_PID[$1]}" || RC=$?; }
+# gp_ok JOB I...: each agent I must exit 0 (else its log's end is shown).
+gp_ok() {
+    local job=$1 i; shift
+    for i in "$@"; do
+        gp_wait $i
+        ((RC == 0)) || { echo "agent $i exited $RC"; tail -n 12 "$T/$job/a$i.log"; return 1; }
+    done
+}
+# rank0_log JOB: the log of the agent whose worker is rank 0 now.
+final_of() { grep -h "^final: " "$T/$1"/a*.log | tail -1; }
+
+test_expect_success 'SIGTERM to one of three agents: the other two re-form and finish, no restart charged' '
+    for i in 1 2 3; do gp_agent term $i --max-restarts=0; done
+    wait_until "grep -q \"round 0: 3 nodes\" \"$T/term/a1.log\"" 30
+    wait_until "grep -hq \"^epoch 1/8\" \"$T\"/term/a*.log" 60
+    kill -TERM ${GP_PID[3]}
+    gp_wait 3; [[ $RC -eq 1 ]]
+    grep -q "received signal 15 (TERM)" "$T/term/a3.log"
+    gp_ok term 1 2
+    grep -hq "round [0-9]*: 2 nodes" "$T"/term/a1.log
+    final_of term | grep -q "(3752 steps).*world 2$"
+    refute grep -hq "the job restarts on every node\|restarting (" "$T"/term/a*.log
+'
+
+test_expect_success 'a preemption notice file: the workers checkpoint at once, the agent leaves at the deadline (75), the survivors resume from that step' '
+    for i in 1 2 3; do
+        gp_agent notice $i --max-restarts=2 --preempt-notice-file "$T/notice/n$i" --preempt-notice-secs 30
+    done
+    wait_until "grep -hq \"^epoch 1/8\" \"$T\"/notice/a*.log" 60
+    echo 2 >"$T/notice/n3"
+    wait_for_line "$T/notice/a3.log" "preemption notice \(.*n3 appeared\): this node leaves the job in 2 s" 10
+    wait_for_line "$T/notice/a3.log" "sent signal 10 \(USR1\) to worker local_rank 0" 10
+    gp_wait 3; [[ $RC -eq 75 ]]
+    grep -q "preempted: left the job after a preemption notice" "$T/notice/a3.log"
+    s=$(grep -h "a node got a preemption notice: checkpointing step" "$T"/notice/a*.log | sed "s/.*step \([0-9]*\) now/\1/")
+    [[ -n $s ]]
+    gp_ok notice 1 2
+    r=$(grep -h "resumed from checkpoint step" "$T"/notice/a*.log | sed "s/.*checkpoint step \([0-9]*\) .*/\1/" | head -1)
+    [[ -n $r ]] && ((r >= s))
+    final_of notice | grep -q "(3752 steps).*world 2$"
+'
+
+test_expect_success 'a SIGSTOPped worker: reported hung with its rank, host and last step, killed, the group restarts' '
+    for i in 1 2 3; do gp_agent stall $i --max-restarts=1 --worker-stall-timeout 4; done
+    # Past the first epoch: the round of three has settled.
+    wait_until "grep -hq \"^epoch 1/8:\" \"$T\"/stall/a*.log" 60
+    wpid=$(pgrep -P ${GP_PID[2]} -f train_fmnist)
+    kill -STOP $wpid
+    wait_for_line "$T/stall/a2.log" "worker rank [0-9] \(local_rank 0, pid $wpid\) on .* is hung: no heartbeat for [0-9.]+ s \(last step [0-9]+; --worker-stall-timeout 4 s\); killing it" 20
+    gp_ok stall 1 2 3
+    grep -hq "the job restarts on every node" "$T"/stall/a*.log
+    final_of stall | grep -q "(3752 steps).*world 3$"
+'
+
+test_expect_success 'bad values are refused with a clear line' '
+    refute "$ELRUN" --worker-stall-timeout=-1 --no-python true 2>"$T/e1"
+    grep -q "worker-stall-timeout" "$T/e1"
+    refute "$ELRUN" --preempt-signal=SIGKILL --no-python true 2>"$T/e2"
+    grep -q "preempt-signal" "$T/e2"
+'
+test_done

@@ -321,6 +321,23 @@ static void tell_workers(struct el_agent *a)
 
 /* ---- hung workers ---- */
 
+/* 1 when pid is stopped (state T or t: SIGSTOP, ^Z, a tracer). */
+static int is_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    const char *rp = strrchr(buf, ')');
+    return rp && (rp[2] == 'T' || rp[2] == 't');
+}
+
 static int ts_after(const struct timespec *x, const struct timespec *y)
 {
     return x->tv_sec != y->tv_sec ? x->tv_sec > y->tv_sec
@@ -348,8 +365,14 @@ static void check_beats(struct el_agent *a)
             b->seen_ns = now;
             continue;
         }
-        if (b->seen_ns == 0 ||
-            now - b->seen_ns < (long long)a->cfg.worker_stall_ms * 1000000LL)
+        /* Peers of a hung worker wait for it in their collectives and stop
+         * beating too: a stopped process is hung after the timeout, any
+         * other after twice as long, so the one at fault is found (and
+         * named) first; a deadlock of all is still found. */
+        long long limit = (long long)a->cfg.worker_stall_ms * 1000000LL;
+        if (b->seen_ns == 0 || now - b->seen_ns < limit)
+            continue;
+        if (now - b->seen_ns < 2 * limit && !is_stopped(wk->pid))
             continue;
         char step[32] = "unknown";
         int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);

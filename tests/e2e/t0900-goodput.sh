@@ -89,6 +89,50 @@ test_expect_success 'a SIGSTOPped worker: reported hung with its rank, host and 
     final_of stall | grep -q "(3752 steps).*world 3$"
 '
 
+# gp_node JOB I EXTRA...: agent I as a node that a scheduler replaces: run
+# again after any exit until one agent of the job succeeded.
+gp_node() {
+    local job=$1 i=$2; shift 2
+    mkdir -p "$T/$job"
+    (
+        while [[ ! -f $T/$job/done ]]; do
+            ELRUN_LOG_LEVEL=info "$ELRUN" --nnodes=2:3 --nproc-per-node=1 \
+                --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$STORE_PORT \
+                --rdzv-id="$job" --rdzv-conf=$KA "$@" --no-python "$TRAIN" \
+                $ARGS --ckpt-dir "$T/$job/ck$i" >>"$T/$job/a$i.log" 2>&1 &&
+                touch "$T/$job/done"
+        done
+    ) &
+    GP_PID[$i]=$!
+    track_pid $!
+}
+
+test_expect_success 'elrun chaos: worker-kill, agent-kill, agent-stop, agent-term on a 3-agent job; one line each; the job finishes; nothing of it is left' '
+    ARGS="--epochs 16 --hidden 256 --ckpt-every 100 --threads 1"
+    for i in 1 2 3; do gp_node chaos $i --max-restarts=10; done
+    wait_until "grep -hq \"^epoch 1/16:\" \"$T\"/chaos/a*.log" 60
+    "$ELRUN" chaos --rdzv-id=chaos --at 1s,5s,9s,13s --stop-for 5s --seed 7 \
+        --faults worker-kill,agent-kill,agent-stop,agent-term >"$T/chaos.out" 2>&1
+    cat "$T/chaos.out"
+    grep -Eq "^ +[0-9.]+s chaos on job chaos: seed 7" "$T/chaos.out"
+    for f in worker-kill agent-kill agent-stop agent-term; do
+        [[ $(grep -Ec "^ +[0-9.]+s $f pid [0-9]+ \((agent|worker)\)$" "$T/chaos.out") -eq 1 ]]
+    done
+    grep -Eq "^ +[0-9.]+s agent-cont pid [0-9]+ \(after agent-stop\)$" "$T/chaos.out"
+    for i in 1 2 3; do wait ${GP_PID[$i]}; done
+    grep -h "^final: " "$T"/chaos/a*.log | grep -q "(7504 steps)"
+    refute pgrep -f "rdzv-id=chaos"
+'
+
+test_expect_success 'elrun chaos: bad schedules and a job that is not there get a clear line' '
+    refute "$ELRUN" chaos --rdzv-id=x --every 0s 2>"$T/c1"
+    grep -q "^elrun chaos: --every: expected a duration" "$T/c1"
+    refute "$ELRUN" chaos --rdzv-id=x --at 10s --faults link-cut 2>"$T/c2"
+    grep -q "^elrun chaos: --faults: expected" "$T/c2"
+    refute "$ELRUN" chaos --every 1s 2>"$T/c3"
+    grep -q "^elrun chaos: --rdzv-id=ID is required" "$T/c3"
+'
+
 test_expect_success 'bad values are refused with a clear line' '
     refute "$ELRUN" --worker-stall-timeout=-1 --no-python true 2>"$T/e1"
     grep -q "worker-stall-timeout" "$T/e1"

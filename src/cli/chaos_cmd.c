@@ -387,6 +387,8 @@ int cli_chaos_main(int argc, char **argv)
     double next = at_s ? at[0] : lo_s + drand48() * (hi_s - lo_s);
     long done = 0;
     int rc = 0;
+    unsigned k = 0;
+    long drawn = -1;      /* the fault k was drawn for */
     while (!chaos_stop && (count < 0 || done < count)) {
         resume_due(st, &nst, t0, 0);
         if (now_s() - t0 < next) {
@@ -404,7 +406,10 @@ int cli_chaos_main(int argc, char **argv)
         }
         /* --at: the faults in the order given, in turn (a script can
          * name exactly what happens when); --every: one at random. */
-        unsigned k = at_s ? kinds[done % nk] : kinds[lrand48() % nk];
+        if (drawn != done) {
+            k = at_s ? kinds[done % nk] : kinds[lrand48() % nk];
+            drawn = done;
+        }
         int want_agent = k != 0;
         /* Candidates: running processes (not one this tool stopped). */
         int cand[MAX_PROCS], nc = 0;
@@ -416,6 +421,12 @@ int cli_chaos_main(int argc, char **argv)
                 cand[nc++] = i;
         }
         double t = now_s() - t0;
+        /* None to hit right now (all stopped, between a restart): retry
+         * the same fault for up to 10 s before skipping it. */
+        if (nc == 0 && t - next < 10) {
+            usleep(200000);
+            continue;
+        }
         if (nc == 0) {
             printf("%8.1fs %s: no running %s of job %s; skipped\n", t,
                    fault_names[k].name, want_agent ? "agent" : "worker", id);

@@ -27,6 +27,11 @@
  * the allreduce fail at once: the worker saves the last finished step in its
  * own directory, exits non-zero and the agent starts a new round, which
  * resumes.
+ * Under elrun it also beats every step (el_worker_heartbeat, for
+ * --worker-stall-timeout) and, on a preemption notice (SIGUSR1 from the
+ * agent's --preempt-notice-*), checkpoints the step at once on every rank
+ * (the flag travels in the allreduce) and trains on.
+ *
  * --fail-at-step S kills one rank (SIGKILL; --fail-mode abort or exit) at
  * step S of the first attempt, for demonstrating exactly that.
  *

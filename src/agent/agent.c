@@ -36,11 +36,11 @@
 #include "elrun/net.h"
 #include "elrun/rdzv.h"
 
-static void event(struct el_agent *a, enum el_agent_event_level lvl,
-                  const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* agent.c's short name for el__agent_event (agent_impl.h). */
+#define event el__agent_event
 
-static void event(struct el_agent *a, enum el_agent_event_level lvl,
-                  const char *fmt, ...)
+void el__agent_event(struct el_agent *a, enum el_agent_event_level lvl,
+                     const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;

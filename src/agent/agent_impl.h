@@ -144,6 +144,10 @@ void el__agent_read_error_file(struct el_agent_failure *f, const char *path);
 /* report.c.  Free res->failures and their strings. */
 void el__agent_free_failures(struct el_agent_result *res);
 
+/* agent.c.  One line to cfg.on_event (nothing without one). */
+void el__agent_event(struct el_agent *a, enum el_agent_event_level lvl,
+                     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* watch.c: preemption notices and hung workers (see agent.h's
  * preempt_notice_* and worker_stall_ms).  el__watch_open adds a tick timer
  * to a->epfd when anything is to be watched; 0 or -errno.  el__watch_close

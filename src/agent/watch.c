@@ -27,7 +27,6 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <spawn.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,20 +64,18 @@ struct el__watch {
     char host[256];
 };
 
-static void say(struct el_agent *a, enum el_agent_event_level lvl,
-                const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define say el__agent_event
 
-static void say(struct el_agent *a, enum el_agent_event_level lvl,
-                const char *fmt, ...)
+/* Up to cap-1 bytes of path, NUL-terminated; the length or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t cap)
 {
-    char msg[1024];
-    va_list ap;
-    if (!a->cfg.on_event)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    a->cfg.on_event(a->cfg.event_arg, lvl, msg);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = 0;
+    return n;
 }
 
 static int notice_sig(const struct el_agent *a)
@@ -201,14 +198,8 @@ int el__watch_reaped(struct el_agent *a, pid_t pid, int status)
 static double file_seconds(const char *path)
 {
     char buf[64];
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
+    if (read_small(path, buf, sizeof buf) <= 0)
         return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
     char *end;
     double s = strtod(buf, &end);
     while (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t')
@@ -326,14 +317,8 @@ static int is_stopped(pid_t pid)
 {
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (read_small(path, buf, sizeof buf) <= 0)
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
     const char *rp = strrchr(buf, ')');
     return rp && (rp[2] == 'T' || rp[2] == 't');
 }
@@ -374,16 +359,11 @@ static void check_beats(struct el_agent *a)
             continue;
         if (now - b->seen_ns < 2 * limit && !is_stopped(wk->pid))
             continue;
-        char step[32] = "unknown";
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-        if (fd >= 0) {
-            ssize_t n = read(fd, step, sizeof step - 1);
-            close(fd);
-            step[n > 0 ? n : 0] = 0;
-            step[strcspn(step, "\n")] = 0;
-            if (!step[0])
-                snprintf(step, sizeof step, "unknown");
-        }
+        char step[32];
+        read_small(path, step, sizeof step);
+        step[strcspn(step, "\n")] = 0;
+        if (!step[0])
+            snprintf(step, sizeof step, "unknown");
         say(a, EL_AGENT_ERROR, "worker rank %d (local_rank %d, pid %d) on "
             "%s is hung: no heartbeat for %.1f s (last step %s; "
             "--worker-stall-timeout %g s); killing it", wk->global_rank,

@@ -10,6 +10,8 @@
 #
 #   bench/goodput.sh                    EPOCHS=40 EVERY=20s-60s SEED=1
 #   EPOCHS=20 EVERY=8s-15s bench/goodput.sh     (a shorter run)
+#   AT=12s,24s,36s,48s bench/goodput.sh   the four faults in turn, at those times
+#   KEEP=1 ...                          keep the logs (the path is printed)
 #
 # Reports: wall time fault-free and faulted, ETTR = fault-free / faulted,
 # the faults injected, and per fault the time from the fault to training
@@ -34,7 +36,7 @@ cleanup() {
     local p
     for p in "${PIDS[@]:-}"; do [[ -n $p ]] && kill -KILL -- "$p" 2>/dev/null; done
     pkill -KILL -P $$ 2>/dev/null || true
-    rm -rf "$W"
+    [[ -n ${KEEP:-} ]] && echo "logs kept in $W" >&2 || rm -rf "$W"
 }
 trap cleanup EXIT
 KA="last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=3"
@@ -70,7 +72,8 @@ run() {
     for i in 1 2 3; do node "$job" $i; done
     if [[ ${2:-} == chaos ]]; then
         date +%s.%N >"$W/$job/chaos_t0"
-        "$ELRUN" chaos --rdzv-id="$job" --every "$EVERY" --seed "$SEED" \
+        local when=(--every "$EVERY"); [[ -n ${AT:-} ]] && when=(--at "$AT")
+        "$ELRUN" chaos --rdzv-id="$job" "${when[@]}" --seed "$SEED" \
             --stop-for "$STOP_FOR" --faults "$FAULTS" >"$W/$job/chaos.out" 2>&1 &
         CHAOS=$!
     fi

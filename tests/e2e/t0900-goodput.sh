@@ -108,10 +108,11 @@ gp_node() {
 }
 
 test_expect_success 'elrun chaos: worker-kill, agent-kill, agent-stop, agent-term on a 3-agent job; one line each; the job finishes; nothing of it is left' '
-    ARGS="--epochs 16 --hidden 256 --ckpt-every 100 --threads 1"
+    # 40 epochs: 35-60 s here, well past the last fault.
+    ARGS="--epochs 40 --hidden 256 --ckpt-every 100 --threads 1"
     for i in 1 2 3; do gp_node chaos $i --max-restarts=10; done
-    wait_until "grep -hq \"^epoch 1/16:\" \"$T\"/chaos/a*.log" 60
-    "$ELRUN" chaos --rdzv-id=chaos --at 1s,5s,9s,13s --stop-for 5s --seed 7 \
+    wait_until "grep -hq \"^epoch 1/40:\" \"$T\"/chaos/a*.log" 60
+    "$ELRUN" chaos --rdzv-id=chaos --at 1s,4s,7s,10s --stop-for 5s --seed 7 \
         --faults worker-kill,agent-kill,agent-stop,agent-term >"$T/chaos.out" 2>&1
     cat "$T/chaos.out"
     grep -Eq "^ +[0-9.]+s chaos on job chaos: seed 7" "$T/chaos.out"
@@ -120,7 +121,7 @@ test_expect_success 'elrun chaos: worker-kill, agent-kill, agent-stop, agent-ter
     done
     grep -Eq "^ +[0-9.]+s agent-cont pid [0-9]+ \(after agent-stop\)$" "$T/chaos.out"
     for i in 1 2 3; do wait ${GP_PID[$i]}; done
-    grep -h "^final: " "$T"/chaos/a*.log | grep -q "(7504 steps)"
+    grep -h "^final: " "$T"/chaos/a*.log | grep -q "(18760 steps)"
     refute pgrep -f "rdzv-id=chaos"
 '
 

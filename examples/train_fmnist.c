@@ -984,12 +984,16 @@ int main(int argc, char **argv)
                  * worker for the next round.  Wait for that stop (up to
                  * 3 s): exiting on our own first would look like a
                  * failure and charge a restart. */
+                if (!sig)
+                    el_log(EL_LOG_WARN, "rank %d: another rank was stopped "
+                           "by a signal after step %lld; stopping with it",
+                           r.rank, (long long)s.step);
                 for (int i = 0; i < 300 && !stop_signal; i++)
                     usleep(10000);
                 sig = stop_signal;
                 if (!sig)
-                    die("rank %d: another rank was stopped by a signal after "
-                        "step %lld; stopping with it", r.rank,
+                    die("rank %d: stopped with another rank after step %lld "
+                        "(no stop came from this node's agent)", r.rank,
                         (long long)s.step);
                 signal(sig, SIG_DFL);
                 raise(sig);

@@ -33,6 +33,16 @@ gp_agent() {
     GP_PID[$i]=$!
     track_pid $!
 }
+# gp_stop: kill what a case started (its trap on EXIT: a case that fails
+# half-way must not leave agents running; started inside the case's
+# subshell, they would outlive it and the script's cleanup).
+gp_stop() {
+    local p
+    for p in "${GP_PID[@]}"; do
+        pkill -KILL -P "$p" 2>/dev/null || true
+        kill -KILL "$p" 2>/dev/null || true
+    done
+}
 # gp_wait I: wait for agent I; RC = its status.
 gp_wait() { RC=0; wait "${GP_PID[$1]}" || RC=$?; }
 # gp_ok JOB I...: each agent I must exit 0 (else its log's end is shown).
@@ -47,6 +57,7 @@ gp_ok() {
 final_of() { grep -h "^final: " "$T/$1"/a*.log | tail -1; }
 
 test_expect_success 'SIGTERM to one of three agents: the other two re-form and finish, no restart charged' '
+    trap gp_stop EXIT
     for i in 1 2 3; do gp_agent term $i --max-restarts=0; done
     wait_until "grep -q \"round 0: 3 nodes\" \"$T/term/a1.log\"" 30
     wait_until "grep -hq \"^epoch 1/8\" \"$T\"/term/a*.log" 60
@@ -60,6 +71,7 @@ test_expect_success 'SIGTERM to one of three agents: the other two re-form and f
 '
 
 test_expect_success 'a preemption notice file: the workers checkpoint at once, the agent leaves at the deadline (75), the survivors resume from that step' '
+    trap gp_stop EXIT
     for i in 1 2 3; do
         gp_agent notice $i --max-restarts=2 --preempt-notice-file "$T/notice/n$i" --preempt-notice-secs 30
     done
@@ -78,6 +90,7 @@ test_expect_success 'a preemption notice file: the workers checkpoint at once, t
 '
 
 test_expect_success 'a SIGSTOPped worker: reported hung with its rank, host and last step, killed, the group restarts' '
+    trap gp_stop EXIT
     for i in 1 2 3; do gp_agent stall $i --max-restarts=1 --worker-stall-timeout 4; done
     # Past the first epoch: the round of three has settled.
     wait_until "grep -hq \"^epoch 1/8:\" \"$T\"/stall/a*.log" 60
@@ -108,6 +121,7 @@ gp_node() {
 }
 
 test_expect_success 'elrun chaos: worker-kill, agent-kill, agent-stop, agent-term on a 3-agent job; one line each; the job finishes; nothing of it is left' '
+    trap gp_stop EXIT
     # 40 epochs: 35-60 s here, well past the last fault.
     ARGS="--epochs 40 --hidden 256 --ckpt-every 100 --threads 1"
     for i in 1 2 3; do gp_node chaos $i --max-restarts=10; done

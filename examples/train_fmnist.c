@@ -27,6 +27,11 @@
  * the allreduce fail at once: the worker saves the last finished step in its
  * own directory, exits non-zero and the agent starts a new round, which
  * resumes.
+ * Under elrun it also beats every step (el_worker_heartbeat, for
+ * --worker-stall-timeout) and, on a preemption notice (SIGUSR1 from the
+ * agent's --preempt-notice-*), checkpoints the step at once on every rank
+ * (the flag travels in the allreduce) and trains on.
+ *
  * --fail-at-step S kills one rank (SIGKILL; --fail-mode abort or exit) at
  * step S of the first attempt, for demonstrating exactly that.
  *
@@ -345,7 +350,7 @@ static void mlp_init(struct mlp *m, const struct opts *o)
     m->nparams = off;
     m->w = xmalloc(off * sizeof(float));
     m->v = calloc(off, sizeof(float));
-    m->g = xmalloc((off + 3) * sizeof(float));
+    m->g = xmalloc((off + 4) * sizeof(float));
     if (!m->v)
         die("out of memory");
     /* He initialisation from the seed: the same on every rank. */
@@ -881,6 +886,10 @@ int main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    /* The agent's preemption notice (SIGUSR1 by default) sets a flag that
+     * travels in the allreduce like the stop flag: see the loop. */
+    el_worker_watch_preemption();
+    int noticed = 0;
     double run_t0 = now_s();
     double acc = 0, test_loss = 0;
     long run_samples = 0;
@@ -922,7 +931,8 @@ int main(int argc, char **argv)
             m.g[m.nparams] = (float)loss;
             m.g[m.nparams + 1] = (float)correct;
             m.g[m.nparams + 2] = stop_signal ? 1.0f : 0.0f;
-            rc = allreduce_sum_f32(&r, m.g, m.nparams + 3);
+            m.g[m.nparams + 3] = el_worker_preempted() ? 1.0f : 0.0f;
+            rc = allreduce_sum_f32(&r, m.g, m.nparams + 4);
             if (rc != 0) {
                 save_on_exit(&r, &m, &s, last_saved, 1,
                              "the round is broken");
@@ -949,8 +959,16 @@ int main(int argc, char **argv)
             run_samples += (long)b.global_count;
             progress(&r, &s, (uint64_t)train.n,
                      s.epoch_samples / (s.epoch_seconds + 1e-9), 0);
+            el_worker_heartbeat(s.step);
             int stopping = m.g[m.nparams + 2] > 0; /* the same everywhere */
-            if (s.step % r.o.ckpt_every == 0 &&
+            /* A preemption notice on any node: save this step at once, all
+             * ranks together, and train on until the node goes. */
+            int notice = m.g[m.nparams + 3] > 0 && !noticed;
+            if (notice && r.rank == 0)
+                el_log(EL_LOG_WARN, "a node got a preemption notice: "
+                       "checkpointing step %lld now", (long long)s.step);
+            noticed |= notice;
+            if ((s.step % r.o.ckpt_every == 0 || notice) &&
                 (uint64_t)s.offset < (uint64_t)train.n && !stopping) {
                 struct el_ckpt_dp_saved sv;
                 if (r.dp && save_ckpt(&r, &m, &s, &sv) != 0)
@@ -961,9 +979,21 @@ int main(int argc, char **argv)
                 int sig = stop_signal;
                 save_on_exit(&r, &m, &s, last_saved, 0,
                              sig ? strsignal(sig) : "another rank is stopped");
+                /* The other node is leaving: this node's agent learns it
+                 * from the rendezvous within milliseconds and stops this
+                 * worker for the next round.  Wait for that stop (up to
+                 * 3 s): exiting on our own first would look like a
+                 * failure and charge a restart. */
                 if (!sig)
-                    die("rank %d: another rank was stopped by a signal after "
-                        "step %lld; stopping with it", r.rank,
+                    el_log(EL_LOG_WARN, "rank %d: another rank was stopped "
+                           "by a signal after step %lld; stopping with it",
+                           r.rank, (long long)s.step);
+                for (int i = 0; i < 300 && !stop_signal; i++)
+                    usleep(10000);
+                sig = stop_signal;
+                if (!sig)
+                    die("rank %d: stopped with another rank after step %lld "
+                        "(no stop came from this node's agent)", r.rank,
                         (long long)s.step);
                 signal(sig, SIG_DFL);
                 raise(sig);

@@ -41,6 +41,11 @@ extern "C" {
 
 struct el_rdzv;
 
+/* elrun's exit status for EL_AGENT_PREEMPTED: EX_TEMPFAIL (sysexits.h),
+ * "try again later"; not 0 (a scheduler must not count it a success) and
+ * not torchrun's 1 (it is no failure of the job). */
+#define EL_EXIT_PREEMPTED 75
+
 enum el_agent_event_level { EL_AGENT_ERROR, EL_AGENT_WARN, EL_AGENT_INFO,
                             EL_AGENT_DEBUG };
 
@@ -94,6 +99,21 @@ struct el_agent_config {
      * workers' progress (ELRUN_PROGRESS_FD); NULL: neither.  Must outlive
      * the agent. */
     struct el_metrics *metrics;
+    /* Goodput (src/agent/watch.c, docs/AGENT.md "Preemption notices" and
+     * "Hung workers").  A preemption notice is the file preempt_notice_file
+     * appearing, or the command preempt_notice_cmd (run with /bin/sh -c
+     * every second, one at a time) exiting 0.  On a notice every worker
+     * that catches preempt_signal gets it, and preempt_notice_ms later (or
+     * the number of seconds written in the file) the agent leaves the job
+     * as for a SIGTERM; the outcome is EL_AGENT_PREEMPTED.  NULL: none. */
+    const char *preempt_notice_file;
+    const char *preempt_notice_cmd;
+    int preempt_notice_ms;      /* notice -> departure [30000 when <= 0]   */
+    int preempt_signal;         /* sent to the workers [SIGUSR1 when 0]    */
+    /* A worker that wrote its heartbeat file (ELRUN_HEARTBEAT_FILE,
+     * el_worker_heartbeat()) and then did not for this long is killed and
+     * counted as failed (hung).  0 = off. */
+    int worker_stall_ms;
 };
 
 enum el_agent_outcome {
@@ -101,7 +121,8 @@ enum el_agent_outcome {
     EL_AGENT_FAILED,            /* workers failed, no restart left         */
     EL_AGENT_SIGNALED,          /* the agent got a handled signal          */
     EL_AGENT_RDZV_ERROR,        /* the rendezvous failed (message in errmsg) */
-    EL_AGENT_EXEC_ERROR         /* a worker's program could not be run     */
+    EL_AGENT_EXEC_ERROR,        /* a worker's program could not be run     */
+    EL_AGENT_PREEMPTED          /* left at a preemption notice's deadline  */
 };
 
 /* One failed worker, as torch's ProcessFailure. */

@@ -140,6 +140,25 @@ int el_worker_record_error(const char *fmt, ...)
  * the agent is behind and this report was dropped; or -errno. */
 int el_worker_progress(int64_t step, int64_t samples);
 
+/* Heartbeat (src/worker/health.c): tell the agent this worker still makes
+ * progress, once a step: rewrites $ELRUN_HEARTBEAT_FILE with step.  With
+ * --worker-stall-timeout S the agent kills a worker that beat once and then
+ * not for S seconds, reports it hung (rank, host, last step) and restarts
+ * the group as for a crash.  One pwrite; call it from one thread.  Returns
+ * 0, -ENOENT when the agent does not watch (variable unset or empty), or
+ * -errno.  (el_worker_progress() is the metrics' report; a step written here is a beat.) */
+int el_worker_heartbeat(int64_t step);
+
+/* Preemption notice: install a handler for the signal the agent sends on a
+ * notice ($ELRUN_PREEMPT_SIGNAL, --preempt-signal, SIGUSR1 by default).
+ * Returns the signal, 0 when the agent has no notice hook (nothing
+ * installed), or -errno.  The agent only signals workers that catch it. */
+int el_worker_watch_preemption(void);
+
+/* 1 once the notice signal came: this node leaves the job soon (the
+ * agent's --preempt-notice-secs); checkpoint now and keep training. */
+int el_worker_preempted(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -37,11 +37,11 @@
 #include "elrun/net.h"
 #include "elrun/rdzv.h"
 
-static void event(struct el_agent *a, enum el_agent_event_level lvl,
-                  const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* agent.c's short name for el__agent_event (agent_impl.h). */
+#define event el__agent_event
 
-static void event(struct el_agent *a, enum el_agent_event_level lvl,
-                  const char *fmt, ...)
+void el__agent_event(struct el_agent *a, enum el_agent_event_level lvl,
+                     const char *fmt, ...)
 {
     char msg[2048];
     va_list ap;
@@ -107,6 +107,11 @@ int el_agent_open(struct el_agent **out, const struct el_agent_config *cfg)
         goto fail;
     if ((errno = -el__obs_open(a)))
         goto fail;
+    int wrc = el__watch_open(a);
+    if (wrc < 0) {
+        el_agent_close(a);
+        return wrc;
+    }
     *out = a;
     return 0;
 fail:;
@@ -120,6 +125,7 @@ void el_agent_close(struct el_agent *a)
     if (!a)
         return;
     el__obs_close(a);
+    el__watch_close(a);
     if (a->sigfd >= 0) {
         /* A handled signal that came after the run is over would kill the
          * process the moment the mask is restored: it is taken here. */
@@ -181,8 +187,10 @@ static void set_state(struct el_agent *a, enum el__group_state s)
 /* The run's end: the outcome and the final state that goes with it. */
 static void finish(struct el_agent *a, enum el_agent_outcome outcome)
 {
+    if (outcome == EL_AGENT_SIGNALED && el__watch_preempted(a))
+        outcome = EL_AGENT_PREEMPTED;
     a->res->outcome = outcome;
-    if (outcome == EL_AGENT_SIGNALED)
+    if (outcome == EL_AGENT_SIGNALED || outcome == EL_AGENT_PREEMPTED)
         a->res->signal = a->pending_signal;
     set_state(a, outcome == EL_AGENT_SUCCEEDED ? EL__GS_SUCCEEDED
                  : outcome == EL_AGENT_FAILED ? EL__GS_FAILED
@@ -244,6 +252,8 @@ static void reap(struct el_agent *a)
         pid_t pid = waitpid(-1, &st, WNOHANG);
         if (pid <= 0)
             return;
+        if (el__watch_reaped(a, pid, st))
+            continue;
         for (int i = 0; i < a->cfg.nproc; i++) {
             struct el__worker *w = &a->w[i];
             if (w->pid != pid || !w->alive)
@@ -610,6 +620,16 @@ static void on_timer(struct el_agent *a)
     }
 }
 
+/* watch.c's tick: a notice's deadline acts as a signal to the agent; a
+ * hung worker it killed is reaped as any other exit. */
+static void on_watch(struct el_agent *a)
+{
+    int sig = el__watch_tick(a);
+    if (sig)
+        on_agent_signal(a, sig);
+    check_group(a);
+}
+
 static void on_stream(struct el_agent *a, uint64_t tag)
 {
     uint64_t idx = tag - EL__TAG_STREAM;
@@ -639,6 +659,8 @@ static int dispatch(struct el_agent *a)
             on_rdzv(a);
         else if (tag == EL__TAG_TIMER)
             on_timer(a);
+        else if (tag == EL__TAG_WATCH)
+            on_watch(a);
         else if (tag >= EL__TAG_PROGRESS)
             el__obs_progress(a, (int)(tag - EL__TAG_PROGRESS));
         else if (tag >= EL__TAG_STREAM)
@@ -809,6 +831,7 @@ static void next_round(struct el_agent *a)
         return;
     }
     a->healthy_ns = el_now_ns();
+    el__watch_round(a);
     set_state(a, EL__GS_HEALTHY);
 }
 

@@ -25,6 +25,7 @@ struct el_rdzv_info;
 #define EL__TAG_TIMER  3
 #define EL__TAG_STREAM 4   /* + 2 * worker index + stream (0 out, 1 err) */
 #define EL__TAG_PROGRESS (1ULL << 40) /* + worker index (observe.c)       */
+#define EL__TAG_WATCH  (UINT64_C(1) << 62) /* watch.c's tick timer */
 
 #define EL__LINE_MAX 65536 /* a teed line longer than this is cut */
 
@@ -107,6 +108,7 @@ struct el_agent {
     size_t outcap;
     struct el__agent_obs *obs; /* observe.c's metrics; NULL when off      */
     int64_t woke_ns;     /* when epoll_wait last returned (el_now_ns)      */
+    struct el__watch *watch; /* watch.c's state, NULL when nothing to watch */
 };
 
 /* spawn.c.  Create <log_dir>/<run_id>_<rand> (a new /tmp/torchelastic_*
@@ -168,6 +170,29 @@ void el__obs_restarts(struct el_agent *a);
 int el__obs_progress_pipe(struct el_agent *a, int i);
 void el__obs_progress_forked(struct el_agent *a, int i);
 void el__obs_progress(struct el_agent *a, int i);
+/* agent.c.  One line to cfg.on_event (nothing without one). */
+void el__agent_event(struct el_agent *a, enum el_agent_event_level lvl,
+                     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* watch.c: preemption notices and hung workers (see agent.h's
+ * preempt_notice_* and worker_stall_ms).  el__watch_open adds a tick timer
+ * to a->epfd when anything is to be watched; 0 or -errno.  el__watch_close
+ * kills and reaps a notice command still running.  el__watch_round: the
+ * round's workers were just started.  el__watch_tick: the timer fired;
+ * returns a signal the agent must act on as if it had received it (the
+ * notice's deadline: SIGTERM), or 0.  el__watch_reaped: 1 when pid was the
+ * notice command's (reaped here), else 0.  el__watch_preempted: 1 once a
+ * notice came.  el__watch_env: the values of ELRUN_HEARTBEAT_FILE and
+ * ELRUN_PREEMPT_SIGNAL for worker w ("" when off). */
+struct el__watch;
+int el__watch_open(struct el_agent *a);
+void el__watch_close(struct el_agent *a);
+void el__watch_round(struct el_agent *a);
+int el__watch_tick(struct el_agent *a);
+int el__watch_reaped(struct el_agent *a, pid_t pid, int status);
+int el__watch_preempted(const struct el_agent *a);
+void el__watch_env(const struct el_agent *a, const struct el__worker *w,
+                   char *hb, size_t hbcap, char *sig, size_t sigcap);
 
 int el__rm_rf(const char *path);
 int el__mkdir_p(const char *path);

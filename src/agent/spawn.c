@@ -108,6 +108,7 @@ static const char *const env_set_names[] = {
     "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
     "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
     "NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "ELRUN_HEARTBEAT_FILE", "ELRUN_PREEMPT_SIGNAL", /* watch.c's */
     "ELRUN_PROGRESS_FD",  /* last: set only with metrics (observe.c) */
 };
 #define N_ENV_SET (sizeof env_set_names / sizeof env_set_names[0])
@@ -148,9 +149,10 @@ static char **build_env(const struct el_agent *a, const struct el__worker *w,
     snprintf(vals[15], sizeof vals[15], "%s/error.json", w->dir);
     snprintf(vals[16], sizeof vals[16], "%s", nccl ? nccl : "1");
     snprintf(vals[17], sizeof vals[17], "%s", tnccl ? tnccl : "1");
-    vals[18][0] = 0;
+    el__watch_env(a, w, vals[18], sizeof vals[18], vals[19], sizeof vals[19]);
+    vals[20][0] = 0;
     if (progress_fd >= 0)
-        snprintf(vals[18], sizeof vals[18], "%d", progress_fd);
+        snprintf(vals[20], sizeof vals[20], "%d", progress_fd);
     size_t nset = progress_fd >= 0 ? N_ENV_SET : N_ENV_SET - 1;
 
     size_t n = 0, bytes = 0;

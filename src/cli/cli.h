@@ -9,6 +9,9 @@ int cli_store_main(int argc, char **argv);
  * argv[0] is the program name; flags start at argv[1]. */
 int cli_run_main(int argc, char **argv);
 
+/* chaos_cmd.c: `elrun chaos`, faults into one job's processes here. */
+int cli_chaos_main(int argc, char **argv);
+
 /* The job verbs (src/cli/job_cmd.c): is word one of them (submit, status,
  * logs, cancel, list, describe, and the supervisor's __supervise)?  Then
  * cli_job_main(argc, argv) with argv[0] = the verb runs it. */

@@ -1,6 +1,7 @@
 /* main.c -- the elrun command: dispatches to a subcommand.
  *
  *   elrun store --listen HOST:PORT     standalone store server
+ *   elrun chaos --rdzv-id=ID ...       fault injector (chaos_cmd.c)
  *   elrun [run] [flags] SCRIPT [ARGS]  torchrun-compatible launcher
  *   elrun k8s-controller [flags]       the ElasticJob controller
  *
@@ -33,6 +34,8 @@ int main(int argc, char **argv)
         return cli_store_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "aws") == 0)
         return cli_aws_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "chaos") == 0)
+        return cli_chaos_main(argc - 1, argv + 1);
     if (argc > 1 && cli_job_verb(argv[1]))
         return cli_job_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "k8s-controller") == 0)

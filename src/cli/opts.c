@@ -36,7 +36,9 @@ enum opt_id {
     O_REDIRECTS, O_TEE, O_LOCAL_RANKS_FILTER, O_NODE_RANK, O_MASTER_ADDR,
     O_MASTER_PORT, O_LOCAL_ADDR, O_SIGNALS, O_LOGS_SPECS, O_NUMA_BINDING,
     O_EVENT_LOG_HANDLER, O_STOP_TIMEOUT, O_EXIT_BARRIER_TIMEOUT,
-    O_RESTART_BACKOFF, O_RESTART_BACKOFF_MAX, O_METRICS_ADDR, O_HELP, O_VERSION, O_COUNT
+    O_RESTART_BACKOFF, O_RESTART_BACKOFF_MAX, O_METRICS_ADDR,
+    O_PREEMPT_NOTICE_FILE, O_PREEMPT_NOTICE_CMD, O_PREEMPT_NOTICE_SECS,
+    O_PREEMPT_SIGNAL, O_WORKER_STALL_TIMEOUT, O_HELP, O_VERSION, O_COUNT
 };
 
 typedef char opt_src[64];  /* where a value came from: "--flag", "PET_FLAG" */
@@ -96,6 +98,7 @@ static int set_checked(struct el_opts *, const struct opt_def *,
 static int check_std_mask(const char *);
 static int check_ranks_filter(const char *);
 static int check_signals(const char *);
+static int check_one_signal(const char *);
 
 #define F(field) offsetof(struct el_opts, field)
 /* The longest time that still fits an int of milliseconds. */
@@ -196,6 +199,29 @@ static const struct opt_def defs[O_COUNT] = {
                                "--restart-backoff=0 to restart at once)"},
     [O_METRICS_ADDR] = {"metrics-addr", .env = 1, .set = set_str_or_null,
                         .off = F(metrics_addr)},
+    /* Goodput: docs/AGENT.md "Preemption notices" and "Hung workers". */
+    [O_PREEMPT_NOTICE_FILE] = {"preempt-notice-file", .env = 1,
+                               .set = set_str_or_null,
+                               .off = F(preempt_notice_file)},
+    [O_PREEMPT_NOTICE_CMD] = {"preempt-notice-cmd", .env = 1,
+                              .set = set_str_or_null,
+                              .off = F(preempt_notice_cmd)},
+    [O_PREEMPT_NOTICE_SECS] = {"preempt-notice-secs", .env = 1,
+                               .set = set_seconds,
+                               .off = F(preempt_notice_secs), .def = "30",
+                               .lo = 1e-3, .hi = MAX_S,
+                               .expect = "expected seconds > 0"},
+    [O_PREEMPT_SIGNAL] = {"preempt-signal", .env = 1, .set = set_checked,
+                          .check = check_one_signal,
+                          .off = F(preempt_signal),
+                          .def = "SIGUSR1",
+                          .expect = "expected one signal name or number, "
+                          "e.g. SIGUSR1 (not SIGKILL, SIGSTOP or SIGCHLD)"},
+    [O_WORKER_STALL_TIMEOUT] = {"worker-stall-timeout", .env = 1,
+                                .set = set_seconds,
+                                .off = F(worker_stall_timeout), .def = "0",
+                                .hi = MAX_S,
+                                .expect = "expected seconds >= 0 (0 = off)"},
     [O_HELP] = {"help", 'h', .is_bool = 1},
     [O_VERSION] = {"version", .is_bool = 1},
 };
@@ -270,8 +296,20 @@ static const char help_tail[] =
 "Accepted for compatibility and ignored (a warning says so when given):\n"
 "  --logs-specs NAME, --numa-binding MODE, --event-log-handler NAME\n"
 "\n"
+"Faults (docs/AGENT.md):\n"
+"  --preempt-notice-file PATH  its appearance means this node goes soon:\n"
+"                             workers that catch --preempt-signal get it, the\n"
+"                             agent leaves the job --preempt-notice-secs later\n"
+"                             (or after the seconds written in the file)\n"
+"  --preempt-notice-cmd CMD   the same when CMD (run each second) exits 0\n"
+"  --preempt-notice-secs S    notice to departure [30]\n"
+"  --preempt-signal SIG       the signal workers get on a notice [SIGUSR1]\n"
+"  --worker-stall-timeout S   kill a worker whose heartbeat stopped for S s\n"
+"                             and restart the group as for a crash [0: off]\n"
+"\n"
 "Exit status: 0 when every worker succeeded, 1 on a worker failure (after\n"
-"the restarts), a signal or a rendezvous error, 2 on a usage error.\n"
+"the restarts), a signal or a rendezvous error, 2 on a usage error, 75\n"
+"when the node left at a preemption notice's deadline.\n"
 "See elrun(1).\n";
 
 void el_opts_print_help(FILE *out)
@@ -706,6 +744,12 @@ static int check_signals(const char *v)
 {
     int sigs[64], n;
     return el_opts_signals(v, sigs, 64, &n) == 0;
+}
+
+static int check_one_signal(const char *v)
+{
+    int sig, n;
+    return el_opts_signals(v, &sig, 1, &n) == 0 && n == 1;
 }
 
 /* ---- the command line ---- */

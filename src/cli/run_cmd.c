@@ -488,6 +488,8 @@ static const struct {
     [EL_AGENT_SIGNALED] = {1, 0},
     [EL_AGENT_RDZV_ERROR] = {1, 0},
     [EL_AGENT_EXEC_ERROR] = {2, 1},
+    /* EX_TEMPFAIL: not a success, not a failure (docs/AGENT.md). */
+    [EL_AGENT_PREEMPTED] = {EL_EXIT_PREEMPTED, 0},
 };
 
 /* Workers that die at start-up for want of a module most often ran under
@@ -561,6 +563,10 @@ static void report(const struct el_agent_result *res, const char *binary,
     case EL_AGENT_RDZV_ERROR:
     case EL_AGENT_EXEC_ERROR:
         el_log(EL_LOG_ERROR, "%s", res->errmsg);
+        break;
+    case EL_AGENT_PREEMPTED:
+        el_log(EL_LOG_WARN, "preempted: left the job after a preemption "
+               "notice; workers stopped (exit status %d)", EL_EXIT_PREEMPTED);
         break;
     }
 }
@@ -773,6 +779,15 @@ static int run_main(struct run *run, int argc, char **argv)
     const char *every = getenv("ELRUN_RDZV_REPORT_INTERVAL");
     ac.rdzv_report_ms = every ? (int)(atof(every) * 1000) : 0;
     ac.on_event = on_agent_event;
+    ac.preempt_notice_file = o->preempt_notice_file;
+    ac.preempt_notice_cmd = o->preempt_notice_cmd;
+    ac.preempt_notice_ms = (int)(o->preempt_notice_secs * 1000);
+    ac.worker_stall_ms = (int)(o->worker_stall_timeout * 1000);
+    if (o->preempt_signal) {
+        int psig[1], np = 0;
+        el_opts_signals(o->preempt_signal, psig, 1, &np);
+        ac.preempt_signal = np ? psig[0] : 0;
+    }
 
     if (o->metrics_addr) {
         char node[256];

@@ -17,7 +17,9 @@ ELRUN="$ROOT/$BUILD/elrun"
 T=$(mktemp -d "${TMPDIR:-/tmp}/elrun-test.XXXXXX")
 _pass=0 _fail=0 _n=0 _pids=()
 
-track_pid() { _pids+=("$@"); }
+# Also written to a file: a case runs in a subshell, whose _pids the
+# script's cleanup never sees (a server started in a case outlived it).
+track_pid() { _pids+=("$@"); printf '%s\n' "$@" >>"$T/.tracked_pids"; }
 
 # _descendants PID: every live descendant of PID (children first listed last).
 _descendants() {
@@ -29,7 +31,7 @@ _descendants() {
 
 _cleanup() {
     local p
-    for p in "${_pids[@]:-}"; do
+    for p in "${_pids[@]:-}" $(cat "$T/.tracked_pids" 2>/dev/null); do
         [[ -n $p ]] && kill -KILL "$p" 2>/dev/null
     done
     # Every descendant of this script that is still alive.

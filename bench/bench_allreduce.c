@@ -43,8 +43,10 @@ static double median(double *v, int n)
 
 static int iters_for(size_t bytes, double scale)
 {
-    int it = bytes <= (8 << 10) ? 500 : bytes <= (2 << 20) ? 100
-           : bytes <= (32 << 20) ? 20 : 10;
+    int it = bytes <= (8 << 10)    ? 500
+             : bytes <= (2 << 20)  ? 100
+             : bytes <= (32 << 20) ? 20
+                                   : 10;
     it = (int)(it * scale);
     return it < 3 ? 3 : it;
 }
@@ -151,8 +153,10 @@ int main(int argc, char **argv)
         else if (opt == 'r')
             scale = atof(optarg);
         else {
-            fprintf(stderr, "usage: %s [-n 2,4] [-s 4K,1M,16M,64M] "
-                            "[-r scale]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [-n 2,4] [-s 4K,1M,16M,64M] "
+                    "[-r scale]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -188,8 +192,7 @@ int main(int argc, char **argv)
         for (int r = 0; r < world; r++) {
             pids[r] = fork();
             if (pids[r] == 0)
-                _exit(run_rank(port, r, world, sizes, nsizes, scale,
-                               prefix));
+                _exit(run_rank(port, r, world, sizes, nsizes, scale, prefix));
         }
         for (int r = 0; r < world; r++) {
             int st;

@@ -34,10 +34,20 @@ static size_t parse_size(const char *s)
     char *end;
     double v = strtod(s, &end);
     switch (*end) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    default: break;
+    case 'K':
+    case 'k':
+        v *= 1024;
+        break;
+    case 'M':
+    case 'm':
+        v *= 1024 * 1024;
+        break;
+    case 'G':
+    case 'g':
+        v *= 1024.0 * 1024 * 1024;
+        break;
+    default:
+        break;
     }
     return (size_t)v;
 }
@@ -50,9 +60,15 @@ int main(int argc, char **argv)
     int c;
     while ((c = getopt(argc, argv, "d:s:r:")) != -1) {
         switch (c) {
-        case 'd': dir = optarg; break;
-        case 's': snprintf(sizes, sizeof sizes, "%s", optarg); break;
-        case 'r': reps = atoi(optarg); break;
+        case 'd':
+            dir = optarg;
+            break;
+        case 's':
+            snprintf(sizes, sizeof sizes, "%s", optarg);
+            break;
+        case 'r':
+            reps = atoi(optarg);
+            break;
         default:
             fprintf(stderr, "usage: bench_ckpt [-d DIR] [-s 64M,256M] "
                             "[-r REPEATS]\n");
@@ -86,8 +102,8 @@ int main(int argc, char **argv)
             }
         }
         qsort(t, (size_t)reps, sizeof *t, cmp_d);
-        double med = reps % 2 ? t[reps / 2]
-                              : (t[reps / 2 - 1] + t[reps / 2]) / 2;
+        double med =
+            reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2;
         long long t0 = el_now_ns();
         int rc = el_ckpt_load_into(dir, step, 0, buf, n);
         double load = (double)(el_now_ns() - t0) / 1e6;

@@ -60,8 +60,7 @@ static int record(const char *dir, const struct el_rdzv_info *info)
     char path[4096], line[128];
     snprintf(path, sizeof path, "%s/starts", dir);
     int n = snprintf(line, sizeof line, "%lld %d %lld %d\n",
-                     (long long)info->round, info->node_rank, t,
-                     (int)getpid());
+                     (long long)info->round, info->node_rank, t, (int)getpid());
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0 || write(fd, line, (size_t)n) != n)
         return -1;
@@ -73,7 +72,7 @@ int main(int argc, char **argv)
 {
     if (argc < 7) {
         fprintf(stderr, "usage: rdzv_agent DIR go|stay BACKEND HOST:PORT "
-                "MIN MAX [KEY=VALUE ...]\n");
+                        "MIN MAX [KEY=VALUE ...]\n");
         return 2;
     }
     const char *dir = argv[1];

@@ -20,12 +20,13 @@
  * its header says how to run it.  Every loop here is bounded in count or
  * time, and only addresses in 127.0.0.0/8 are accepted as targets.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <arpa/inet.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,7 +36,6 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <poll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -295,8 +295,8 @@ static int parse_target(const char *text, struct sockaddr_in *sa)
  * the fd (connect may be in progress) or -errno. */
 static int open_conn(const struct sockaddr_in *sa, int src, int nb)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nb ? SOCK_NONBLOCK : 0),
-                    0);
+    int fd = socket(AF_INET,
+                    SOCK_STREAM | SOCK_CLOEXEC | (nb ? SOCK_NONBLOCK : 0), 0);
     if (fd < 0)
         return -errno;
     int one = 1;
@@ -324,7 +324,8 @@ static int open_conn(const struct sockaddr_in *sa, int src, int nb)
 
 /* Blocking connect with retries for up to timeout_s (refused or reset
  * connections are retried: a listen backlog may overflow). */
-static int connect_blocking(const struct sockaddr_in *sa, int src, int timeout_s)
+static int connect_blocking(const struct sockaddr_in *sa, int src,
+                            int timeout_s)
 {
     long long end = now_ns() + (long long)timeout_s * 1000000000LL;
     for (int tries = 0; tries < 100000; tries++) {
@@ -351,11 +352,14 @@ static void raise_nofile(long want)
                         .rlim_max = rl.rlim_max > (rlim_t)want ? rl.rlim_max
                                                                : (rlim_t)want};
     if (setrlimit(RLIMIT_NOFILE, &nr) != 0) {
-        nr.rlim_cur = rl.rlim_max; /* not root: take what the hard limit allows */
+        nr.rlim_cur =
+            rl.rlim_max; /* not root: take what the hard limit allows */
         nr.rlim_max = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &nr);
-        fprintf(stderr, "store_bench: could not raise the fd limit to %ld "
-                        "(hard limit %ld)\n", want, (long)rl.rlim_max);
+        fprintf(stderr,
+                "store_bench: could not raise the fd limit to %ld "
+                "(hard limit %ld)\n",
+                want, (long)rl.rlim_max);
     }
 }
 
@@ -370,8 +374,8 @@ struct tconn {
     int fd;
     int client;
     uint32_t key_i;
-    int step;              /* get: 0 = WAIT outstanding, 1 = GET outstanding */
-    int finishing;         /* deadline passed, the final round trip is out   */
+    int step;      /* get: 0 = WAIT outstanding, 1 = GET outstanding */
+    int finishing; /* deadline passed, the final round trip is out   */
     int done;
     enum reply_kind expect; /* R_NONE: nothing outstanding                    */
     size_t out_len, out_off;
@@ -567,9 +571,10 @@ static void *tput_thread(void *arg)
     while (left > 0 && !t->failed) {
         long long now = now_ns();
         if (now > hard_end) {
-            fprintf(stderr, "store_bench: %d clients still busy %llds after "
-                            "the deadline; giving up\n", left,
-                    DRAIN_GRACE_NS / 1000000000LL);
+            fprintf(stderr,
+                    "store_bench: %d clients still busy %llds after "
+                    "the deadline; giving up\n",
+                    left, DRAIN_GRACE_NS / 1000000000LL);
             t->failed = 1;
             break;
         }
@@ -655,10 +660,9 @@ static int prefill_gets(int fd, int client, const uint8_t *value, size_t vlen)
 
 /* One measurement: nclients connections to tg doing op for `seconds`.
  * Returns ops per second, or -1 on failure. */
-static double tput_once(const struct target *tg, enum bench_op op,
-                        int nclients, int nthreads, double seconds,
-                        const uint8_t *value, size_t vlen, double *cpu_us,
-                        double *client_us)
+static double tput_once(const struct target *tg, enum bench_op op, int nclients,
+                        int nthreads, double seconds, const uint8_t *value,
+                        size_t vlen, double *cpu_us, double *client_us)
 {
     double cpu0 = -1, self0 = 0;
     *cpu_us = *client_us = -1;
@@ -697,8 +701,11 @@ static double tput_once(const struct target *tg, enum bench_op op,
     for (int k = 0; k < nthreads && ok; k++) {
         int lo = (int)((long)nclients * k / nthreads);
         int hi = (int)((long)nclients * (k + 1) / nthreads);
-        th[k] = (struct tthread){.conns = conns + lo, .nconn = hi - lo,
-                                 .op = op, .value = value, .vlen = vlen,
+        th[k] = (struct tthread){.conns = conns + lo,
+                                 .nconn = hi - lo,
+                                 .op = op,
+                                 .value = value,
+                                 .vlen = vlen,
                                  .barrier = &barrier};
     }
     double rate = -1;
@@ -733,8 +740,9 @@ static double tput_once(const struct target *tg, enum bench_op op,
         if (ok && op == B_ADD) {
             if (ctl_add(ctl, "/b/cnt", 0, &cnt_after) != 0 ||
                 (uint64_t)(cnt_after - cnt_before) != ops) {
-                fprintf(stderr, "store_bench: %s: counter moved by %" PRId64
-                                ", %" PRIu64 " adds were acknowledged\n",
+                fprintf(stderr,
+                        "store_bench: %s: counter moved by %" PRId64
+                        ", %" PRIu64 " adds were acknowledged\n",
                         tg->name, cnt_after - cnt_before, ops);
                 rate = -1;
             }
@@ -780,8 +788,10 @@ static struct target *find_target(struct target *tg, int ntg, const char *v,
             *rest = eq ? eq + 1 : NULL;
             return &tg[s];
         }
-    fprintf(stderr, "store_bench: no --server named in %s (give --server "
-                    "first)\n", v);
+    fprintf(stderr,
+            "store_bench: no --server named in %s (give --server "
+            "first)\n",
+            v);
     return NULL;
 }
 
@@ -844,7 +854,8 @@ static void print_table(int which, int reps, double seconds, int nthreads,
                 int nr = 0;
                 for (int r = 0; r < reps && r < 100; r++)
                     if (byrep[ci][oi][0][r] > 0 && byrep[ci][oi][1][r] > 0)
-                        ratios[nr++] = byrep[ci][oi][0][r] / byrep[ci][oi][1][r];
+                        ratios[nr++] =
+                            byrep[ci][oi][0][r] / byrep[ci][oi][1][r];
                 if (nr > 0)
                     printf("  %.2fx", median_of(ratios, nr));
             }
@@ -854,7 +865,9 @@ static void print_table(int which, int reps, double seconds, int nthreads,
     for (int oi = 0; oi < no; oi++) {
         for (int ci = 0; ci < nc; ci++) {
             printf("RESULT %s op=%s clients=%d",
-                   which == 0 ? "tput" : which == 1 ? "cpu_us" : "client_cpu_us",
+                   which == 0   ? "tput"
+                   : which == 1 ? "cpu_us"
+                                : "client_cpu_us",
                    op_names[ops[oi]], clients[ci]);
             for (int s = 0; s < ntg; s++) {
                 int n = nres[ci][oi][s];
@@ -888,7 +901,8 @@ static int cmd_tput(int argc, char **argv)
                 fprintf(stderr, "store_bench: --server NAME=HOST:PORT\n");
                 return 2;
             }
-            snprintf(tg[ntg].name, sizeof tg[ntg].name, "%.*s", (int)(eq - v), v);
+            snprintf(tg[ntg].name, sizeof tg[ntg].name, "%.*s", (int)(eq - v),
+                     v);
             if (parse_target(eq + 1, &tg[ntg].sa) != 0)
                 return 2;
             ntg++;
@@ -938,8 +952,10 @@ static int cmd_tput(int argc, char **argv)
             if (!strcmp(oitems[i], op_names[k]))
                 found = k;
         if (found < 0) {
-            fprintf(stderr, "store_bench: unknown op %s (set get get1 xget "
-                            "add)\n", oitems[i]);
+            fprintf(stderr,
+                    "store_bench: unknown op %s (set get get1 xget "
+                    "add)\n",
+                    oitems[i]);
             return 2;
         }
         ops[i] = (enum bench_op)found;
@@ -970,13 +986,13 @@ static int cmd_tput(int argc, char **argv)
                         continue;
                     double cpu_us, client_us;
                     double r = tput_once(&tg[si], ops[oi], clients[ci],
-                                         nthreads, seconds, value,
-                                         (size_t)vlen, &cpu_us, &client_us);
+                                         nthreads, seconds, value, (size_t)vlen,
+                                         &cpu_us, &client_us);
                     printf("tput server=%s op=%s clients=%d rep=%d "
                            "ops_per_s=%.0f server_cpu_us_per_op=%.2f "
                            "client_cpu_us_per_op=%.2f\n",
-                           tg[si].name, op_names[ops[oi]], clients[ci],
-                           rep + 1, r, cpu_us, client_us);
+                           tg[si].name, op_names[ops[oi]], clients[ci], rep + 1,
+                           r, cpu_us, client_us);
                     fflush(stdout);
                     if (r > 0)
                         res[ci][oi][si][nres[ci][oi][si]++] = r;
@@ -989,20 +1005,26 @@ static int cmd_tput(int argc, char **argv)
             }
         }
     }
-    print_table(0, reps, seconds, nthreads, vlen, tg, ntg, ops, no, clients,
-                nc, res, nres, byrep);
-    print_table(1, reps, seconds, nthreads, vlen, tg, ntg, ops, no, clients,
-                nc, cpu, ncpu, NULL);
-    print_table(2, reps, seconds, nthreads, vlen, tg, ntg, ops, no, clients,
-                nc, ccpu, nccpu, NULL);
+    print_table(0, reps, seconds, nthreads, vlen, tg, ntg, ops, no, clients, nc,
+                res, nres, byrep);
+    print_table(1, reps, seconds, nthreads, vlen, tg, ntg, ops, no, clients, nc,
+                cpu, ncpu, NULL);
+    print_table(2, reps, seconds, nthreads, vlen, tg, ntg, ops, no, clients, nc,
+                ccpu, nccpu, NULL);
     return 0;
 }
 
 /* ------------------------------------------------------------------------ */
 /* storm: N clients, ADD then WAIT on "done" (a barrier)                     */
 
-enum sstate { S_QUEUED, S_CONNECTING, S_ADD_SENT, S_WAIT_SENT, S_DONE,
-              S_FAILED };
+enum sstate {
+    S_QUEUED,
+    S_CONNECTING,
+    S_ADD_SENT,
+    S_WAIT_SENT,
+    S_DONE,
+    S_FAILED
+};
 
 struct sconn {
     int fd;
@@ -1015,11 +1037,11 @@ struct sconn {
 struct sthread {
     pthread_t tid;
     struct sconn *conns;
-    int first, nconn;   /* global index of conns[0], count               */
-    int n_total;        /* N                                             */
-    int window;         /* connections in handshake or ADD at once       */
+    int first, nconn; /* global index of conns[0], count               */
+    int n_total;      /* N                                             */
+    int window;       /* connections in handshake or ADD at once       */
     int sources;
-    int idle_only;      /* stop after the ADD reply (idle mode)          */
+    int idle_only; /* stop after the ADD reply (idle mode)          */
     const struct sockaddr_in *sa;
     const char *cnt_key, *done_key;
     long long start_ns, deadline_ns;
@@ -1062,7 +1084,8 @@ static void *storm_thread(void *arg)
     uint8_t add_frame[FRAME_MAX], tail_frame[FRAME_MAX];
     size_t add_len = frame_add(add_frame, t->cnt_key, 1);
     /* the client that completes the count sets done, then waits like all */
-    size_t set_len = frame_set(tail_frame, t->done_key, (const uint8_t *)"1", 1);
+    size_t set_len =
+        frame_set(tail_frame, t->done_key, (const uint8_t *)"1", 1);
     size_t wait_len = frame_keys1(tail_frame + set_len, OP_WAIT, t->done_key);
     struct epoll_event evs[512];
     while (finished < t->nconn) {
@@ -1091,7 +1114,8 @@ static void *storm_thread(void *arg)
             }
             c->fd = fd;
             c->state = S_CONNECTING;
-            struct epoll_event ev = {.events = EPOLLOUT, .data.u32 = (uint32_t)i};
+            struct epoll_event ev = {.events = EPOLLOUT,
+                                     .data.u32 = (uint32_t)i};
             if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0)
                 die("epoll_ctl");
             in_flight++;
@@ -1129,7 +1153,8 @@ static void *storm_thread(void *arg)
                     finished++;
                     continue;
                 }
-                struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
+                struct epoll_event ev = {.events = EPOLLIN,
+                                         .data.u32 = (uint32_t)i};
                 epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
                 c->state = S_ADD_SENT;
                 c->in_len = 0;
@@ -1144,8 +1169,9 @@ static void *storm_thread(void *arg)
             if (r <= 0) {
                 if (c->state == S_ADD_SENT)
                     in_flight--;
-                storm_fail(t, c, c->state == S_ADD_SENT ? "read ADD reply"
-                                                        : "read WAIT reply",
+                storm_fail(t, c,
+                           c->state == S_ADD_SENT ? "read ADD reply"
+                                                  : "read WAIT reply",
                            r == 0 ? ECONNRESET : errno);
                 finished++;
                 continue;
@@ -1217,13 +1243,19 @@ static void storm_part(const struct sockaddr_in *sa, int n, int lo, int hi,
     for (int k = 0; k < nthreads; k++) {
         int a = (int)((long)count * k / nthreads);
         int b = (int)((long)count * (k + 1) / nthreads);
-        th[k] = (struct sthread){.conns = conns + a, .first = lo + a,
-                                 .nconn = b - a, .n_total = n,
-                                 .window = window / nthreads > 0 ? window / nthreads : 1,
-                                 .sources = sources, .sa = sa,
-                                 .idle_only = idle_only,
-                                 .cnt_key = cnt_key, .done_key = done_key,
-                                 .start_ns = start, .deadline_ns = deadline};
+        th[k] = (struct sthread){
+            .conns = conns + a,
+            .first = lo + a,
+            .nconn = b - a,
+            .n_total = n,
+            .window = window / nthreads > 0 ? window / nthreads : 1,
+            .sources = sources,
+            .sa = sa,
+            .idle_only = idle_only,
+            .cnt_key = cnt_key,
+            .done_key = done_key,
+            .start_ns = start,
+            .deadline_ns = deadline};
         if (pthread_create(&th[k].tid, NULL, storm_thread, &th[k]) != 0)
             die("pthread_create");
     }
@@ -1242,7 +1274,8 @@ static void storm_part(const struct sockaddr_in *sa, int n, int lo, int hi,
         if (th[k].t_done > out->t_done)
             out->t_done = th[k].t_done;
         if (!out->first_error[0] && th[k].first_error[0])
-            memcpy(out->first_error, th[k].first_error, sizeof out->first_error);
+            memcpy(out->first_error, th[k].first_error,
+                   sizeof out->first_error);
     }
     /* The sockets stay open: the caller closes them (storm: by exiting,
      * once every process of the storm is done). */
@@ -1301,7 +1334,8 @@ static int cmd_storm(int argc, char **argv)
     long long deadline = start + (long long)(timeout * 1e9);
     int pwindow = window / procs > 0 ? window / procs : 1;
     for (int p = 0; p < procs; p++) {
-        int lo = (int)((long)n * p / procs), hi = (int)((long)n * (p + 1) / procs);
+        int lo = (int)((long)n * p / procs),
+            hi = (int)((long)n * (p + 1) / procs);
         kids[p] = fork();
         if (kids[p] < 0)
             die("fork");
@@ -1351,8 +1385,9 @@ static int cmd_storm(int argc, char **argv)
     for (int p = 0; p < procs; p++)
         waitpid(kids[p], NULL, 0);
     close(pfd[0]);
-    const char *result = tot.done == n ? "ok"
-                         : end >= deadline ? "timeout" : "failed";
+    const char *result = tot.done == n     ? "ok"
+                         : end >= deadline ? "timeout"
+                                           : "failed";
     printf("RESULT storm server=%s n=%d result=%s done=%d added=%d "
            "connected=%d failed=%d retries=%d t_connected=%.3f t_added=%.3f "
            "t_done=%.3f elapsed=%.3f procs=%d",
@@ -1424,8 +1459,8 @@ static int cmd_idle(int argc, char **argv)
     long long start = now_ns();
     struct storm_res r;
     struct sconn *conns = NULL;
-    storm_part(&sa, n, 0, n, 1, 1024, sources, "/idle/cnt", "/idle/done",
-               start, start + 120LL * 1000000000LL, 1, &r, &conns);
+    storm_part(&sa, n, 0, n, 1, 1024, sources, "/idle/cnt", "/idle/done", start,
+               start + 120LL * 1000000000LL, 1, &r, &conns);
     int opened = r.done;
     double connect_s = (double)(now_ns() - start) / 1e9;
     /* --partial B: then each connection sends the first B bytes of a SET
@@ -1434,7 +1469,8 @@ static int cmd_idle(int argc, char **argv)
     size_t flen = frame_set(frame, "/idle/partial", (const uint8_t *)"x", 1);
     if (partial > 0 && (size_t)partial < flen)
         for (int i = 0; i < n; i++)
-            if (conns[i].fd >= 0 && write(conns[i].fd, frame, (size_t)partial) < 0)
+            if (conns[i].fd >= 0 &&
+                write(conns[i].fd, frame, (size_t)partial) < 0)
                 opened--;
     usleep(1000000); /* let the server settle */
     long with = rss_kib(pid);
@@ -1454,24 +1490,25 @@ static int cmd_idle(int argc, char **argv)
 
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage:\n"
-            "  store_bench tput --server NAME=HOST:PORT [--server ...]\n"
-            "        [--pid NAME=SERVER_PID] [--native NAME]\n"
-            "        [--clients 1,16,256] [--ops set,get,add] [--seconds 1]\n"
-            "        [--reps 5] [--threads 1] [--value-size 64]\n"
-            "     --pid: report the server's CPU time per op; --native: the\n"
-            "     server speaks elrun's own ops (xget is run only there)\n"
-            "     ops: set (one-way + final GET), get (WAIT+GET, as the\n"
-            "     PyTorch client), get1 (GET only), xget (elrun X_GET), add\n"
-            "  store_bench storm --addr HOST:PORT --n N [--name S] [--threads 2]\n"
-            "        [--sources 8] [--window 4096] [--timeout 60]\n"
-            "  store_bench idle --addr HOST:PORT --pid SERVER_PID [--n 10000]\n"
-            "        [--name S] [--sources 8] [--partial BYTES]\n"
-            "     --partial: each idle connection also holds the first BYTES\n"
-            "     bytes of a SET frame (a stalled client)\n"
-            "Targets must be in 127.0.0.0/8; client sockets of storm and idle\n"
-            "are bound to 127.0.0.2.. (one per source).\n");
+    fprintf(
+        stderr,
+        "usage:\n"
+        "  store_bench tput --server NAME=HOST:PORT [--server ...]\n"
+        "        [--pid NAME=SERVER_PID] [--native NAME]\n"
+        "        [--clients 1,16,256] [--ops set,get,add] [--seconds 1]\n"
+        "        [--reps 5] [--threads 1] [--value-size 64]\n"
+        "     --pid: report the server's CPU time per op; --native: the\n"
+        "     server speaks elrun's own ops (xget is run only there)\n"
+        "     ops: set (one-way + final GET), get (WAIT+GET, as the\n"
+        "     PyTorch client), get1 (GET only), xget (elrun X_GET), add\n"
+        "  store_bench storm --addr HOST:PORT --n N [--name S] [--threads 2]\n"
+        "        [--sources 8] [--window 4096] [--timeout 60]\n"
+        "  store_bench idle --addr HOST:PORT --pid SERVER_PID [--n 10000]\n"
+        "        [--name S] [--sources 8] [--partial BYTES]\n"
+        "     --partial: each idle connection also holds the first BYTES\n"
+        "     bytes of a SET frame (a stalled client)\n"
+        "Targets must be in 127.0.0.0/8; client sockets of storm and idle\n"
+        "are bound to 127.0.0.2.. (one per source).\n");
 }
 
 int main(int argc, char **argv)

@@ -132,9 +132,9 @@ static int good(const char *host, int port, double secs)
     }
     qsort(lat, n, sizeof *lat, cmp_ll);
     printf("good: %zu round trips%s, median %.3f ms, p99 %.3f ms, max %.1f "
-           "ms\n", n, failed ? " (then an error)" : "",
-           n ? lat[n / 2] / 1e6 : 0.0, n ? lat[n * 99 / 100] / 1e6 : 0.0,
-           n ? lat[n - 1] / 1e6 : 0.0);
+           "ms\n",
+           n, failed ? " (then an error)" : "", n ? lat[n / 2] / 1e6 : 0.0,
+           n ? lat[n * 99 / 100] / 1e6 : 0.0, n ? lat[n - 1] / 1e6 : 0.0);
     el_store_close(s);
     return failed;
 }
@@ -195,7 +195,8 @@ static int auth(const char *host, int port, int n, const char *path)
     qsort(t[0], (size_t)n, sizeof(long long), cmp_ll);
     qsort(t[1], (size_t)n, sizeof(long long), cmp_ll);
     printf("auth: connect %.0f us, connect + authenticate %.0f us "
-           "(medians of %d)\n", t[0][n / 2] / 1e3, t[1][n / 2] / 1e3, n);
+           "(medians of %d)\n",
+           t[0][n / 2] / 1e3, t[1][n / 2] / 1e3, n);
     return 0;
 }
 

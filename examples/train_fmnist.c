@@ -75,21 +75,22 @@ struct opts {
     long subset;          /* train on the first N samples; 0 = all     */
     const char *ckpt_dir; /* NULL: no checkpoints                      */
     const char *data_dir;
-    long batch;           /* global batch                              */
+    long batch; /* global batch                              */
     float lr, momentum, wd;
     uint64_t seed;
-    long fail_at;         /* -1: never                                 */
-    int fail_rank;        /* -1: the last rank                         */
-    char fail_mode;       /* 'k' SIGKILL, 'a' abort(), 'e' exit(1)     */
+    long fail_at;   /* -1: never                                 */
+    int fail_rank;  /* -1: the last rank                         */
+    char fail_mode; /* 'k' SIGKILL, 'a' abort(), 'e' exit(1)     */
     int ckpt_every;
     int keep;
     int nhidden, hidden[MAX_LAYERS - 1];
-    int threads;          /* OpenBLAS threads per rank; 0 = auto       */
+    int threads; /* OpenBLAS threads per rank; 0 = auto       */
 };
 
 static void usage(FILE *f)
 {
-    fprintf(f,
+    fprintf(
+        f,
         "usage: train_fmnist [options]\n"
         "  --epochs N        passes over the training set [10]\n"
         "  --subset N        train on the first N samples only [all]\n"
@@ -129,41 +130,75 @@ static int parse_hidden(struct opts *o, const char *s)
 
 static void parse_opts(struct opts *o, int argc, char **argv)
 {
-    *o = (struct opts){.epochs = 10, .data_dir =
-                           "/usr/share/datasets/fashion-mnist",
-                       .batch = 128, .lr = 0.05f, .momentum = 0.9f,
-                       .wd = 1e-4f, .seed = 1, .fail_at = -1,
-                       .fail_rank = -1, .fail_mode = 'k',
-                       .ckpt_every = 200, .keep = 3,
-                       .nhidden = 1, .hidden = {256}};
+    *o = (struct opts){.epochs = 10,
+                       .data_dir = "/usr/share/datasets/fashion-mnist",
+                       .batch = 128,
+                       .lr = 0.05f,
+                       .momentum = 0.9f,
+                       .wd = 1e-4f,
+                       .seed = 1,
+                       .fail_at = -1,
+                       .fail_rank = -1,
+                       .fail_mode = 'k',
+                       .ckpt_every = 200,
+                       .keep = 3,
+                       .nhidden = 1,
+                       .hidden = {256}};
     static const struct option lo[] = {
-        {"epochs", 1, 0, 'e'},      {"subset", 1, 0, 's'},
-        {"ckpt-dir", 1, 0, 'c'},    {"data-dir", 1, 0, 'd'},
-        {"batch", 1, 0, 'b'},       {"lr", 1, 0, 'l'},
-        {"momentum", 1, 0, 'm'},    {"wd", 1, 0, 'w'},
-        {"seed", 1, 0, 'S'},        {"fail-at-step", 1, 0, 'F'},
-        {"fail-rank", 1, 0, 'R'},   {"ckpt-every", 1, 0, 'E'},
-        {"keep", 1, 0, 'k'},        {"hidden", 1, 0, 'H'},
-        {"threads", 1, 0, 't'},     {"fail-mode", 1, 0, 'M'},
-        {"help", 0, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"epochs", 1, 0, 'e'},    {"subset", 1, 0, 's'},
+        {"ckpt-dir", 1, 0, 'c'},  {"data-dir", 1, 0, 'd'},
+        {"batch", 1, 0, 'b'},     {"lr", 1, 0, 'l'},
+        {"momentum", 1, 0, 'm'},  {"wd", 1, 0, 'w'},
+        {"seed", 1, 0, 'S'},      {"fail-at-step", 1, 0, 'F'},
+        {"fail-rank", 1, 0, 'R'}, {"ckpt-every", 1, 0, 'E'},
+        {"keep", 1, 0, 'k'},      {"hidden", 1, 0, 'H'},
+        {"threads", 1, 0, 't'},   {"fail-mode", 1, 0, 'M'},
+        {"help", 0, 0, 'h'},      {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
-        case 'e': o->epochs = atoi(optarg); break;
-        case 's': o->subset = atol(optarg); break;
-        case 'c': o->ckpt_dir = optarg; break;
-        case 'd': o->data_dir = optarg; break;
-        case 'b': o->batch = atol(optarg); break;
-        case 'l': o->lr = strtof(optarg, NULL); break;
-        case 'm': o->momentum = strtof(optarg, NULL); break;
-        case 'w': o->wd = strtof(optarg, NULL); break;
-        case 'S': o->seed = strtoull(optarg, NULL, 10); break;
-        case 'F': o->fail_at = atol(optarg); break;
-        case 'R': o->fail_rank = atoi(optarg); break;
-        case 'E': o->ckpt_every = atoi(optarg); break;
-        case 'k': o->keep = atoi(optarg); break;
-        case 't': o->threads = atoi(optarg); break;
+        case 'e':
+            o->epochs = atoi(optarg);
+            break;
+        case 's':
+            o->subset = atol(optarg);
+            break;
+        case 'c':
+            o->ckpt_dir = optarg;
+            break;
+        case 'd':
+            o->data_dir = optarg;
+            break;
+        case 'b':
+            o->batch = atol(optarg);
+            break;
+        case 'l':
+            o->lr = strtof(optarg, NULL);
+            break;
+        case 'm':
+            o->momentum = strtof(optarg, NULL);
+            break;
+        case 'w':
+            o->wd = strtof(optarg, NULL);
+            break;
+        case 'S':
+            o->seed = strtoull(optarg, NULL, 10);
+            break;
+        case 'F':
+            o->fail_at = atol(optarg);
+            break;
+        case 'R':
+            o->fail_rank = atoi(optarg);
+            break;
+        case 'E':
+            o->ckpt_every = atoi(optarg);
+            break;
+        case 'k':
+            o->keep = atoi(optarg);
+            break;
+        case 't':
+            o->threads = atoi(optarg);
+            break;
         case 'M':
             if (strcmp(optarg, "kill") != 0 && strcmp(optarg, "abort") != 0 &&
                 strcmp(optarg, "exit") != 0) {
@@ -179,8 +214,12 @@ static void parse_opts(struct opts *o, int argc, char **argv)
                 exit(2);
             }
             break;
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); exit(2);
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            exit(2);
         }
     }
     if (optind < argc || o->epochs < 1 || o->batch < 1 || o->subset < 0 ||
@@ -196,8 +235,8 @@ static void parse_opts(struct opts *o, int argc, char **argv)
 
 /* Log the error, leave it in the error file for the agent's failure
  * report, and exit 1. */
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2),
-                                                     noreturn));
+static void die(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
 {
     char msg[1024];
@@ -231,9 +270,9 @@ static double now_s(void)
 
 struct dataset {
     long n;
-    unsigned char *x;  /* n x 784 pixels, as in the file (a quarter of
+    unsigned char *x; /* n x 784 pixels, as in the file (a quarter of
                           the memory of floats; normalised in gather) */
-    unsigned char *y;  /* n labels 0..9       */
+    unsigned char *y; /* n labels 0..9       */
 };
 
 static unsigned char *read_idx(const char *dir, const char *name,
@@ -244,7 +283,8 @@ static unsigned char *read_idx(const char *dir, const char *name,
     gzFile f = gzopen(path, "rb");
     if (!f)
         die("cannot open %s: %s (install dataset-fashion-mnist, or pass "
-            "--data-dir)", path, strerror(errno));
+            "--data-dir)",
+            path, strerror(errno));
     unsigned char h[16];
     int hl = 4 + 4 * ndims;
     if (gzread(f, h, (unsigned)hl) != hl)
@@ -263,8 +303,8 @@ static unsigned char *read_idx(const char *dir, const char *name,
     unsigned char *buf = xmalloc(total);
     size_t got = 0;
     while (got < total) {
-        unsigned chunk = total - got > (1u << 30) ? (1u << 30)
-                                                  : (unsigned)(total - got);
+        unsigned chunk =
+            total - got > (1u << 30) ? (1u << 30) : (unsigned)(total - got);
         int r = gzread(f, buf + got, chunk);
         if (r <= 0)
             die("%s: truncated", path);
@@ -284,8 +324,8 @@ static void load_split(struct dataset *d, const char *dir, const char *split,
     unsigned char *img = read_idx(dir, in, 0x803, 3, di);
     unsigned char *lab = read_idx(dir, ln, 0x801, 1, dl);
     if (di[0] != dl[0] || di[1] * di[2] != IMG)
-        die("%s: %u images of %ux%u but %u labels", split, di[0], di[1],
-            di[2], dl[0]);
+        die("%s: %u images of %ux%u but %u labels", split, di[0], di[1], di[2],
+            dl[0]);
     d->n = (long)di[0];
     if (limit > 0 && limit < d->n)
         d->n = limit;
@@ -306,15 +346,15 @@ static void load_split(struct dataset *d, const char *dir, const char *split,
  */
 
 struct mlp {
-    int nl;                      /* weight layers                          */
-    int size[MAX_LAYERS + 1];    /* size[0] = 784 ... size[nl] = 10        */
+    int nl;                   /* weight layers                          */
+    int size[MAX_LAYERS + 1]; /* size[0] = 784 ... size[nl] = 10        */
     size_t woff[MAX_LAYERS], boff[MAX_LAYERS];
     size_t nparams;
-    float *w, *v, *g;            /* weights, momentum, gradients (+3: loss,
+    float *w, *v, *g;           /* weights, momentum, gradients (+3: loss,
                                     right answers, ranks stopping)          */
-    int maxrows;                 /* rows the activation buffers hold       */
-    float *act[MAX_LAYERS + 1];  /* act[0] = input rows, act[nl] = logits  */
-    float *delta, *delta2;       /* backprop buffers, maxrows x max width  */
+    int maxrows;                /* rows the activation buffers hold       */
+    float *act[MAX_LAYERS + 1]; /* act[0] = input rows, act[nl] = logits  */
+    float *delta, *delta2;      /* backprop buffers, maxrows x max width  */
 };
 
 static uint64_t splitmix64(uint64_t *x)
@@ -373,8 +413,8 @@ static void mlp_alloc(struct mlp *m, int maxrows)
             widest = m->size[l];
     m->maxrows = maxrows < 1 ? 1 : maxrows;
     for (int l = 0; l <= m->nl; l++)
-        m->act[l] = xmalloc((size_t)m->maxrows * (size_t)m->size[l] *
-                            sizeof(float));
+        m->act[l] =
+            xmalloc((size_t)m->maxrows * (size_t)m->size[l] * sizeof(float));
     m->delta = xmalloc((size_t)m->maxrows * (size_t)widest * sizeof(float));
     m->delta2 = xmalloc((size_t)m->maxrows * (size_t)widest * sizeof(float));
 }
@@ -400,8 +440,7 @@ static void mlp_forward(struct mlp *m, int rows)
         for (int r = 0; r < rows; r++)
             memcpy(y + (size_t)r * out, b, (size_t)out * sizeof(float));
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, out, in,
-                    1.0f, m->act[l], in, m->w + m->woff[l], out, 1.0f, y,
-                    out);
+                    1.0f, m->act[l], in, m->w + m->woff[l], out, 1.0f, y, out);
         if (l + 1 < m->nl)
             for (size_t i = 0; i < (size_t)rows * out; i++)
                 y[i] = y[i] > 0 ? y[i] : 0;
@@ -452,9 +491,8 @@ static void mlp_backward(struct mlp *m, int rows)
         int in = m->size[l], out = m->size[l + 1];
         float *gw = m->g + m->woff[l], *gb = m->g + m->boff[l];
         if (rows > 0)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out,
-                        rows, 1.0f, m->act[l], in, delta, out, 0.0f, gw,
-                        out);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, rows,
+                        1.0f, m->act[l], in, delta, out, 0.0f, gw, out);
         else
             memset(gw, 0, (size_t)in * out * sizeof(float));
         memset(gb, 0, (size_t)out * sizeof(float));
@@ -464,9 +502,9 @@ static void mlp_backward(struct mlp *m, int rows)
         if (l == 0)
             break;
         if (rows > 0)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, in,
-                        out, 1.0f, delta, out, m->w + m->woff[l], out, 0.0f,
-                        next, in);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, in, out,
+                        1.0f, delta, out, m->w + m->woff[l], out, 0.0f, next,
+                        in);
         const float *a = m->act[l]; /* ReLU output of the layer below */
         for (size_t i = 0; i < (size_t)rows * in; i++)
             if (a[i] <= 0)
@@ -479,8 +517,8 @@ static void mlp_backward(struct mlp *m, int rows)
 
 /* Copy the samples idx[0..rows) into act[0], normalised with
  * Fashion-MNIST's pixel mean and standard deviation. */
-static void gather(struct mlp *m, const struct dataset *d,
-                   const uint32_t *idx, int rows, unsigned char *labels)
+static void gather(struct mlp *m, const struct dataset *d, const uint32_t *idx,
+                   int rows, unsigned char *labels)
 {
     static float norm[256];
     if (norm[255] == 0)
@@ -555,14 +593,14 @@ static double evaluate(struct run *r, struct mlp *m, const struct dataset *t,
 
 /* What a checkpoint holds besides weights and momentum. */
 struct state {
-    char magic[8];           /* "FMNIST01"                                */
-    int64_t step;            /* optimiser steps taken                     */
-    int64_t epoch, offset;   /* where the next batch starts               */
+    char magic[8];         /* "FMNIST01"                                */
+    int64_t step;          /* optimiser steps taken                     */
+    int64_t epoch, offset; /* where the next batch starts               */
     int64_t global_batch, nparams, train_n;
     int64_t layers[MAX_LAYERS + 1];
-    double epoch_loss;       /* summed training loss so far this epoch    */
+    double epoch_loss; /* summed training loss so far this epoch    */
     double epoch_samples;
-    double epoch_seconds;    /* training time so far this epoch           */
+    double epoch_seconds; /* training time so far this epoch           */
 };
 
 /* A checkpoint's payload: state, weights, momentum. */
@@ -586,16 +624,17 @@ static int save_ckpt(struct run *r, struct mlp *m, const struct state *s,
     double t0 = now_s();
     int rc = el_ckpt_dp_savev(r->dp, s->step, iov, 3, sv);
     if (rc == 0 && r->rank == 0)
-        el_log(EL_LOG_DEBUG, "checkpoint step %lld saved in %d checkpoint "
-               "director%s in %.0f ms", (long long)s->step, sv->saved,
-               sv->saved == 1 ? "y" : "ies", (now_s() - t0) * 1e3);
+        el_log(EL_LOG_DEBUG,
+               "checkpoint step %lld saved in %d checkpoint "
+               "director%s in %.0f ms",
+               (long long)s->step, sv->saved, sv->saved == 1 ? "y" : "ies",
+               (now_s() - t0) * 1e3);
     return rc;
 }
 
 /* The same, alone, when the round is broken: this rank writes its own
  * directory, whoever its writer was (it may be the rank that died). */
-static int save_ckpt_alone(struct run *r, struct mlp *m,
-                           const struct state *s)
+static int save_ckpt_alone(struct run *r, struct mlp *m, const struct state *s)
 {
     struct iovec iov[3];
     ckpt_iov(iov, m, s);
@@ -617,8 +656,8 @@ static int load_ckpt(struct run *r, struct mlp *m, struct state *s)
     struct el_ckpt_scan scan;
     int rc = el_ckpt_dp_resume(r->dp, &p, &len, &f, &scan);
     for (int i = 0; i < scan.nskipped && i < EL_CKPT_MAX_SKIPPED; i++)
-        el_log(EL_LOG_WARN, "skipping checkpoint %s: %s",
-               scan.skipped[i].what, el_strerror(scan.skipped[i].err));
+        el_log(EL_LOG_WARN, "skipping checkpoint %s: %s", scan.skipped[i].what,
+               el_strerror(scan.skipped[i].err));
     if (rc == -ENOENT)
         return 0;
     if (rc != 0)
@@ -627,18 +666,21 @@ static int load_ckpt(struct run *r, struct mlp *m, struct state *s)
     int64_t best = f.info.step;
     if (len != want)
         die("checkpoint %lld is from another model (%zu bytes, want %zu); "
-            "use another --ckpt-dir", (long long)best, len, want);
+            "use another --ckpt-dir",
+            (long long)best, len, want);
     char *buf = p;
     struct state st;
     memcpy(&st, buf, sizeof st);
     if (memcmp(st.magic, "FMNIST01", 8) != 0 ||
         st.nparams != (int64_t)m->nparams)
         die("checkpoint %lld is from another model; use another "
-            "--ckpt-dir", (long long)best);
+            "--ckpt-dir",
+            (long long)best);
     for (int l = 0; l <= m->nl; l++)
         if (st.layers[l] != m->size[l])
             die("checkpoint %lld has other layer sizes; use another "
-                "--ckpt-dir", (long long)best);
+                "--ckpt-dir",
+                (long long)best);
     memcpy(m->w, buf + sizeof st, m->nparams * sizeof(float));
     memcpy(m->v, buf + sizeof st + m->nparams * sizeof(float),
            m->nparams * sizeof(float));
@@ -686,8 +728,10 @@ static void save_on_exit(struct run *r, struct mlp *m, const struct state *s,
     int say = broken || el_ckpt_dp_is_writer(r->dp);
     if (s->step == last_saved) { /* an agreed save of this step succeeded */
         if (say)
-            el_log(EL_LOG_INFO, "rank %d: %s: checkpoint step %lld is saved "
-                   "already; exiting", r->rank, why, (long long)s->step);
+            el_log(EL_LOG_INFO,
+                   "rank %d: %s: checkpoint step %lld is saved "
+                   "already; exiting",
+                   r->rank, why, (long long)s->step);
         return;
     }
     int rc;
@@ -696,7 +740,8 @@ static void save_on_exit(struct run *r, struct mlp *m, const struct state *s,
         rc = save_ckpt(r, m, s, &sv);
         if (rc == 0) {
             if (say)
-                el_log(EL_LOG_INFO, "rank %d: %s: saved checkpoint step %lld "
+                el_log(EL_LOG_INFO,
+                       "rank %d: %s: saved checkpoint step %lld "
                        "before exiting (in %d checkpoint director%s)",
                        r->rank, why, (long long)s->step, sv.saved,
                        sv.saved == 1 ? "y" : "ies");
@@ -710,22 +755,25 @@ static void save_on_exit(struct run *r, struct mlp *m, const struct state *s,
         /* The round broke during the save: fall through, alone. */
         broken = 1;
         if (el_ckpt_dp_is_writer(r->dp) && sv.local_rc == 0) {
-            el_log(EL_LOG_INFO, "rank %d: %s: saved checkpoint step %lld "
+            el_log(EL_LOG_INFO,
+                   "rank %d: %s: saved checkpoint step %lld "
                    "before exiting (in %s; the round broke, so the other "
-                   "directories are unknown)", r->rank, why,
-                   (long long)s->step, el_ckpt_dp_dir(r->dp));
+                   "directories are unknown)",
+                   r->rank, why, (long long)s->step, el_ckpt_dp_dir(r->dp));
             return;
         }
     }
     rc = save_ckpt_alone(r, m, s);
     if (rc == 0)
-        el_log(EL_LOG_INFO, "rank %d: %s: saved checkpoint step %lld before "
-               "exiting (in %s)", r->rank, why, (long long)s->step,
-               el_ckpt_dp_dir(r->dp));
+        el_log(EL_LOG_INFO,
+               "rank %d: %s: saved checkpoint step %lld before "
+               "exiting (in %s)",
+               r->rank, why, (long long)s->step, el_ckpt_dp_dir(r->dp));
     else
-        el_log(EL_LOG_ERROR, "rank %d: %s: checkpoint step %lld is not "
-               "saved: %s; exiting", r->rank, why, (long long)s->step,
-               el_ckpt_dp_errmsg(r->dp));
+        el_log(EL_LOG_ERROR,
+               "rank %d: %s: checkpoint step %lld is not "
+               "saved: %s; exiting",
+               r->rank, why, (long long)s->step, el_ckpt_dp_errmsg(r->dp));
 }
 
 /* After a failed save: exit, saying why on every rank. */
@@ -735,7 +783,8 @@ static void save_failed(struct run *r, struct mlp *m, const struct state *s,
     if (sv->saved < 0) { /* the round broke during the exchange */
         save_on_exit(r, m, s, last_saved, 1, "the round is broken");
         die("checkpoint step %lld: %s; exiting so that the agent starts a "
-            "new round", (long long)s->step, el_ckpt_dp_errmsg(r->dp));
+            "new round",
+            (long long)s->step, el_ckpt_dp_errmsg(r->dp));
     }
     die("%s; exiting (the previous checkpoints are intact)",
         el_ckpt_dp_errmsg(r->dp));
@@ -745,8 +794,8 @@ static void save_failed(struct run *r, struct mlp *m, const struct state *s,
  * Progress line.
  */
 
-static void progress(const struct run *r, const struct state *s,
-                     uint64_t n, double rate, int final)
+static void progress(const struct run *r, const struct state *s, uint64_t n,
+                     double rate, int final)
 {
     static double last;
     if (r->rank != 0)
@@ -764,7 +813,8 @@ static void progress(const struct run *r, const struct state *s,
         bar[i] = i < pct / 5 ? '#' : '.';
     bar[20] = '\0';
     double loss = s->epoch_samples > 0 ? s->epoch_loss / s->epoch_samples : 0;
-    fprintf(stderr, "%sepoch %lld/%d [%s] %3d%%  step %lld  loss %.4f  "
+    fprintf(stderr,
+            "%sepoch %lld/%d [%s] %3d%%  step %lld  loss %.4f  "
             "%.0f samples/s%s",
             tty ? "\r" : "", (long long)s->epoch + 1, r->o.epochs, bar, pct,
             (long long)s->step, loss, rate, tty && !final ? "" : "\n");
@@ -800,8 +850,8 @@ int main(int argc, char **argv)
         rc = el_comm_open(&r.comm, el_worker_store(r.w), prefix, r.rank,
                           r.world, &co);
         if (rc != 0)
-            die("cannot connect to the other ranks: %s (%s)",
-                el_strerror(rc), el_comm_open_errmsg());
+            die("cannot connect to the other ranks: %s (%s)", el_strerror(rc),
+                el_comm_open_errmsg());
     }
     if (r.o.ckpt_dir) {
         rc = el_ckpt_dp_open(&r.dp, r.comm, r.o.ckpt_dir, r.o.keep, err,
@@ -809,9 +859,10 @@ int main(int argc, char **argv)
         if (rc != 0)
             die("checkpoints: %s", err);
         if (el_ckpt_dp_is_writer(r.dp))
-            el_log(EL_LOG_INFO, "rank %d writes checkpoints to %s (%d "
-                   "checkpoint director%s in the job)", r.rank, r.o.ckpt_dir,
-                   el_ckpt_dp_dirs(r.dp),
+            el_log(EL_LOG_INFO,
+                   "rank %d writes checkpoints to %s (%d "
+                   "checkpoint director%s in the job)",
+                   r.rank, r.o.ckpt_dir, el_ckpt_dp_dirs(r.dp),
                    el_ckpt_dp_dirs(r.dp) == 1 ? "y" : "ies");
     }
     int threads = r.o.threads;
@@ -831,15 +882,18 @@ int main(int argc, char **argv)
 
     struct mlp m;
     mlp_init(&m, &r.o);
-    struct state s = {.magic = "FMNIST01", .global_batch = r.o.batch,
-                      .nparams = (int64_t)m.nparams, .train_n = train.n};
+    struct state s = {.magic = "FMNIST01",
+                      .global_batch = r.o.batch,
+                      .nparams = (int64_t)m.nparams,
+                      .train_n = train.n};
     for (int l = 0; l <= m.nl; l++)
         s.layers[l] = m.size[l];
     int resumed = load_ckpt(&r, &m, &s);
     if (resumed && s.global_batch != r.o.batch && r.rank == 0)
-        el_log(EL_LOG_WARN, "keeping the checkpoint's global batch %lld "
-               "(--batch %ld ignored)", (long long)s.global_batch,
-               r.o.batch);
+        el_log(EL_LOG_WARN,
+               "keeping the checkpoint's global batch %lld "
+               "(--batch %ld ignored)",
+               (long long)s.global_batch, r.o.batch);
     if (resumed && s.train_n != train.n)
         die("checkpoint was trained on %lld samples, this run has %ld",
             (long long)s.train_n, train.n);
@@ -850,7 +904,8 @@ int main(int argc, char **argv)
     struct el_shard *sh;
     struct el_shard_opts so = {.num_samples = (uint64_t)train.n,
                                .global_batch = (uint64_t)global_batch,
-                               .seed = r.o.seed, .rank = r.rank,
+                               .seed = r.o.seed,
+                               .rank = r.rank,
                                .world = r.world};
     rc = el_shard_open(&sh, &so);
     if (rc != 0)
@@ -875,8 +930,8 @@ int main(int argc, char **argv)
                "%ld training / %ld test samples (loaded in %.1f s), global "
                "batch %ld (%s per rank), %llu steps per epoch, %d BLAS "
                "threads per rank",
-               r.world, r.info->restart_count, r.info->run_id, arch,
-               m.nparams, train.n, test.n, t_load, global_batch, per,
+               r.world, r.info->restart_count, r.info->run_id, arch, m.nparams,
+               train.n, test.n, t_load, global_batch, per,
                (unsigned long long)steps_per_epoch, threads);
     }
 
@@ -908,9 +963,10 @@ int main(int argc, char **argv)
                 const char *how = r.o.fail_mode == 'k'   ? "kills itself"
                                   : r.o.fail_mode == 'a' ? "aborts"
                                                          : "exits with 1";
-                el_log(EL_LOG_WARN, "injected failure: rank %d %s at step "
-                       "%lld (--fail-at-step)", r.rank, how,
-                       (long long)s.step);
+                el_log(EL_LOG_WARN,
+                       "injected failure: rank %d %s at step "
+                       "%lld (--fail-at-step)",
+                       r.rank, how, (long long)s.step);
                 if (r.o.fail_mode == 'e')
                     die("injected failure at step %lld (--fail-at-step)",
                         (long long)s.step);
@@ -934,11 +990,10 @@ int main(int argc, char **argv)
             m.g[m.nparams + 3] = el_worker_preempted() ? 1.0f : 0.0f;
             rc = allreduce_sum_f32(&r, m.g, m.nparams + 4);
             if (rc != 0) {
-                save_on_exit(&r, &m, &s, last_saved, 1,
-                             "the round is broken");
+                save_on_exit(&r, &m, &s, last_saved, 1, "the round is broken");
                 die("allreduce failed: %s (%s); exiting so that the agent "
-                    "starts a new round", el_strerror(rc),
-                    el_comm_errmsg(r.comm));
+                    "starts a new round",
+                    el_strerror(rc), el_comm_errmsg(r.comm));
             }
 
             float lr = (float)(r.o.lr * 0.5 *
@@ -965,8 +1020,10 @@ int main(int argc, char **argv)
              * ranks together, and train on until the node goes. */
             int notice = m.g[m.nparams + 3] > 0 && !noticed;
             if (notice && r.rank == 0)
-                el_log(EL_LOG_WARN, "a node got a preemption notice: "
-                       "checkpointing step %lld now", (long long)s.step);
+                el_log(EL_LOG_WARN,
+                       "a node got a preemption notice: "
+                       "checkpointing step %lld now",
+                       (long long)s.step);
             noticed |= notice;
             if ((s.step % r.o.ckpt_every == 0 || notice) &&
                 (uint64_t)s.offset < (uint64_t)train.n && !stopping) {
@@ -985,7 +1042,8 @@ int main(int argc, char **argv)
                  * 3 s): exiting on our own first would look like a
                  * failure and charge a restart. */
                 if (!sig)
-                    el_log(EL_LOG_WARN, "rank %d: another rank was stopped "
+                    el_log(EL_LOG_WARN,
+                           "rank %d: another rank was stopped "
                            "by a signal after step %lld; stopping with it",
                            r.rank, (long long)s.step);
                 for (int i = 0; i < 300 && !stop_signal; i++)
@@ -993,8 +1051,8 @@ int main(int argc, char **argv)
                 sig = stop_signal;
                 if (!sig)
                     die("rank %d: stopped with another rank after step %lld "
-                        "(no stop came from this node's agent)", r.rank,
-                        (long long)s.step);
+                        "(no stop came from this node's agent)",
+                        r.rank, (long long)s.step);
                 signal(sig, SIG_DFL);
                 raise(sig);
             }
@@ -1032,8 +1090,8 @@ int main(int argc, char **argv)
         printf("final: test accuracy %.2f%% after %d epochs (%lld steps), "
                "%.0f samples/s, %.1f s in this run, world %d\n",
                acc, r.o.epochs, (long long)s.step,
-               (double)run_samples / (run_train_s + 1e-9),
-               now_s() - run_t0, r.world);
+               (double)run_samples / (run_train_s + 1e-9), now_s() - run_t0,
+               r.world);
     }
     fflush(stdout);
     /* Rank 0 may serve the store; let the others finish with it first. */

@@ -46,18 +46,22 @@ struct el_rdzv;
  * not torchrun's 1 (it is no failure of the job). */
 #define EL_EXIT_PREEMPTED 75
 
-enum el_agent_event_level { EL_AGENT_ERROR, EL_AGENT_WARN, EL_AGENT_INFO,
-                            EL_AGENT_DEBUG };
+enum el_agent_event_level {
+    EL_AGENT_ERROR,
+    EL_AGENT_WARN,
+    EL_AGENT_INFO,
+    EL_AGENT_DEBUG
+};
 
 struct el_agent_config {
     /* Worker command: argv[0] is run with execvp; "${local_rank}" and
      * "$local_rank" in any argument become the local rank. */
     char *const *argv;
-    int nproc;                  /* workers on this node (LOCAL_WORLD_SIZE) */
-    const char *role;           /* ROLE_NAME ["default"]                   */
-    const char *run_id;         /* TORCHELASTIC_RUN_ID ["none"]            */
-    int max_restarts;           /* failures this node may recover from     */
-    const char *log_dir;        /* base dir; NULL = a new /tmp/torchelastic_*,
+    int nproc;           /* workers on this node (LOCAL_WORLD_SIZE) */
+    const char *role;    /* ROLE_NAME ["default"]                   */
+    const char *run_id;  /* TORCHELASTIC_RUN_ID ["none"]            */
+    int max_restarts;    /* failures this node may recover from     */
+    const char *log_dir; /* base dir; NULL = a new /tmp/torchelastic_*,
                                    removed again after a success           */
     /* Per local rank (arrays of nproc), bits 1 = stdout, 2 = stderr:
      * redirect = to <attempt>/<rank>/std{out,err}.log; tee = also to the
@@ -70,7 +74,7 @@ struct el_agent_config {
     /* Line prefix template for teed lines: ${role_name}, ${rank},
      * ${local_rank} [NULL: "[${role_name}${local_rank}]:"]. */
     const char *prefix_template;
-    int stop_grace_ms;          /* SIGTERM -> SIGKILL [30000]              */
+    int stop_grace_ms; /* SIGTERM -> SIGKILL [30000]              */
     /* Back-off between restarts after failures in a row: none before the
      * first restart, then restart_backoff_ms, doubling up to
      * restart_backoff_max_ms.  A round that ran at least the cap starts a
@@ -87,13 +91,12 @@ struct el_agent_config {
      * NULL endpoint: nothing is said (a single node does not wait). */
     const char *rdzv_endpoint;
     int rdzv_min_nodes, rdzv_max_nodes;
-    int rdzv_join_timeout_ms;   /* [600000 when <= 0]                      */
-    int rdzv_report_ms;         /* [30000 when <= 0]                       */
+    int rdzv_join_timeout_ms; /* [600000 when <= 0]                      */
+    int rdzv_report_ms;       /* [30000 when <= 0]                       */
     /* Called on the agent's thread, and while a rendezvous is being
      * joined also on a helper thread (the join lines): keep it
      * thread-safe, e.g. one write() per message. */
-    void (*on_event)(void *arg, enum el_agent_event_level lvl,
-                     const char *msg);
+    void (*on_event)(void *arg, enum el_agent_event_level lvl, const char *msg);
     void *event_arg;
     /* Where the agent records its metrics (docs/METRICS.md) and reads its
      * workers' progress (ELRUN_PROGRESS_FD); NULL: neither.  Must outlive
@@ -108,8 +111,8 @@ struct el_agent_config {
      * as for a SIGTERM; the outcome is EL_AGENT_PREEMPTED.  NULL: none. */
     const char *preempt_notice_file;
     const char *preempt_notice_cmd;
-    int preempt_notice_ms;      /* notice -> departure [30000 when <= 0]   */
-    int preempt_signal;         /* sent to the workers [SIGUSR1 when 0]    */
+    int preempt_notice_ms; /* notice -> departure [30000 when <= 0]   */
+    int preempt_signal;    /* sent to the workers [SIGUSR1 when 0]    */
     /* A worker that wrote its heartbeat file (ELRUN_HEARTBEAT_FILE,
      * el_worker_heartbeat()) and then did not for this long is killed and
      * counted as failed (hung).  0 = off. */
@@ -117,24 +120,24 @@ struct el_agent_config {
 };
 
 enum el_agent_outcome {
-    EL_AGENT_SUCCEEDED,         /* every worker of the last round exited 0 */
-    EL_AGENT_FAILED,            /* workers failed, no restart left         */
-    EL_AGENT_SIGNALED,          /* the agent got a handled signal          */
-    EL_AGENT_RDZV_ERROR,        /* the rendezvous failed (message in errmsg) */
-    EL_AGENT_EXEC_ERROR,        /* a worker's program could not be run     */
-    EL_AGENT_PREEMPTED          /* left at a preemption notice's deadline  */
+    EL_AGENT_SUCCEEDED,  /* every worker of the last round exited 0 */
+    EL_AGENT_FAILED,     /* workers failed, no restart left         */
+    EL_AGENT_SIGNALED,   /* the agent got a handled signal          */
+    EL_AGENT_RDZV_ERROR, /* the rendezvous failed (message in errmsg) */
+    EL_AGENT_EXEC_ERROR, /* a worker's program could not be run     */
+    EL_AGENT_PREEMPTED   /* left at a preemption notice's deadline  */
 };
 
 /* One failed worker, as torch's ProcessFailure. */
 struct el_agent_failure {
     int local_rank, global_rank;
     pid_t pid;
-    int exitcode;               /* exit status, or -signal                 */
-    char *error_file;           /* path, or NULL when the worker wrote none */
-    char *error_json;           /* the file's contents (NULL if none)      */
-    char *message;              /* the traceback / message to print        */
-    int64_t timestamp;          /* seconds since the epoch                 */
-    int64_t ran_ms;             /* how long the worker ran before it failed */
+    int exitcode;      /* exit status, or -signal                 */
+    char *error_file;  /* path, or NULL when the worker wrote none */
+    char *error_json;  /* the file's contents (NULL if none)      */
+    char *message;     /* the traceback / message to print        */
+    int64_t timestamp; /* seconds since the epoch                 */
+    int64_t ran_ms;    /* how long the worker ran before it failed */
     /* The line "ModuleNotFoundError: ..." / "ImportError: ..." found in its
      * error file or its stderr.log (when redirected), else NULL. */
     char *import_error;
@@ -142,14 +145,14 @@ struct el_agent_failure {
 
 struct el_agent_result {
     enum el_agent_outcome outcome;
-    int signal;                 /* SIGNALED: which                         */
-    int64_t rounds;             /* rounds run                              */
-    int restarts;               /* restarts used (failures recovered)      */
+    int signal;     /* SIGNALED: which                         */
+    int64_t rounds; /* rounds run                              */
+    int restarts;   /* restarts used (failures recovered)      */
     /* FAILED: the last round's failures in local-rank order, and which one
      * is the root cause (smallest timestamp, first on ties). */
     struct el_agent_failure *failures;
     int nfailures, root;
-    char errmsg[1400];          /* RDZV_ERROR / EXEC_ERROR                 */
+    char errmsg[1400]; /* RDZV_ERROR / EXEC_ERROR                 */
 };
 
 struct el_agent;

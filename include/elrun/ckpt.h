@@ -51,16 +51,16 @@
 extern "C" {
 #endif
 
-#define EL_CKPT_VERSION 1          /* the on-disk format this code writes  */
-#define EL_CKPT_HEADER_SIZE 64     /* bytes before the payload             */
-#define EL_CKPT_MAX_SKIPPED 8      /* skipped checkpoints listed in a scan */
+#define EL_CKPT_VERSION 1      /* the on-disk format this code writes  */
+#define EL_CKPT_HEADER_SIZE 64 /* bytes before the payload             */
+#define EL_CKPT_MAX_SKIPPED 8  /* skipped checkpoints listed in a scan */
 
 struct el_ckpt_opts {
-    const char *dir;   /* the checkpoint directory; created if missing       */
-    int rank;          /* this process's rank, 0 <= rank < world             */
-    int world;         /* number of ranks (>= 1); recorded in the header     */
-    int sharded;       /* 0: rank 0 writes everything; 1: one shard per rank */
-    int keep;          /* complete checkpoints to keep [0 = 3]; < 0 keeps all */
+    const char *dir; /* the checkpoint directory; created if missing       */
+    int rank;        /* this process's rank, 0 <= rank < world             */
+    int world;       /* number of ranks (>= 1); recorded in the header     */
+    int sharded;     /* 0: rank 0 writes everything; 1: one shard per rank */
+    int keep;        /* complete checkpoints to keep [0 = 3]; < 0 keeps all */
     /* Sharded mode only: returns once every rank has called it (0), or a
      * negative code, which el_ckpt_save() returns.  Called exactly once per
      * save on every rank, after its shard is durable. */
@@ -70,15 +70,15 @@ struct el_ckpt_opts {
 
 /* One checkpoint found on disk. */
 struct el_ckpt_info {
-    int64_t step;      /* the step given to el_ckpt_save()                   */
-    int world;         /* world size when it was saved                       */
-    int sharded;       /* 1 if it has one file per rank and a marker         */
-    uint64_t bytes;    /* payload bytes: whole file, or sum of all shards    */
+    int64_t step;   /* the step given to el_ckpt_save()                   */
+    int world;      /* world size when it was saved                       */
+    int sharded;    /* 1 if it has one file per rank and a marker         */
+    uint64_t bytes; /* payload bytes: whole file, or sum of all shards    */
 };
 
 /* What el_ckpt_latest() passed over on its way to the newest good one. */
 struct el_ckpt_scan {
-    int nskipped;      /* checkpoints skipped (may exceed the array below)   */
+    int nskipped; /* checkpoints skipped (may exceed the array below)   */
     struct {
         int64_t step;
         int err;       /* EL_EFORMAT (bad or truncated) or -errno (I/O)     */
@@ -187,10 +187,10 @@ const char *el_ckpt_dp_errmsg(const struct el_ckpt_dp *dp);
 
 /* What a save did, on every rank. */
 struct el_ckpt_dp_saved {
-    int dirs;      /* checkpoint directories of the job (one writer each)  */
-    int saved;     /* how many of them hold the step now; -1 if unknown
+    int dirs;     /* checkpoint directories of the job (one writer each)  */
+    int saved;    /* how many of them hold the step now; -1 if unknown
                       (the exchange of outcomes failed)                    */
-    int local_rc;  /* this rank's own el_ckpt_savev(): 0, or its error;
+    int local_rc; /* this rank's own el_ckpt_savev(): 0, or its error;
                       0 on a rank that is not a writer                      */
 };
 
@@ -218,10 +218,10 @@ int el_ckpt_dp_save_alone(struct el_ckpt_dp *dp, int64_t step,
 /* What el_ckpt_dp_resume() found. */
 struct el_ckpt_dp_found {
     struct el_ckpt_info info; /* the checkpoint every rank now has          */
-    int src;       /* the rank that read it and broadcast it: the lowest
+    int src;     /* the rank that read it and broadcast it: the lowest
                       writer whose directory holds the newest step         */
-    int holders;   /* how many directories hold that step                  */
-    int dirs;      /* checkpoint directories of the job                    */
+    int holders; /* how many directories hold that step                  */
+    int dirs;    /* checkpoint directories of the job                    */
 };
 
 /* Resume from the newest intact checkpoint that any directory holds: every

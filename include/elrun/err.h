@@ -14,20 +14,21 @@
 extern "C" {
 #endif
 
-#define EL_ERRMAP(X)                                                        \
-    X(EBADFRAME,   -5001, "malformed or oversized frame")                   \
-    X(ECLOSED,     -5002, "rendezvous is closed")                           \
-    X(EFORMAT,     -5003, "bad file format (magic, version or checksum)")   \
-    X(EPROTO,      -5004, "protocol error from peer")                       \
-    X(ELIMIT,      -5005, "a configured limit was exceeded")                \
-    X(ENOTFOUND,   -5006, "no such key")                                    \
-    X(EMISMATCH,   -5007, "compare-and-set: value did not match")           \
-    X(EPEERLOST,   -5008, "a peer died or its connection was lost")         \
-    X(EUSAGE,      -5009, "invalid argument or configuration")              \
+#define EL_ERRMAP(X)                                                         \
+    X(EBADFRAME, -5001, "malformed or oversized frame")                      \
+    X(ECLOSED, -5002, "rendezvous is closed")                                \
+    X(EFORMAT, -5003, "bad file format (magic, version or checksum)")        \
+    X(EPROTO, -5004, "protocol error from peer")                             \
+    X(ELIMIT, -5005, "a configured limit was exceeded")                      \
+    X(ENOTFOUND, -5006, "no such key")                                       \
+    X(EMISMATCH, -5007, "compare-and-set: value did not match")              \
+    X(EPEERLOST, -5008, "a peer died or its connection was lost")            \
+    X(EUSAGE, -5009, "invalid argument or configuration")                    \
     X(ENOTELASTIC, -5010, "not running under elrun (no worker environment)") \
-    X(ETLS,        -5011, "TLS failure (certificate, CA or handshake)")    \
-    X(ENOTSTORE,   -5012, "the peer does not speak the store protocol "     \
-                          "(another service on that port?)")
+    X(ETLS, -5011, "TLS failure (certificate, CA or handshake)")             \
+    X(ENOTSTORE, -5012,                                                      \
+      "the peer does not speak the store protocol "                          \
+      "(another service on that port?)")
 
 enum el_err {
     EL_OK = 0,

@@ -60,19 +60,19 @@ struct el_etcd_opts {
     /* Members, comma separated: "http://h:p,http://h2:p2" or "h:p,h2:p2"
      * (a bare host:port takes 'protocol').  Required. */
     const char *endpoints;
-    const char *protocol;      /* scheme of bare host:port: "http"|"https"
+    const char *protocol;   /* scheme of bare host:port: "http"|"https"
                                   ["http"]                                  */
-    const char *cacert;        /* PEM CA bundle that signs the members'
+    const char *cacert;     /* PEM CA bundle that signs the members'
                                   certificates [system store]               */
-    const char *cert, *key;    /* PEM client certificate and key [none]     */
-    const char *user;          /* etcd user (auth enabled) [none]; the
+    const char *cert, *key; /* PEM client certificate and key [none]     */
+    const char *user;       /* etcd user (auth enabled) [none]; the
                                   client authenticates on first use and
                                   again when its token expires            */
     const char *password;
-    int connect_timeout_ms;    /* TCP+TLS connect to one member [1000]      */
-    int request_timeout_ms;    /* one request to one member [2000]; then
+    int connect_timeout_ms; /* TCP+TLS connect to one member [1000]      */
+    int request_timeout_ms; /* one request to one member [2000]; then
                                   the call moves to the next member       */
-    int op_timeout_ms;         /* one call, every retry and member included
+    int op_timeout_ms;      /* one call, every retry and member included
                                   [15000]; a call that cannot finish in it
                                   returns -EHOSTUNREACH                     */
 };
@@ -118,10 +118,10 @@ struct el_etcd_kv {
     size_t key_len;
     void *value;
     size_t value_len;
-    int64_t create_revision;   /* revision that created the key             */
-    int64_t mod_revision;      /* revision of the last write                */
-    int64_t version;           /* writes since creation (1 = just created)  */
-    int64_t lease;             /* lease the key is attached to, 0 = none    */
+    int64_t create_revision; /* revision that created the key             */
+    int64_t mod_revision;    /* revision of the last write                */
+    int64_t version;         /* writes since creation (1 = just created)  */
+    int64_t lease;           /* lease the key is attached to, 0 = none    */
 };
 
 /* Free the strings of kv (not kv itself) and zero it.  NULL is a no-op. */
@@ -132,8 +132,8 @@ void el_etcd_kvs_free(struct el_etcd_kv *kvs, size_t n);
 /* Set key = val; lease != 0 attaches the key to that lease (EL_ENOTFOUND if
  * it does not exist).  *revision (may be NULL) gets the revision of the
  * write. */
-int el_etcd_put(struct el_etcd *c, const char *key, const void *val,
-                size_t len, int64_t lease, int64_t *revision);
+int el_etcd_put(struct el_etcd *c, const char *key, const void *val, size_t len,
+                int64_t lease, int64_t *revision);
 
 /* Read key: EL_ENOTFOUND if it does not exist.  val/len/mod_revision may be
  * NULL. */
@@ -150,13 +150,12 @@ int el_etcd_get_kv(struct el_etcd *c, const char *key, struct el_etcd_kv *kv,
  * NULL) is the store's revision of this snapshot: watch from revision + 1
  * to see every later change. */
 int el_etcd_range_prefix(struct el_etcd *c, const char *prefix,
-                         struct el_etcd_kv **kvs, size_t *n,
-                         int64_t *revision);
+                         struct el_etcd_kv **kvs, size_t *n, int64_t *revision);
 
 /* How many keys start with prefix (a count-only range: no values cross
  * the wire).  *revision (may be NULL) as el_etcd_range_prefix. */
-int el_etcd_count_prefix(struct el_etcd *c, const char *prefix,
-                         int64_t *count, int64_t *revision);
+int el_etcd_count_prefix(struct el_etcd *c, const char *prefix, int64_t *count,
+                         int64_t *revision);
 
 /* Delete key; *deleted (may be NULL) gets 1 if it existed, else 0. */
 int el_etcd_delete(struct el_etcd *c, const char *key, int64_t *deleted);
@@ -174,22 +173,22 @@ int el_etcd_compact(struct el_etcd *c, int64_t revision);
  */
 
 enum el_etcd_if {
-    EL_ETCD_IF_ABSENT,         /* the key does not exist (create_revision
+    EL_ETCD_IF_ABSENT, /* the key does not exist (create_revision
                                   == 0): create-if-absent                   */
-    EL_ETCD_IF_VALUE,          /* the key exists and holds 'expected'       */
-    EL_ETCD_IF_MOD,            /* the key's mod_revision == 'mod_revision'
+    EL_ETCD_IF_VALUE,  /* the key exists and holds 'expected'       */
+    EL_ETCD_IF_MOD,    /* the key's mod_revision == 'mod_revision'
                                   (0 = the key does not exist)              */
 };
 
 struct el_etcd_cas {
     enum el_etcd_if cond;
-    const void *expected;      /* EL_ETCD_IF_VALUE                          */
+    const void *expected; /* EL_ETCD_IF_VALUE                          */
     size_t expected_len;
-    int64_t mod_revision;      /* EL_ETCD_IF_MOD                            */
-    int remove;                /* 1: delete the key instead of writing      */
-    const void *desired;       /* the new value (unless remove)             */
+    int64_t mod_revision; /* EL_ETCD_IF_MOD                            */
+    int remove;           /* 1: delete the key instead of writing      */
+    const void *desired;  /* the new value (unless remove)             */
     size_t desired_len;
-    int64_t lease;             /* attach the new value to a lease, 0 = none */
+    int64_t lease; /* attach the new value to a lease, 0 = none */
 };
 
 /* If the condition holds, write desired (or delete the key), atomically.
@@ -216,16 +215,16 @@ int el_etcd_cas(struct el_etcd *c, const char *key,
  * applied; a member failing with it in flight gives -ECONNABORTED. */
 struct el_etcd_cmp {
     const char *key;
-    enum el_etcd_if cond;      /* as in struct el_etcd_cas                  */
-    const void *value;         /* EL_ETCD_IF_VALUE                          */
+    enum el_etcd_if cond; /* as in struct el_etcd_cas                  */
+    const void *value;    /* EL_ETCD_IF_VALUE                          */
     size_t value_len;
-    int64_t mod_revision;      /* EL_ETCD_IF_MOD                            */
+    int64_t mod_revision; /* EL_ETCD_IF_MOD                            */
 };
 
 enum el_etcd_op_type {
-    EL_ETCD_OP_PUT,            /* key = value (on lease if not 0)           */
-    EL_ETCD_OP_DELETE,         /* key                                       */
-    EL_ETCD_OP_DELETE_PREFIX,  /* every key starting with key ("" refused)  */
+    EL_ETCD_OP_PUT,           /* key = value (on lease if not 0)           */
+    EL_ETCD_OP_DELETE,        /* key                                       */
+    EL_ETCD_OP_DELETE_PREFIX, /* every key starting with key ("" refused)  */
 };
 
 struct el_etcd_op {
@@ -236,8 +235,8 @@ struct el_etcd_op {
     int64_t lease;
 };
 
-int el_etcd_txn(struct el_etcd *c, const struct el_etcd_cmp *cmps,
-                size_t ncmp, const struct el_etcd_op *then, size_t nthen,
+int el_etcd_txn(struct el_etcd *c, const struct el_etcd_cmp *cmps, size_t ncmp,
+                const struct el_etcd_op *then, size_t nthen,
                 const struct el_etcd_op *otherwise, size_t notherwise,
                 int *succeeded, int64_t *revision);
 
@@ -308,7 +307,7 @@ enum el_etcd_event_type { EL_ETCD_PUT = 0, EL_ETCD_DELETE = 1 };
 
 struct el_etcd_event {
     enum el_etcd_event_type type;
-    struct el_etcd_kv kv;      /* a DELETE has key and mod_revision only    */
+    struct el_etcd_kv kv; /* a DELETE has key and mod_revision only    */
 };
 
 void el_etcd_events_free(struct el_etcd_event *evs, size_t n);
@@ -330,9 +329,9 @@ int el_etcd_watch_open(struct el_etcd *c, const char *key, int prefix,
  * failovers (a re-created watch starts after the last event reported and
  * skips the filtered ones again). */
 enum { EL_ETCD_WATCH_NO_PUT = 1, EL_ETCD_WATCH_NO_DELETE = 2 };
-int el_etcd_watch_open_filtered(struct el_etcd *c, const char *key,
-                                int prefix, int64_t start_revision,
-                                int filter, struct el_etcd_watch **out);
+int el_etcd_watch_open_filtered(struct el_etcd *c, const char *key, int prefix,
+                                int64_t start_revision, int filter,
+                                struct el_etcd_watch **out);
 
 /* Wait until events arrive, then return all that arrived (in revision
  * order; free with el_etcd_events_free).  timeout_ms < 0 waits forever; at
@@ -358,8 +357,8 @@ void el_etcd_watch_close(struct el_etcd_watch *w);
 /* Return key once it exists (at once if it does), in *kv (clear with
  * el_etcd_kv_clear).  timeout_ms < 0 waits forever; -ETIMEDOUT,
  * -ECANCELED (cancel fd), or a watch's errors. */
-int el_etcd_wait_key(struct el_etcd *c, const char *key,
-                     struct el_etcd_kv *kv, int timeout_ms);
+int el_etcd_wait_key(struct el_etcd *c, const char *key, struct el_etcd_kv *kv,
+                     int timeout_ms);
 
 /* Wait until key is written or deleted at a revision after 'after' (a
  * mod_revision the caller saw, or a range's revision); then *present says

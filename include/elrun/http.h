@@ -24,15 +24,15 @@ extern "C" {
 struct uv_loop_s;
 
 struct el_http_request {
-    const char *method;        /* "GET", "HEAD", ...                        */
-    const char *path;          /* the URL's path, NUL-terminated ("/metrics") */
-    const char *query;         /* after '?', or "" */
+    const char *method; /* "GET", "HEAD", ...                        */
+    const char *path;   /* the URL's path, NUL-terminated ("/metrics") */
+    const char *query;  /* after '?', or "" */
 };
 
 struct el_http_response {
-    int status;                /* [200]                                     */
-    const char *content_type;  /* ["text/plain; charset=utf-8"]             */
-    char *body;                /* malloc'd by the handler, freed by the server */
+    int status;               /* [200]                                     */
+    const char *content_type; /* ["text/plain; charset=utf-8"]             */
+    char *body;               /* malloc'd by the handler, freed by the server */
     size_t len;
 };
 
@@ -43,19 +43,18 @@ typedef void (*el_http_handler)(void *arg, const struct el_http_request *rq,
 
 /* A zero field takes the default in brackets. */
 struct el_http_limits {
-    size_t max_request;        /* bytes of one request, head and body [8 KiB] */
-    int timeout_ms;            /* to send one whole request [10000]         */
-    int max_conns;             /* clients at once [64]                      */
+    size_t max_request; /* bytes of one request, head and body [8 KiB] */
+    int timeout_ms;     /* to send one whole request [10000]         */
+    int max_conns;      /* clients at once [64]                      */
 };
 
 struct el_http;
 
 /* Listen on host:port (port 0 picks one) on loop.  Returns 0, or -errno
  * (-EADDRINUSE ...) with a one-line reason in err. */
-int el_http_open(struct el_http **out, struct uv_loop_s *loop,
-                 const char *host, int port,
-                 const struct el_http_limits *limits, el_http_handler fn,
-                 void *arg, char *err, size_t errlen);
+int el_http_open(struct el_http **out, struct uv_loop_s *loop, const char *host,
+                 int port, const struct el_http_limits *limits,
+                 el_http_handler fn, void *arg, char *err, size_t errlen);
 
 /* The port it listens on. */
 int el_http_port(const struct el_http *h);

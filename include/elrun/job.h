@@ -35,11 +35,11 @@ int el_job_parse_size(const char *spec, struct el_job_size *out, char *err,
 #define EL_JOB_ID_MAX 128
 
 struct el_job_handle {
-    char sched[16];               /* "local" or "slurm"                    */
-    char session[32];             /* "elrun" when printed; any is accepted */
-    char id[EL_JOB_ID_MAX];       /* [A-Za-z0-9._-]+, not "." or ".."     */
-    char role[64];                /* "" unless the handle names a role     */
-    int replica;                  /* -1 unless it names a replica          */
+    char sched[16];         /* "local" or "slurm"                    */
+    char session[32];       /* "elrun" when printed; any is accepted */
+    char id[EL_JOB_ID_MAX]; /* [A-Za-z0-9._-]+, not "." or ".."     */
+    char role[64];          /* "" unless the handle names a role     */
+    int replica;            /* -1 unless it names a replica          */
 };
 
 /* Known schedulers: 0 if name is one ("local", "slurm"), else EL_EUSAGE. */
@@ -93,8 +93,8 @@ int el_job_hostlist_expand(const char *list, int max, char ***hosts, int *n,
 void el_job_hosts_free(char **hosts, int n);
 
 /* The first host of a hostlist, into out.  0 or EL_EUSAGE. */
-int el_job_hostlist_first(const char *list, char *out, size_t cap,
-                          char *err, size_t errlen);
+int el_job_hostlist_first(const char *list, char *out, size_t cap, char *err,
+                          size_t errlen);
 
 /* ---- the launcher inside a Slurm allocation ----------------------------- */
 
@@ -103,11 +103,11 @@ int el_job_hostlist_first(const char *list, char *out, size_t cap,
  * PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT, PET_RDZV_ID), each with
  * the Slurm variable it came from. */
 struct el_job_slurm_defaults {
-    int n;                         /* entries used                          */
+    int n; /* entries used                          */
     struct {
-        char name[24];             /* "PET_NNODES"                          */
-        char value[256];           /* "3"                                   */
-        char from[40];             /* "SLURM_STEP_NUM_NODES"                */
+        char name[24];   /* "PET_NNODES"                          */
+        char value[256]; /* "3"                                   */
+        char from[40];   /* "SLURM_STEP_NUM_NODES"                */
     } var[5];
 };
 
@@ -126,20 +126,20 @@ int el_job_slurm_defaults(char **env, struct el_job_slurm_defaults *out,
 
 /* One job as `elrun submit` understood it. */
 struct el_job_spec {
-    const char *name;             /* job name                              */
+    const char *name; /* job name                              */
     struct el_job_size size;
-    int max_retries;              /* scheduler-level retries of the job    */
-    const char *home;             /* absolute $ELRUN_HOME                  */
-    const char *elrun;            /* absolute path of the elrun binary     */
-    const char *rdzv_backend;     /* "c10d" (elrun's store) or "etcd"      */
-    const char *rdzv_endpoint;    /* etcd's endpoints; NULL for c10d       */
-    const char *rdzv_conf;        /* the user's --rdzv-conf, or NULL       */
-    char **env;                   /* --env K=V, n_env of them              */
+    int max_retries;           /* scheduler-level retries of the job    */
+    const char *home;          /* absolute $ELRUN_HOME                  */
+    const char *elrun;         /* absolute path of the elrun binary     */
+    const char *rdzv_backend;  /* "c10d" (elrun's store) or "etcd"      */
+    const char *rdzv_endpoint; /* etcd's endpoints; NULL for c10d       */
+    const char *rdzv_conf;     /* the user's --rdzv-conf, or NULL       */
+    char **env;                /* --env K=V, n_env of them              */
     int n_env;
-    const char *cfg;              /* --cfg k=v,k2=v2 or NULL               */
-    char **launcher;              /* launcher flags, then SCRIPT ARGS...   */
+    const char *cfg; /* --cfg k=v,k2=v2 or NULL               */
+    char **launcher; /* launcher flags, then SCRIPT ARGS...   */
     int n_launcher;
-    int n_launcher_flags;         /* how many of them come before SCRIPT   */
+    int n_launcher_flags; /* how many of them come before SCRIPT   */
 };
 
 /* The sbatch options --cfg may set, in the order the script writes them. */
@@ -156,8 +156,8 @@ int el_job_check_cfg(const char *sched, const char *cfg, char *err,
  * rendezvous store on the first node (or etcd), per-node logs and exit codes
  * under HOME/jobs/slurm/$SLURM_JOB_ID, requeue while SLURM_RESTART_COUNT <
  * max_retries.  0, EL_EUSAGE (a bad --cfg) or -ENOMEM. */
-int el_job_sbatch_script(const struct el_job_spec *spec, char **out,
-                         char *err, size_t errlen);
+int el_job_sbatch_script(const struct el_job_spec *spec, char **out, char *err,
+                         size_t errlen);
 
 /* The value of key in --cfg (keys normalised as el_job_check_cfg does: "_"
  * as "-"), the first if given twice, into out; 1 if found, else 0 (out "").

@@ -21,10 +21,10 @@ extern enum el_log_level el_log_max_;
 
 void el_log_init(const char *component, enum el_log_level max);
 
-#define el_log(lvl, ...)                                                    \
-    do {                                                                    \
-        if ((lvl) <= el_log_max_)                                           \
-            el_log_((lvl), __VA_ARGS__);                                    \
+#define el_log(lvl, ...)                 \
+    do {                                 \
+        if ((lvl) <= el_log_max_)        \
+            el_log_((lvl), __VA_ARGS__); \
     } while (0)
 
 void el_log_(enum el_log_level lvl, const char *fmt, ...)

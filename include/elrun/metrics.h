@@ -82,8 +82,7 @@ int el_metrics_register_table(struct el_metrics *reg, void *base,
  * observe: histograms.  m NULL: no-op, returns 0. */
 int el_metric_add(struct el_metric *m, const char *const *values, double v);
 int el_metric_set(struct el_metric *m, const char *const *values, double v);
-int el_metric_observe(struct el_metric *m, const char *const *values,
-                      double v);
+int el_metric_observe(struct el_metric *m, const char *const *values, double v);
 
 /* Drop every series of m (for per-rank gauges when the ranks change). */
 void el_metric_clear(struct el_metric *m);

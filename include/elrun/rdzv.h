@@ -46,22 +46,22 @@ extern "C" {
 #endif
 
 struct el_rdzv_config {
-    const char *backend;       /* "static", "standalone", "c10d"            */
-    const char *run_id;        /* job id ("none")                           */
-    const char *host;          /* store host (static: master addr)          */
-    int port;                  /* store port (0: a free one, standalone)    */
+    const char *backend; /* "static", "standalone", "c10d"            */
+    const char *run_id;  /* job id ("none")                           */
+    const char *host;    /* store host (static: master addr)          */
+    int port;            /* store port (0: a free one, standalone)    */
     int min_nodes, max_nodes;
-    int node_rank;             /* static: this node's rank                  */
-    const char *local_addr;    /* this node's address for MASTER_ADDR, or NULL */
-    int join_timeout_ms;       /* whole next() deadline [600 s]             */
-    int io_timeout_ms;         /* one store request [60 s]                  */
+    int node_rank;          /* static: this node's rank                  */
+    const char *local_addr; /* this node's address for MASTER_ADDR, or NULL */
+    int join_timeout_ms;    /* whole next() deadline [600 s]             */
+    int io_timeout_ms;      /* one store request [60 s]                  */
     /* c10d (elastic) only: */
-    int last_call_timeout_ms;  /* wait after MIN nodes joined (0: none)     */
+    int last_call_timeout_ms;   /* wait after MIN nodes joined (0: none)     */
     int keep_alive_interval_ms; /* heartbeat period [5 s]                    */
     int keep_alive_max_attempt; /* missed heartbeats before a node is dead [3] */
-    int is_host;               /* host the store at the endpoint: 1 yes,
+    int is_host;                /* host the store at the endpoint: 1 yes,
                                   -1 never, 0 when the address is local     */
-    int max_restarts;          /* the job's restart budget (all nodes)      */
+    int max_restarts;           /* the job's restart budget (all nodes)      */
     /* The job secret (static, c10d): agents prove it to the store, and a
      * hosted store lets only them write the job's keys (docs/RENDEZVOUS.md,
      * "Security").  Copied by el_rdzv_open; NULL: none. */
@@ -71,8 +71,8 @@ struct el_rdzv_config {
      * and how to reach them.  Strings are copied by el_rdzv_open. */
     const char *endpoints;
     struct {
-        const char *prefix;    /* keys live under <prefix>/<run_id>/ ["/elrun"] */
-        const char *protocol;  /* "http" | "https" ["http"]                 */
+        const char *prefix; /* keys live under <prefix>/<run_id>/ ["/elrun"] */
+        const char *protocol; /* "http" | "https" ["http"]                 */
         const char *cacert, *cert, *key; /* TLS files (PEM)                  */
         const char *user, *password;     /* etcd auth                       */
     } etcd;
@@ -84,14 +84,14 @@ struct el_rdzv_config {
 
 /* What a completed round tells this node. */
 struct el_rdzv_info {
-    int64_t round;             /* global round number, from 0               */
-    int node_rank;             /* GROUP_RANK                                */
-    int num_nodes;             /* GROUP_WORLD_SIZE                          */
-    int base_rank;             /* global rank of this node's local rank 0   */
-    int world_size;            /* workers in the job (sum over nodes)       */
+    int64_t round;  /* global round number, from 0               */
+    int node_rank;  /* GROUP_RANK                                */
+    int num_nodes;  /* GROUP_WORLD_SIZE                          */
+    int base_rank;  /* global rank of this node's local rank 0   */
+    int world_size; /* workers in the job (sum over nodes)       */
     char store_host[EL_HOST_MAX]; /* the workers' MASTER_ADDR               */
-    int store_port;            /* the workers' MASTER_PORT                  */
-    int use_agent_store;       /* TORCHELASTIC_USE_AGENT_STORE              */
+    int store_port;      /* the workers' MASTER_PORT                  */
+    int use_agent_store; /* TORCHELASTIC_USE_AGENT_STORE              */
 };
 
 struct el_rdzv;

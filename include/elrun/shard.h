@@ -76,8 +76,7 @@ int el_shard_seek(struct el_shard *s, uint64_t epoch, uint64_t offset);
 int el_shard_next(struct el_shard *s, struct el_shard_batch *b);
 
 /* The current position: what to checkpoint. */
-void el_shard_tell(const struct el_shard *s, uint64_t *epoch,
-                   uint64_t *offset);
+void el_shard_tell(const struct el_shard *s, uint64_t *epoch, uint64_t *offset);
 
 /* Global batches per epoch (counting a short last one unless drop_last). */
 uint64_t el_shard_steps_per_epoch(const struct el_shard *s);

@@ -54,14 +54,14 @@ struct el_store_limits {
     size_t max_conns_per_loopback; /* from one loopback address (every agent
                                   and worker of a one-machine job) [0: no
                                   limit]                                     */
-    size_t fd_reserve;         /* descriptors kept free: a client accepted
+    size_t fd_reserve;             /* descriptors kept free: a client accepted
                                   into them makes the server drop an idle
                                   connection, or is refused [32]             */
 };
 struct el_store_server_opts {
-    const char *host;          /* address to bind ["0.0.0.0"]                */
-    int port;                  /* 0 picks a free port                        */
-    int backlog;               /* listen backlog [65535, capped by kernel]   */
+    const char *host; /* address to bind ["0.0.0.0"]                */
+    int port;         /* 0 picks a free port                        */
+    int backlog;      /* listen backlog [65535, capped by kernel]   */
     struct el_store_limits limits;
     /* The job secret (copied; NULL: none).  With one, keys under "/elrun/"
      * (every job's rendezvous state) may be written only by connections
@@ -69,7 +69,7 @@ struct el_store_server_opts {
      * workers, may write every other key and read everything.  A write
      * they may not do closes their connection with a message. */
     const void *secret;
-    size_t secret_len;         /* EL_STORE_SECRET_MIN .. EL_STORE_SECRET_MAX */
+    size_t secret_len; /* EL_STORE_SECRET_MIN .. EL_STORE_SECRET_MAX */
     /* Called on the server's thread for notable events (a client's bad
      * frame, a limit hit) with a one-line message.  May be NULL. */
     void (*on_event)(void *arg, const char *msg);
@@ -77,19 +77,19 @@ struct el_store_server_opts {
 };
 
 struct el_store_server_stats {
-    uint64_t connections;      /* open client connections                    */
-    uint64_t keys;             /* keys holding a value                       */
-    uint64_t requests;         /* requests served since start                */
-    uint64_t rejected;         /* connections closed for a bad request       */
-    uint64_t parked;           /* requests waiting for keys (GET, WAIT ...)  */
-    uint64_t buffered;         /* bytes buffered by all connections now      */
-    uint64_t buffered_peak;    /* the most bytes ever buffered at once       */
-    uint64_t paused;           /* connections not read from because their
+    uint64_t connections;   /* open client connections                    */
+    uint64_t keys;          /* keys holding a value                       */
+    uint64_t requests;      /* requests served since start                */
+    uint64_t rejected;      /* connections closed for a bad request       */
+    uint64_t parked;        /* requests waiting for keys (GET, WAIT ...)  */
+    uint64_t buffered;      /* bytes buffered by all connections now      */
+    uint64_t buffered_peak; /* the most bytes ever buffered at once       */
+    uint64_t paused;        /* connections not read from because their
                                   replies are not being read (back-pressure) */
-    uint64_t limited;          /* connections closed by a limit: buffers,
+    uint64_t limited;       /* connections closed by a limit: buffers,
                                   data, stall timeout, peer limit,
                                   descriptors                                */
-    uint64_t data;             /* bytes of keys and values stored            */
+    uint64_t data;          /* bytes of keys and values stored            */
 };
 
 struct el_store_server;
@@ -169,9 +169,8 @@ int el_store_add(struct el_store *s, const char *key, int64_t delta,
  * 'desired', EL_EMISMATCH otherwise.  If cur is not NULL it receives what the
  * server returned (the current value, or 'expected' for a missing key). */
 int el_store_compare_set(struct el_store *s, const char *key,
-                         const void *expected, size_t elen,
-                         const void *desired, size_t dlen, void **cur,
-                         size_t *curlen);
+                         const void *expected, size_t elen, const void *desired,
+                         size_t dlen, void **cur, size_t *curlen);
 /* *all_exist = 1 if every key exists now, else 0. */
 int el_store_check(struct el_store *s, const char *const keys[], size_t n,
                    int *all_exist);
@@ -191,16 +190,15 @@ int el_store_append(struct el_store *s, const char *key, const void *val,
 int el_store_multi_get(struct el_store *s, const char *const keys[], size_t n,
                        void *vals[], size_t lens[], int timeout_ms);
 int el_store_multi_set(struct el_store *s, const char *const keys[],
-                       const void *const vals[], const size_t lens[],
-                       size_t n);
+                       const void *const vals[], const size_t lens[], size_t n);
 /* Wait until key's state differs from the given one: present with a value
  * other than 'expected' (expect_present = 1), or present at all
  * (expect_present = 0 means "I saw it missing").  Deleting the key counts as
  * a change when expect_present = 1.  Returns the new state in *present and,
  * if present, *val and *len. */
 int el_store_watch(struct el_store *s, const char *key, int expect_present,
-                   const void *expected, size_t elen, int *present,
-                   void **val, size_t *len, int timeout_ms);
+                   const void *expected, size_t elen, int *present, void **val,
+                   size_t *len, int timeout_ms);
 /* Ask the server to set key = val when this connection closes, for whatever
  * reason (clean close, process death, timeout).  Registrations accumulate. */
 int el_store_on_close_set(struct el_store *s, const char *key, const void *val,

@@ -58,9 +58,11 @@ struct el_worker_info {
 };
 
 /* Flags for el_worker_opts.flags and el_worker_parse_env(). */
-#define EL_WORKER_STANDALONE 0x1u /* no elrun environment: fall back to a
+#define EL_WORKER_STANDALONE \
+    0x1u /* no elrun environment: fall back to a
                                      world of 1 instead of failing        */
-#define EL_WORKER_NO_STORE   0x2u /* do not connect to (or serve) a store;
+#define EL_WORKER_NO_STORE \
+    0x2u /* do not connect to (or serve) a store;
                                      el_worker_store() returns NULL and
                                      el_worker_barrier() fails            */
 
@@ -78,8 +80,8 @@ struct el_worker_opts {
  * EL_WORKER_STANDALONE in flags or ELRUN_STANDALONE=1 in the environment,
  * a missing RANK gives a world of 1 instead of EL_ENOTELASTIC (a partial
  * elrun environment is still an error). */
-int el_worker_parse_env(struct el_worker_info *info, unsigned flags,
-                        char *err, size_t errlen);
+int el_worker_parse_env(struct el_worker_info *info, unsigned flags, char *err,
+                        size_t errlen);
 
 /* Parse the environment, then serve and/or connect to the store (see the
  * top of this file).  opts may be NULL.  Blocks up to connect_timeout_ms.

@@ -17,8 +17,8 @@
  * join lines (rdzv_next_told); it touches nothing but cfg and on_event.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -152,11 +152,11 @@ const char *el_agent_run_dir(const struct el_agent *a)
 /* ---- the group state: every transition goes through here ---- */
 
 static const char *const state_names[] = {
-    [EL__GS_INIT] = "INIT", [EL__GS_RENDEZVOUS] = "RENDEZVOUS",
-    [EL__GS_HEALTHY] = "HEALTHY", [EL__GS_UNHEALTHY] = "UNHEALTHY",
+    [EL__GS_INIT] = "INIT",         [EL__GS_RENDEZVOUS] = "RENDEZVOUS",
+    [EL__GS_HEALTHY] = "HEALTHY",   [EL__GS_UNHEALTHY] = "UNHEALTHY",
     [EL__GS_STOPPING] = "STOPPING", [EL__GS_BACKOFF] = "BACKOFF",
-    [EL__GS_STOPPED] = "STOPPED", [EL__GS_SUCCEEDED] = "SUCCEEDED",
-    [EL__GS_FAILED] = "FAILED", [EL__GS_UNKNOWN] = "UNKNOWN",
+    [EL__GS_STOPPED] = "STOPPED",   [EL__GS_SUCCEEDED] = "SUCCEEDED",
+    [EL__GS_FAILED] = "FAILED",     [EL__GS_UNKNOWN] = "UNKNOWN",
 };
 
 static int is_final(enum el__group_state s)
@@ -193,8 +193,8 @@ static void finish(struct el_agent *a, enum el_agent_outcome outcome)
     if (outcome == EL_AGENT_SIGNALED || outcome == EL_AGENT_PREEMPTED)
         a->res->signal = a->pending_signal;
     set_state(a, outcome == EL_AGENT_SUCCEEDED ? EL__GS_SUCCEEDED
-                 : outcome == EL_AGENT_FAILED ? EL__GS_FAILED
-                                             : EL__GS_STOPPED);
+                 : outcome == EL_AGENT_FAILED  ? EL__GS_FAILED
+                                               : EL__GS_STOPPED);
 }
 
 /* ---- small helpers ---- */
@@ -270,13 +270,14 @@ static void reap(struct el_agent *a)
             if (WIFSIGNALED(st))
                 event(a, ok || !healthy ? EL_AGENT_DEBUG : EL_AGENT_WARN,
                       "worker local_rank %d (rank %d, pid %d) killed by "
-                      "signal %d (%s)", w->local_rank, w->global_rank,
-                      (int)pid, WTERMSIG(st), sigabbrev(WTERMSIG(st)));
+                      "signal %d (%s)",
+                      w->local_rank, w->global_rank, (int)pid, WTERMSIG(st),
+                      sigabbrev(WTERMSIG(st)));
             else
                 event(a, ok || !healthy ? EL_AGENT_DEBUG : EL_AGENT_WARN,
                       "worker local_rank %d (rank %d, pid %d) exited with "
-                      "code %d", w->local_rank, w->global_rank, (int)pid,
-                      WEXITSTATUS(st));
+                      "code %d",
+                      w->local_rank, w->global_rank, (int)pid, WEXITSTATUS(st));
             el__obs_exit(a, w);
         }
         el__obs_workers(a);
@@ -359,7 +360,8 @@ static int spend_restart(struct el_agent *a)
     if (job == 0) {
         a->res->restarts++;
         el__obs_restarts(a);
-        event(a, EL_AGENT_WARN, "worker group failed; the job restarts on "
+        event(a, EL_AGENT_WARN,
+              "worker group failed; the job restarts on "
               "every node");
         return 1;
     }
@@ -368,14 +370,17 @@ static int spend_restart(struct el_agent *a)
         return 0;
     }
     if (a->restarts_left > 0) {
-        event(a, EL_AGENT_INFO, "[%s] Worker group FAILED. %d/%d attempts "
-              "left; will restart worker group", a->cfg.role, a->restarts_left,
-              a->cfg.max_restarts);
+        event(a, EL_AGENT_INFO,
+              "[%s] Worker group FAILED. %d/%d attempts "
+              "left; will restart worker group",
+              a->cfg.role, a->restarts_left, a->cfg.max_restarts);
         a->restarts_left--;
         a->res->restarts++;
         el__obs_restarts(a);
-        event(a, EL_AGENT_WARN, "worker group failed; restarting (%d of %d "
-              "restarts used)", a->res->restarts, a->cfg.max_restarts);
+        event(a, EL_AGENT_WARN,
+              "worker group failed; restarting (%d of %d "
+              "restarts used)",
+              a->res->restarts, a->cfg.max_restarts);
         return 1;
     }
     return 0;
@@ -408,8 +413,10 @@ static void restart(struct el_agent *a)
         set_state(a, EL__GS_RENDEZVOUS);
         return;
     }
-    event(a, EL_AGENT_WARN, "waiting %g s before restarting (back-off after "
-          "%d failures in a row)", ms / 1000.0, a->streak);
+    event(a, EL_AGENT_WARN,
+          "waiting %g s before restarting (back-off after "
+          "%d failures in a row)",
+          ms / 1000.0, a->streak);
     set_state(a, EL__GS_BACKOFF);
     arm_timer(a, ms);
 }
@@ -462,8 +469,7 @@ static void after_stop(struct el_agent *a)
         finish(a, EL_AGENT_EXEC_ERROR);
         return;
     case EL__STOP_LOST:
-        snprintf(res->errmsg, sizeof res->errmsg, "%s",
-                 el_rdzv_errmsg(a->r));
+        snprintf(res->errmsg, sizeof res->errmsg, "%s", el_rdzv_errmsg(a->r));
         finish(a, EL_AGENT_RDZV_ERROR);
         return;
     case EL__STOP_MEMBERSHIP:
@@ -489,10 +495,12 @@ static void after_stop(struct el_agent *a)
     case EL__STOP_SUCCESS: {
         /* Nothing was left but stray grandchildren. */
         el__agent_free_failures(res);
-        event(a, EL_AGENT_INFO, "all %d worker(s) succeeded; waiting for the "
-              "other nodes", a->cfg.nproc);
-        int rc = el_rdzv_exit_barrier(a->r, 1, a->cfg.exit_barrier_ms,
-                                      a->sigfd);
+        event(a, EL_AGENT_INFO,
+              "all %d worker(s) succeeded; waiting for the "
+              "other nodes",
+              a->cfg.nproc);
+        int rc =
+            el_rdzv_exit_barrier(a->r, 1, a->cfg.exit_barrier_ms, a->sigfd);
         if (rc == -ECANCELED && ended_by_signal(a))
             return;
         if (rc)
@@ -536,8 +544,10 @@ static void on_agent_signal(struct el_agent *a, int sig)
         a->pending_signal = sig;
     switch (a->state) {
     case EL__GS_HEALTHY:
-        event(a, EL_AGENT_WARN, "received signal %d (%s); forwarding it to "
-              "the workers and shutting down", sig, sigabbrev(sig));
+        event(a, EL_AGENT_WARN,
+              "received signal %d (%s); forwarding it to "
+              "the workers and shutting down",
+              sig, sigabbrev(sig));
         begin_stop(a, EL__STOP_SIGNAL, sig);
         break;
     case EL__GS_STOPPING:
@@ -547,9 +557,10 @@ static void on_agent_signal(struct el_agent *a, int sig)
             /* A second death signal, or one during a stop begun for another
              * reason (a failure, a new round): the workers were told
              * already, so no more grace. */
-            event(a, EL_AGENT_WARN, "received signal %d (%s) while stopping "
-                  "the workers; killing %d worker(s) now", sig,
-                  sigabbrev(sig), a->nalive);
+            event(a, EL_AGENT_WARN,
+                  "received signal %d (%s) while stopping "
+                  "the workers; killing %d worker(s) now",
+                  sig, sigabbrev(sig), a->nalive);
             signal_groups(a, SIGKILL);
             a->killed = 1;
         } else if (sig != a->stop_sig) {
@@ -557,8 +568,10 @@ static void on_agent_signal(struct el_agent *a, int sig)
         }
         break;
     case EL__GS_BACKOFF:
-        event(a, EL_AGENT_WARN, "received signal %d (%s) while waiting to "
-              "restart; shutting down", sig, sigabbrev(sig));
+        event(a, EL_AGENT_WARN,
+              "received signal %d (%s) while waiting to "
+              "restart; shutting down",
+              sig, sigabbrev(sig));
         arm_timer(a, -1);
         finish(a, EL_AGENT_SIGNALED);
         break;
@@ -590,13 +603,14 @@ static void on_rdzv(struct el_agent *a)
          * per-node budgets of static are never charged here.  Which of the
          * two this round is, the rendezvous does not say (yet). */
         const char *be = el_rdzv_backend(a->r);
-        int per_node = strcmp(be, "static") == 0 ||
-                       strcmp(be, "standalone") == 0;
-        event(a, EL_AGENT_WARN, "other nodes are waiting for a new round; "
-              "restarting the workers (%s)", per_node
-              ? "not counted as a restart"
-              : "a failure on another node counts against the job's "
-                "--max-restarts, a node joining or leaving does not");
+        int per_node =
+            strcmp(be, "static") == 0 || strcmp(be, "standalone") == 0;
+        event(a, EL_AGENT_WARN,
+              "other nodes are waiting for a new round; "
+              "restarting the workers (%s)",
+              per_node ? "not counted as a restart"
+                       : "a failure on another node counts against the job's "
+                         "--max-restarts, a node joining or leaving does not");
         el__obs_failure(a, "membership");
         begin_stop(a, EL__STOP_MEMBERSHIP, SIGTERM);
     }
@@ -607,14 +621,16 @@ static void on_timer(struct el_agent *a)
 {
     uint64_t x;
     if (read(a->tfd, &x, sizeof x) < 0)
-        return;  /* disarmed meanwhile */
+        return; /* disarmed meanwhile */
     if (a->state == EL__GS_BACKOFF) {
         set_state(a, EL__GS_RENDEZVOUS);
         return;
     }
     if (a->state == EL__GS_STOPPING && !a->killed && a->nalive > 0) {
-        event(a, EL_AGENT_WARN, "%d worker(s) still running after %d ms; "
-              "sending SIGKILL", a->nalive, a->cfg.stop_grace_ms);
+        event(a, EL_AGENT_WARN,
+              "%d worker(s) still running after %d ms; "
+              "sending SIGKILL",
+              a->nalive, a->cfg.stop_grace_ms);
         signal_groups(a, SIGKILL);
         a->killed = 1;
     }
@@ -649,9 +665,10 @@ static int dispatch(struct el_agent *a)
     if (n < 0)
         return errno == EINTR ? 0 : -errno;
     a->woke_ns = el_now_ns();
-    for (int e = 0; e < n && (a->state == EL__GS_HEALTHY ||
-                              a->state == EL__GS_STOPPING ||
-                              a->state == EL__GS_BACKOFF); e++) {
+    for (int e = 0;
+         e < n && (a->state == EL__GS_HEALTHY || a->state == EL__GS_STOPPING ||
+                   a->state == EL__GS_BACKOFF);
+         e++) {
         uint64_t tag = evs[e].data.u64;
         if (tag == EL__TAG_SIG)
             on_signalfd(a);
@@ -695,9 +712,11 @@ static void join_line(struct el_agent *a, enum el_agent_event_level lvl,
     else
         snprintf(nodes, sizeof nodes, "%d..%d nodes", c->rdzv_min_nodes,
                  c->rdzv_max_nodes);
-    event(a, lvl, "%s the rendezvous at %s: need %s, %" PRId64 " s of the "
-          "%d s join timeout left", what, c->rdzv_endpoint, nodes,
-          (left > 0 ? left + 999 : 0) / 1000, c->rdzv_join_timeout_ms / 1000);
+    event(a, lvl,
+          "%s the rendezvous at %s: need %s, %" PRId64 " s of the "
+          "%d s join timeout left",
+          what, c->rdzv_endpoint, nodes, (left > 0 ? left + 999 : 0) / 1000,
+          c->rdzv_join_timeout_ms / 1000);
 }
 
 static void *join_waiter_main(void *arg)
@@ -779,13 +798,15 @@ static void log_rendezvous_result(struct el_agent *a,
     int_list(local, sizeof local, 0, 1, n);
     int_list(global, sizeof global, info->base_rank, 1, n);
     int_list(worlds, sizeof worlds, info->world_size, 0, n);
-    event(a, EL_AGENT_INFO, "[%s] Rendezvous complete for workers. Result:\n"
+    event(a, EL_AGENT_INFO,
+          "[%s] Rendezvous complete for workers. Result:\n"
           "  restart_count=%" PRId64 "\n  master_addr=%s\n  master_port=%d\n"
           "  group_rank=%d\n  group_world_size=%d\n  local_ranks=[%s]\n"
           "  role_ranks=[%s]\n  global_ranks=[%s]\n  role_world_sizes=[%s]\n"
-          "  global_world_sizes=[%s]", a->cfg.role, info->round,
-          info->store_host, info->store_port, info->node_rank,
-          info->num_nodes, local, global, global, worlds, worlds);
+          "  global_world_sizes=[%s]",
+          a->cfg.role, info->round, info->store_host, info->store_port,
+          info->node_rank, info->num_nodes, local, global, global, worlds,
+          worlds);
 }
 
 /* RENDEZVOUS: block in the rendezvous (a handled signal cancels it), then
@@ -815,11 +836,12 @@ static void next_round(struct el_agent *a)
     }
     res->rounds++;
     log_rendezvous_result(a, &info);
-    event(a, EL_AGENT_INFO, "round %" PRId64 ": node %d of %d, ranks "
-          "%d-%d of %d, store %s:%d; starting %d worker(s)", info.round,
-          info.node_rank, info.num_nodes, info.base_rank,
-          info.base_rank + a->cfg.nproc - 1, info.world_size,
-          info.store_host, info.store_port, a->cfg.nproc);
+    event(a, EL_AGENT_INFO,
+          "round %" PRId64 ": node %d of %d, ranks "
+          "%d-%d of %d, store %s:%d; starting %d worker(s)",
+          info.round, info.node_rank, info.num_nodes, info.base_rank,
+          info.base_rank + a->cfg.nproc - 1, info.world_size, info.store_host,
+          info.store_port, a->cfg.nproc);
     el__obs_round(a, &info);
     rc = el__agent_start_workers(a, &info, res);
     if (rc == 1) {
@@ -849,9 +871,10 @@ int el_agent_run(struct el_agent *a, struct el_rdzv *r,
     if (!a->w)
         return -ENOMEM;
     if ((rc = el__agent_make_run_dir(a))) {
-        snprintf(res->errmsg, sizeof res->errmsg, "cannot create the log "
-                 "directory under %s: %s", a->cfg.log_dir ? a->cfg.log_dir
-                 : "$TMPDIR", strerror(-rc));
+        snprintf(res->errmsg, sizeof res->errmsg,
+                 "cannot create the log "
+                 "directory under %s: %s",
+                 a->cfg.log_dir ? a->cfg.log_dir : "$TMPDIR", strerror(-rc));
         finish(a, EL_AGENT_EXEC_ERROR);
         return 0;
     }
@@ -882,7 +905,7 @@ int el_agent_run(struct el_agent *a, struct el_rdzv *r,
                 return rc;
             break;
         default:
-            return -EINVAL;  /* a state nothing leaves: a bug */
+            return -EINVAL; /* a state nothing leaves: a bug */
         }
     }
     if (a->rdzv_fd >= 0)

@@ -20,20 +20,20 @@ struct el_rdzv_info;
 #define EL__MAX_WORKERS_STACK 256
 
 /* epoll tags (data.u64) of the agent's event sources. */
-#define EL__TAG_SIG    1
-#define EL__TAG_RDZV   2
-#define EL__TAG_TIMER  3
-#define EL__TAG_STREAM 4   /* + 2 * worker index + stream (0 out, 1 err) */
-#define EL__TAG_PROGRESS (1ULL << 40) /* + worker index (observe.c)       */
-#define EL__TAG_WATCH  (UINT64_C(1) << 62) /* watch.c's tick timer */
+#define EL__TAG_SIG 1
+#define EL__TAG_RDZV 2
+#define EL__TAG_TIMER 3
+#define EL__TAG_STREAM 4 /* + 2 * worker index + stream (0 out, 1 err) */
+#define EL__TAG_PROGRESS (1ULL << 40)     /* + worker index (observe.c)       */
+#define EL__TAG_WATCH (UINT64_C(1) << 62) /* watch.c's tick timer */
 
 #define EL__LINE_MAX 65536 /* a teed line longer than this is cut */
 
 struct el__stream {
-    int fd;              /* read end of the pipe, -1 when closed */
-    int file;            /* log file, -1 if none */
-    int console;         /* console fd to prefix lines onto, -1 if none */
-    char *buf;           /* EL__LINE_MAX bytes while fd is open */
+    int fd;      /* read end of the pipe, -1 when closed */
+    int file;    /* log file, -1 if none */
+    int console; /* console fd to prefix lines onto, -1 if none */
+    char *buf;   /* EL__LINE_MAX bytes while fd is open */
     size_t len;
 };
 
@@ -41,10 +41,10 @@ struct el__worker {
     int local_rank, global_rank;
     pid_t pid;
     int alive;
-    int status;          /* waitpid status once reaped */
-    int failed;          /* exited non-zero while the group was healthy */
+    int status; /* waitpid status once reaped */
+    int failed; /* exited non-zero while the group was healthy */
     int64_t fail_time;
-    int64_t fail_ns;     /* el_now_ns() when the failure was seen */
+    int64_t fail_ns; /* el_now_ns() when the failure was seen */
     int exec_errno;
     char prefix[128];
     char dir[4096];
@@ -55,15 +55,15 @@ struct el__worker {
  * elrun's agent passes through between rounds.  agent.c changes it in one
  * function (set_state). */
 enum el__group_state {
-    EL__GS_INIT,         /* no round yet                                  */
-    EL__GS_RENDEZVOUS,   /* waiting in el_rdzv_next for the next round     */
-    EL__GS_HEALTHY,      /* workers running, none failed                  */
-    EL__GS_UNHEALTHY,    /* a worker failed: the group is to be stopped    */
-    EL__GS_STOPPING,     /* signals sent, waiting for every worker to go   */
-    EL__GS_BACKOFF,      /* stopped after a failure, waiting to restart    */
-    EL__GS_STOPPED,      /* ended by a signal or a rendezvous/exec error   */
-    EL__GS_SUCCEEDED,    /* every worker of the last round exited 0        */
-    EL__GS_FAILED,       /* failed with no restart left                    */
+    EL__GS_INIT,       /* no round yet                                  */
+    EL__GS_RENDEZVOUS, /* waiting in el_rdzv_next for the next round     */
+    EL__GS_HEALTHY,    /* workers running, none failed                  */
+    EL__GS_UNHEALTHY,  /* a worker failed: the group is to be stopped    */
+    EL__GS_STOPPING,   /* signals sent, waiting for every worker to go   */
+    EL__GS_BACKOFF,    /* stopped after a failure, waiting to restart    */
+    EL__GS_STOPPED,    /* ended by a signal or a rendezvous/exec error   */
+    EL__GS_SUCCEEDED,  /* every worker of the last round exited 0        */
+    EL__GS_FAILED,     /* failed with no restart left                    */
     EL__GS_UNKNOWN
 };
 
@@ -94,20 +94,20 @@ struct el_agent {
     /* el_agent_run's state; changed only by agent.c's set_state. */
     enum el__group_state state;
     enum el__stop_cause cause; /* STOPPING: why                           */
-    int stop_sig;        /* STOPPING: the signal the stop began with        */
-    int killed;          /* STOPPING: SIGKILL sent                          */
-    int pending_signal;  /* the first handled signal the agent got          */
-    int restarts_left;   /* the agent's own budget (backends without one)   */
-    int streak;          /* restarts since the group last ran well          */
-    int64_t healthy_ns;  /* when the round's workers started (el_now_ns)    */
-    int64_t ran_ms;      /* how long the failed round ran                   */
-    int rdzv_fd;         /* the rendezvous notify fd in the set, or -1      */
+    int stop_sig;       /* STOPPING: the signal the stop began with        */
+    int killed;         /* STOPPING: SIGKILL sent                          */
+    int pending_signal; /* the first handled signal the agent got          */
+    int restarts_left;  /* the agent's own budget (backends without one)   */
+    int streak;         /* restarts since the group last ran well          */
+    int64_t healthy_ns; /* when the round's workers started (el_now_ns)    */
+    int64_t ran_ms;     /* how long the failed round ran                   */
+    int rdzv_fd;        /* the rendezvous notify fd in the set, or -1      */
     struct el_rdzv *r;
     struct el_agent_result *res;
-    char *outbuf;        /* pump.c's prefixed-lines buffer */
+    char *outbuf; /* pump.c's prefixed-lines buffer */
     size_t outcap;
     struct el__agent_obs *obs; /* observe.c's metrics; NULL when off      */
-    int64_t woke_ns;     /* when epoll_wait last returned (el_now_ns)      */
+    int64_t woke_ns; /* when epoll_wait last returned (el_now_ns)      */
     struct el__watch *watch; /* watch.c's state, NULL when nothing to watch */
 };
 
@@ -120,8 +120,7 @@ int el__agent_make_run_dir(struct el_agent *a);
  * (res->errmsg says which; the others run and must be stopped); or -errno
  * when starting failed (every worker started is already killed and reaped,
  * res->errmsg says why). */
-int el__agent_start_workers(struct el_agent *a,
-                            const struct el_rdzv_info *info,
+int el__agent_start_workers(struct el_agent *a, const struct el_rdzv_info *info,
                             struct el_agent_result *res);
 
 /* agent.c.  The wait before restart number streak of a streak of failures
@@ -172,7 +171,8 @@ void el__obs_progress_forked(struct el_agent *a, int i);
 void el__obs_progress(struct el_agent *a, int i);
 /* agent.c.  One line to cfg.on_event (nothing without one). */
 void el__agent_event(struct el_agent *a, enum el_agent_event_level lvl,
-                     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+                     const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* watch.c: preemption notices and hung workers (see agent.h's
  * preempt_notice_* and worker_stall_ms).  el__watch_open adds a tick timer

@@ -32,13 +32,13 @@
 #include "elrun/rdzv.h"
 
 struct rank_progress {
-    int rank;                /* global rank, -1 when the slot is unused   */
-    int rfd, wfd;            /* the pipe: agent's read end, worker's end  */
+    int rank;     /* global rank, -1 when the slot is unused   */
+    int rfd, wfd; /* the pipe: agent's read end, worker's end  */
     char line[256];
     size_t len;
-    int overlong;            /* dropping the rest of a too-long line      */
+    int overlong; /* dropping the rest of a too-long line      */
     int64_t step, samples;
-    int64_t last_ns;         /* el_now_ns of the last progress line       */
+    int64_t last_ns; /* el_now_ns of the last progress line       */
     int64_t anchor_step, anchor_ns; /* for the step rate                  */
 };
 
@@ -48,27 +48,27 @@ struct el__agent_obs {
         *workers, *restarts, *restarts_left, *rounds, *rdzv_s, *detect_s,
         *recover_s, *exits, *joins, *leaves, *membership, *step, *samples,
         *rate, *since;
-    int last_nodes;          /* nodes in the previous round, 0 before     */
-    int64_t failure_ns;      /* when the pending failure was detected     */
+    int last_nodes;     /* nodes in the previous round, 0 before     */
+    int64_t failure_ns; /* when the pending failure was detected     */
     const char *failure_cause;
     int64_t rdzv_start_ns;
-    pthread_mutex_t mu;      /* guards p[] against the collect hook       */
+    pthread_mutex_t mu; /* guards p[] against the collect hook       */
     int np;
     struct rank_progress *p;
 };
 
 static const char *const group_states[] = {
-    [EL__GS_INIT] = "init", [EL__GS_RENDEZVOUS] = "rendezvous",
-    [EL__GS_HEALTHY] = "healthy", [EL__GS_UNHEALTHY] = "unhealthy",
+    [EL__GS_INIT] = "init",         [EL__GS_RENDEZVOUS] = "rendezvous",
+    [EL__GS_HEALTHY] = "healthy",   [EL__GS_UNHEALTHY] = "unhealthy",
     [EL__GS_STOPPING] = "stopping", [EL__GS_BACKOFF] = "backoff",
-    [EL__GS_STOPPED] = "stopped", [EL__GS_SUCCEEDED] = "succeeded",
-    [EL__GS_FAILED] = "failed", [EL__GS_UNKNOWN] = "unknown",
+    [EL__GS_STOPPED] = "stopped",   [EL__GS_SUCCEEDED] = "succeeded",
+    [EL__GS_FAILED] = "failed",     [EL__GS_UNKNOWN] = "unknown",
 };
 
 /* Seconds, from 1 ms to 30 min: rendezvous, detection, recovery. */
-static const double time_buckets[] = {0.0001, 0.0005, 0.001, 0.005, 0.01,
-                                      0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
-                                      30, 60, 120, 300, 600, 1800};
+static const double time_buckets[] = {
+    0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1,
+    2.5,    5,      10,    30,    60,   120,  300, 600,  1800};
 #define NB (int)(sizeof time_buckets / sizeof time_buckets[0])
 
 static void collect(void *arg);
@@ -93,7 +93,8 @@ int el__obs_open(struct el_agent *a)
     static const struct el_metric_def defs[] = {
 #define O(f) offsetof(struct el__agent_obs, f)
         {O(round), EL_METRIC_GAUGE, "elrun_round",
-         "The rendezvous round this node's workers run in (TORCHELASTIC_RESTART_COUNT).", NULL},
+         "The rendezvous round this node's workers run in (TORCHELASTIC_RESTART_COUNT).",
+         NULL},
         {O(nodes), EL_METRIC_GAUGE, "elrun_job_nodes",
          "Nodes in the current round.", NULL},
         {O(world), EL_METRIC_GAUGE, "elrun_job_workers",
@@ -109,14 +110,17 @@ int el__obs_open(struct el_agent *a)
         {O(restarts), EL_METRIC_COUNTER, "elrun_restarts_total",
          "Restarts after a worker failure (the budget spent).", NULL},
         {O(restarts_left), EL_METRIC_GAUGE, "elrun_restarts_remaining",
-         "Restarts left before the job fails (--max-restarts minus used).", NULL},
+         "Restarts left before the job fails (--max-restarts minus used).",
+         NULL},
         {O(rounds), EL_METRIC_COUNTER, "elrun_rounds_total",
          "Rounds this agent took part in.", NULL},
         {O(rdzv_s), EL_METRIC_HISTOGRAM, "elrun_rendezvous_duration_seconds",
-         "Time in the rendezvous, from joining to the round being complete.", NULL},
+         "Time in the rendezvous, from joining to the round being complete.",
+         NULL},
         {O(detect_s), EL_METRIC_HISTOGRAM, "elrun_failure_detection_seconds",
          "From the agent's wake-up by a worker's exit (SIGCHLD on the signalfd) "
-         "to the group's stop begun.", NULL},
+         "to the group's stop begun.",
+         NULL},
         {O(recover_s), EL_METRIC_HISTOGRAM, "elrun_recovery_seconds",
          "From a failure's detection to every worker of the next round running.",
          "cause"},
@@ -124,15 +128,18 @@ int el__obs_open(struct el_agent *a)
          "Worker exits by exit code or signal; failed=1 when the exit failed the group.",
          "code,signal,failed"},
         {O(joins), EL_METRIC_COUNTER, "elrun_node_joins_total",
-         "Nodes gained between two consecutive rounds, as this agent saw them.", NULL},
+         "Nodes gained between two consecutive rounds, as this agent saw them.",
+         NULL},
         {O(leaves), EL_METRIC_COUNTER, "elrun_node_leaves_total",
          "Nodes lost (left or died) between two consecutive rounds, as this agent saw them.",
          NULL},
         {O(membership), EL_METRIC_COUNTER, "elrun_membership_changes_total",
          "Times this agent's healthy workers were stopped because other nodes "
-         "waited for a new round (a node arrived or died).", NULL},
+         "waited for a new round (a node arrived or died).",
+         NULL},
         {O(step), EL_METRIC_GAUGE, "elrun_worker_step",
-         "The last step a worker reported (ELRUN_PROGRESS_FD).", "rank,local_rank"},
+         "The last step a worker reported (ELRUN_PROGRESS_FD).",
+         "rank,local_rank"},
         {O(samples), EL_METRIC_GAUGE, "elrun_worker_samples",
          "The sample count a worker last reported.", "rank,local_rank"},
         {O(rate), EL_METRIC_GAUGE, "elrun_worker_steps_per_second",
@@ -143,9 +150,8 @@ int el__obs_open(struct el_agent *a)
          "rank,local_rank"},
 #undef O
     };
-    int rc = el_metrics_register_table(o->reg, o, defs,
-                                       sizeof defs / sizeof defs[0],
-                                       time_buckets, NB);
+    int rc = el_metrics_register_table(
+        o->reg, o, defs, sizeof defs / sizeof defs[0], time_buckets, NB);
     if (rc < 0) {
         pthread_mutex_destroy(&o->mu);
         free(o->p);
@@ -227,8 +233,8 @@ void el__obs_round(struct el_agent *a, const struct el_rdzv_info *info)
     for (int i = 0; i < o->np; i++) {
         struct rank_progress *p = &o->p[i];
         int rfd = p->rfd, wfd = p->wfd;
-        *p = (struct rank_progress){.rank = info->base_rank + i, .rfd = rfd,
-                                    .wfd = wfd};
+        *p = (struct rank_progress){
+            .rank = info->base_rank + i, .rfd = rfd, .wfd = wfd};
     }
     pthread_mutex_unlock(&o->mu);
 }
@@ -243,8 +249,10 @@ void el__obs_workers(struct el_agent *a)
         const struct el__worker *w = &a->w[i];
         if (w->pid <= 0)
             continue;
-        n[w->alive ? 0 : w->failed ? 2
-           : WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0 ? 1 : 3]++;
+        n[w->alive                                              ? 0
+          : w->failed                                           ? 2
+          : WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0 ? 1
+                                                                : 3]++;
     }
     static const char *const names[] = {"running", "succeeded", "failed",
                                         "stopped"};
@@ -337,8 +345,7 @@ void el__obs_progress_forked(struct el_agent *a, int i)
 }
 
 /* "step N samples M" or "step N"; anything else is ignored. */
-static void take_line(struct el__agent_obs *o, struct rank_progress *p,
-                      int i)
+static void take_line(struct el__agent_obs *o, struct rank_progress *p, int i)
 {
     long long step, samples = -1;
     int n = sscanf(p->line, "step %lld samples %lld", &step, &samples);

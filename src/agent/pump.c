@@ -62,8 +62,7 @@ void el__agent_pump(struct el_agent *a, struct el__worker *w, int s)
 {
     struct el__stream *st = &w->st[s];
     while (st->fd >= 0) {
-        ssize_t n = read(st->fd, st->buf + st->len,
-                         EL__LINE_MAX - 1 - st->len);
+        ssize_t n = read(st->fd, st->buf + st->len, EL__LINE_MAX - 1 - st->len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN)
@@ -114,13 +113,12 @@ void el__agent_drain_all(struct el_agent *a)
             }
 }
 
-
 void el__agent_close_streams(struct el_agent *a, struct el__worker *w)
 {
     for (int s = 0; s < 2; s++) {
         struct el__stream *st = &w->st[s];
         if (st->len && st->console >= 0 && st->buf) {
-            st->buf[st->len] = '\n';  /* the buffer has room for it */
+            st->buf[st->len] = '\n'; /* the buffer has room for it */
             emit_lines(a, w, st->console, st->buf, st->len + 1);
         }
         if (st->fd >= 0) {
@@ -137,4 +135,3 @@ void el__agent_close_streams(struct el_agent *a, struct el__worker *w)
         st->len = 0;
     }
 }
-

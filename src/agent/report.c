@@ -82,7 +82,7 @@ void el__agent_read_error_file(struct el_agent_failure *f, const char *path)
         json_t *cs = extra ? json_object_get(extra, "py_callstack") : NULL;
         json_t *ts = extra ? json_object_get(extra, "timestamp") : NULL;
         json_t *m = json_object_get(msg, "message");
-        const char *show = json_is_string(cs) ? json_string_value(cs)
+        const char *show = json_is_string(cs)  ? json_string_value(cs)
                            : json_is_string(m) ? json_string_value(m)
                                                : "<N/A>";
         f->message = indent(show);
@@ -95,7 +95,8 @@ void el__agent_read_error_file(struct el_agent_failure *f, const char *path)
         f->message = strdup(json_string_value(msg));
         f->timestamp = json_is_integer(ts) ? json_integer_value(ts)
                        : json_is_string(ts)
-                           ? strtoll(json_string_value(ts), NULL, 10) : 0;
+                           ? strtoll(json_string_value(ts), NULL, 10)
+                           : 0;
     }
     if (f->message) {
         f->error_file = strdup(path);
@@ -122,8 +123,8 @@ static char *import_line(const char *text)
 {
     static const char *const kinds[] = {"ModuleNotFoundError: ",
                                         "ImportError: "};
-    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1
-                                                           : NULL) {
+    for (const char *p = text; p && *p;
+         p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
         while (*p == ' ')
             p++;
         for (size_t k = 0; k < 2; k++)
@@ -319,9 +320,10 @@ int el_agent_write_error_file(const struct el_agent_result *res,
     } else {
         char ts[32], m[600];
         snprintf(ts, sizeof ts, "%" PRId64, f->timestamp);
-        snprintf(m, sizeof m, "ChildFailedError: rank %d (local_rank %d, "
-                 "pid %d) failed with exitcode %d: %s", f->global_rank,
-                 f->local_rank, (int)f->pid, f->exitcode,
+        snprintf(m, sizeof m,
+                 "ChildFailedError: rank %d (local_rank %d, "
+                 "pid %d) failed with exitcode %d: %s",
+                 f->global_rank, f->local_rank, (int)f->pid, f->exitcode,
                  f->message ? f->message : "");
         root = json_pack("{s:{s:s, s:{s:s, s:s}, s:i}}", "message", "message",
                          m, "extraInfo", "py_callstack", "", "timestamp", ts,
@@ -330,8 +332,8 @@ int el_agent_write_error_file(const struct el_agent_result *res,
     if (!root)
         return -ENOMEM;
     unlink(path);
-    int rc = json_dump_file(root, path, JSON_PRESERVE_ORDER |
-                                            JSON_ENSURE_ASCII);
+    int rc =
+        json_dump_file(root, path, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
     json_decref(root);
     return rc == 0 ? 0 : -EIO;
 }

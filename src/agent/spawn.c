@@ -34,7 +34,9 @@ extern char **environ;
 static int rm_entry(const char *path, const struct stat *sb, int flag,
                     struct FTW *ftw)
 {
-    (void)sb; (void)flag; (void)ftw;
+    (void)sb;
+    (void)flag;
+    (void)ftw;
     remove(path);
     return 0;
 }
@@ -93,8 +95,8 @@ int el__agent_make_run_dir(struct el_agent *a)
         a->auto_dir = 1;
     }
     rand_suffix(sfx, 8);
-    if (snprintf(a->run_dir, sizeof a->run_dir, "%s/%s_%s", base,
-                 a->cfg.run_id, sfx) >= (int)sizeof a->run_dir)
+    if (snprintf(a->run_dir, sizeof a->run_dir, "%s/%s_%s", base, a->cfg.run_id,
+                 sfx) >= (int)sizeof a->run_dir)
         return -ENAMETOOLONG;
     return el__mkdir_p(a->run_dir);
 }
@@ -102,14 +104,27 @@ int el__agent_make_run_dir(struct el_agent *a)
 /* ---- the worker environment ---- */
 
 static const char *const env_set_names[] = {
-    "LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME",
-    "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE",
-    "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
-    "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
-    "NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-    "ELRUN_HEARTBEAT_FILE", "ELRUN_PREEMPT_SIGNAL", /* watch.c's */
-    "ELRUN_PROGRESS_FD",  /* last: set only with metrics (observe.c) */
+    "LOCAL_RANK",
+    "RANK",
+    "GROUP_RANK",
+    "ROLE_RANK",
+    "ROLE_NAME",
+    "LOCAL_WORLD_SIZE",
+    "WORLD_SIZE",
+    "GROUP_WORLD_SIZE",
+    "ROLE_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_ERROR_FILE",
+    "NCCL_ASYNC_ERROR_HANDLING",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "ELRUN_HEARTBEAT_FILE",
+    "ELRUN_PREEMPT_SIGNAL", /* watch.c's */
+    "ELRUN_PROGRESS_FD",    /* last: set only with metrics (observe.c) */
 };
 #define N_ENV_SET (sizeof env_set_names / sizeof env_set_names[0])
 
@@ -194,7 +209,7 @@ static char **build_argv(const struct el_agent *a, int local_rank)
     int nl = snprintf(num, sizeof num, "%d", local_rank);
     size_t n = 0, bytes = 0;
     for (char *const *p = a->cfg.argv; *p; p++, n++)
-        bytes += strlen(*p) * 2 + 16;  /* "$local_rank" shrinks; ample */
+        bytes += strlen(*p) * 2 + 16; /* "$local_rank" shrinks; ample */
     char **argv = malloc((n + 1) * sizeof *argv + bytes + (size_t)nl * n);
     if (!argv)
         return NULL;
@@ -284,15 +299,15 @@ static void kill_all_now(struct el_agent *a)
     a->nalive = 0;
 }
 
-int el__agent_start_workers(struct el_agent *a,
-                            const struct el_rdzv_info *info,
+int el__agent_start_workers(struct el_agent *a, const struct el_rdzv_info *info,
                             struct el_agent_result *res)
 {
     char attempt[4200];
     int nproc = a->cfg.nproc, rc;
     int xpipe[EL__MAX_WORKERS_STACK];
-    int *xp = nproc <= EL__MAX_WORKERS_STACK ? xpipe
-                                             : malloc(sizeof(int) * (size_t)nproc);
+    int *xp = nproc <= EL__MAX_WORKERS_STACK
+                  ? xpipe
+                  : malloc(sizeof(int) * (size_t)nproc);
     if (!xp)
         return -ENOMEM;
 
@@ -335,8 +350,8 @@ int el__agent_start_workers(struct el_agent *a,
                 }
                 w->st[s].fd = pipes[s][0];
                 w->st[s].file = open_log(w->dir, name);
-                w->st[s].console = show ? (s ? a->cfg.err_fd : a->cfg.out_fd)
-                                        : -1;
+                w->st[s].console =
+                    show ? (s ? a->cfg.err_fd : a->cfg.out_fd) : -1;
                 w->st[s].buf = malloc(EL__LINE_MAX);
                 if (!w->st[s].buf) {
                     rc = -ENOMEM;
@@ -412,8 +427,8 @@ int el__agent_start_workers(struct el_agent *a,
             if (w->st[s].fd < 0)
                 continue;
             struct epoll_event ev = {.events = EPOLLIN,
-                                     .data.u64 = EL__TAG_STREAM + 2 * (uint64_t)i +
-                                                 (uint64_t)s};
+                                     .data.u64 = EL__TAG_STREAM +
+                                                 2 * (uint64_t)i + (uint64_t)s};
             epoll_ctl(a->epfd, EPOLL_CTL_ADD, w->st[s].fd, &ev);
         }
     }
@@ -459,4 +474,3 @@ fail:
              el_strerror(rc));
     return rc;
 }
-

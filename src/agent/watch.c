@@ -42,7 +42,7 @@
 
 extern char **environ;
 
-#define CMD_MAX_MS 30000   /* a notice command running longer is killed */
+#define CMD_MAX_MS 30000 /* a notice command running longer is killed */
 
 struct beat {
     struct timespec mtime; /* of the heartbeat file when last seen        */
@@ -53,9 +53,9 @@ struct beat {
 struct el__watch {
     int tfd;
     int tick_ms;
-    struct beat *b;        /* cfg.nproc */
+    struct beat *b;              /* cfg.nproc */
     struct timespec round_start; /* CLOCK_REALTIME at el__watch_round     */
-    pid_t cmd_pid;         /* notice command running, or 0                */
+    pid_t cmd_pid; /* notice command running, or 0                */
     long long cmd_start_ns, cmd_last_ns;
     int cmd_warned;
     int notice;            /* a notice came                               */
@@ -101,8 +101,7 @@ int el__watch_open(struct el_agent *a)
     struct el__watch *w = calloc(1, sizeof *w);
     if (!w)
         return -ENOMEM;
-    w->b = calloc((size_t)(a->cfg.nproc > 0 ? a->cfg.nproc : 1),
-                  sizeof *w->b);
+    w->b = calloc((size_t)(a->cfg.nproc > 0 ? a->cfg.nproc : 1), sizeof *w->b);
     w->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (!w->b || w->tfd < 0) {
         int e = w->b ? -errno : -ENOMEM;
@@ -114,8 +113,8 @@ int el__watch_open(struct el_agent *a)
     }
     w->tick_ms = 1000;
     if (a->cfg.worker_stall_ms > 0 && a->cfg.worker_stall_ms / 4 < 1000)
-        w->tick_ms = a->cfg.worker_stall_ms / 4 < 50
-                         ? 50 : a->cfg.worker_stall_ms / 4;
+        w->tick_ms =
+            a->cfg.worker_stall_ms / 4 < 50 ? 50 : a->cfg.worker_stall_ms / 4;
     struct itimerspec its = {
         .it_value = {w->tick_ms / 1000, (long)(w->tick_ms % 1000) * 1000000L},
         .it_interval = {w->tick_ms / 1000,
@@ -185,7 +184,8 @@ int el__watch_reaped(struct el_agent *a, pid_t pid, int status)
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && !w->notice) {
         w->notice = 1;
         w->deadline_ns = el_now_ns() + (long long)notice_ms(a) * 1000000LL;
-        say(a, EL_AGENT_WARN, "preemption notice (--preempt-notice-cmd "
+        say(a, EL_AGENT_WARN,
+            "preemption notice (--preempt-notice-cmd "
             "exited 0): this node leaves the job in %g s",
             notice_ms(a) / 1000.0);
     }
@@ -218,8 +218,10 @@ static void check_file(struct el_agent *a)
     long long ms = s >= 0 ? (long long)(s * 1000) : notice_ms(a);
     w->notice = 1;
     w->deadline_ns = el_now_ns() + ms * 1000000LL;
-    say(a, EL_AGENT_WARN, "preemption notice (%s appeared): this node "
-        "leaves the job in %g s", path, (double)ms / 1000.0);
+    say(a, EL_AGENT_WARN,
+        "preemption notice (%s appeared): this node "
+        "leaves the job in %g s",
+        path, (double)ms / 1000.0);
 }
 
 static void run_cmd(struct el_agent *a)
@@ -232,9 +234,11 @@ static void run_cmd(struct el_agent *a)
     if (w->cmd_pid > 0) {
         if (now - w->cmd_start_ns > CMD_MAX_MS * 1000000LL) {
             if (!w->cmd_warned)
-                say(a, EL_AGENT_WARN, "--preempt-notice-cmd ran for more "
+                say(a, EL_AGENT_WARN,
+                    "--preempt-notice-cmd ran for more "
                     "than %d s; killed (it is run every second and must "
-                    "answer at once)", CMD_MAX_MS / 1000);
+                    "answer at once)",
+                    CMD_MAX_MS / 1000);
             w->cmd_warned = 1;
             kill(-w->cmd_pid, SIGKILL);
         }
@@ -247,8 +251,8 @@ static void run_cmd(struct el_agent *a)
     sigset_t none;
     sigemptyset(&none);
     posix_spawnattr_init(&at);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK |
-                                  POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setflags(&at,
+                             POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
     posix_spawnattr_setsigmask(&at, &none);
     posix_spawnattr_setpgroup(&at, 0);
     posix_spawn_file_actions_init(&fa);
@@ -303,9 +307,10 @@ static void tell_workers(struct el_agent *a)
             continue;
         w->b[i].told = 1;
         kill(wk->pid, sig);
-        say(a, EL_AGENT_INFO, "preemption notice: sent signal %d (%s) to "
-            "worker local_rank %d (rank %d, pid %d)", sig,
-            sigabbrev_np(sig) ? sigabbrev_np(sig) : "?", wk->local_rank,
+        say(a, EL_AGENT_INFO,
+            "preemption notice: sent signal %d (%s) to "
+            "worker local_rank %d (rank %d, pid %d)",
+            sig, sigabbrev_np(sig) ? sigabbrev_np(sig) : "?", wk->local_rank,
             wk->global_rank, (int)wk->pid);
     }
 }
@@ -364,10 +369,11 @@ static void check_beats(struct el_agent *a)
         step[strcspn(step, "\n")] = 0;
         if (!step[0])
             snprintf(step, sizeof step, "unknown");
-        say(a, EL_AGENT_ERROR, "worker rank %d (local_rank %d, pid %d) on "
+        say(a, EL_AGENT_ERROR,
+            "worker rank %d (local_rank %d, pid %d) on "
             "%s is hung: no heartbeat for %.1f s (last step %s; "
-            "--worker-stall-timeout %g s); killing it", wk->global_rank,
-            wk->local_rank, (int)wk->pid, w->host,
+            "--worker-stall-timeout %g s); killing it",
+            wk->global_rank, wk->local_rank, (int)wk->pid, w->host,
             (double)(now - b->seen_ns) / 1e9, step,
             a->cfg.worker_stall_ms / 1000.0);
         wk->failed = 1;
@@ -388,7 +394,8 @@ int el__watch_tick(struct el_agent *a)
         tell_workers(a);
         if (!w->left && el_now_ns() >= w->deadline_ns) {
             w->left = 1;
-            say(a, EL_AGENT_WARN, "preemption deadline: this node leaves "
+            say(a, EL_AGENT_WARN,
+                "preemption deadline: this node leaves "
                 "the job now (as for SIGTERM)");
             return SIGTERM;
         }

@@ -31,9 +31,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt_int.h"
 #include "elrun/ckpt.h"
 #include "elrun/err.h"
-#include "ckpt_int.h"
 
 #define MAGIC "ELRUNCKP"
 #define KIND_WHOLE 0u
@@ -267,11 +267,10 @@ static int write_atomic(int dirfd, const char *name, struct hdr *h,
         uint32_t nonce;
         if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != sizeof nonce)
             nonce = (uint32_t)tries * 2654435761u; /* O_EXCL still guards */
-        if (snprintf(tmp, sizeof tmp, ".%s.tmp.%ld.%08x", name,
-                     (long)getpid(), nonce) >= (int)sizeof tmp)
+        if (snprintf(tmp, sizeof tmp, ".%s.tmp.%ld.%08x", name, (long)getpid(),
+                     nonce) >= (int)sizeof tmp)
             return EL_EUSAGE;
-        fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-                    0644);
+        fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0 && errno != EEXIST)
             return -errno;
     }
@@ -460,9 +459,9 @@ static int open_shard(int dirfd, int64_t step, uint32_t world,
     name_shard(name, sizeof name, step, (int)r);
     const char *why;
     int rc = open_checked(dirfd, name, step, KIND_SHARD, (int)r, h, fd, &why);
-    if (rc == 0 && (h->world != world ||
-                    h->len != get64(ent + r * MARKER_ENTRY) ||
-                    h->crc != get32(ent + r * MARKER_ENTRY + 8))) {
+    if (rc == 0 &&
+        (h->world != world || h->len != get64(ent + r * MARKER_ENTRY) ||
+         h->crc != get32(ent + r * MARKER_ENTRY + 8))) {
         why = "does not match the completion marker";
         rc = EL_EFORMAT;
         close(*fd);
@@ -655,9 +654,9 @@ static void prune(int dirfd, int keep)
 int el_ckpt_savev(const struct el_ckpt_opts *o, int64_t step,
                   const struct iovec *iov, int iovcnt)
 {
-    if (!o || !o->dir || o->world < 1 || o->world > MAX_WORLD ||
-        o->rank < 0 || o->rank >= o->world || step < 0 || iovcnt < 0 ||
-        (iovcnt > 0 && !iov) || (o->sharded && !o->barrier))
+    if (!o || !o->dir || o->world < 1 || o->world > MAX_WORLD || o->rank < 0 ||
+        o->rank >= o->world || step < 0 || iovcnt < 0 || (iovcnt > 0 && !iov) ||
+        (o->sharded && !o->barrier))
         return EL_EUSAGE;
     if (!o->sharded && o->rank != 0)
         return 0;
@@ -726,8 +725,8 @@ int el_ckpt_savev(const struct el_ckpt_opts *o, int64_t step,
     }
     if (rc == 0) {
         struct iovec mv = {ent, (size_t)o->world * MARKER_ENTRY};
-        struct hdr mh = {.step = step, .world = (uint32_t)o->world,
-                         .kind = KIND_MARKER};
+        struct hdr mh = {
+            .step = step, .world = (uint32_t)o->world, .kind = KIND_MARKER};
         name_marker(name, sizeof name, step);
         rc = write_atomic(dirfd, name, &mh, &mv, 1);
     }

@@ -11,8 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "elrun/ckpt.h"
 #include "ckpt_int.h"
+#include "elrun/ckpt.h"
 
 #define POLY 0x82F63B78u
 
@@ -29,8 +29,8 @@ static void table_init(void)
     }
     for (uint32_t i = 0; i < 256; i++)
         for (int t = 1; t < 8; t++)
-            table[t][i] = (table[t - 1][i] >> 8) ^
-                          table[0][table[t - 1][i] & 0xff];
+            table[t][i] =
+                (table[t - 1][i] >> 8) ^ table[0][table[t - 1][i] & 0xff];
 }
 
 uint32_t el__crc32c_sw(uint32_t crc, const void *buf, size_t len)

@@ -18,28 +18,28 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "ckpt_int.h"
 #include "elrun/ckpt.h"
 #include "elrun/coll.h"
 #include "elrun/err.h"
-#include "ckpt_int.h"
 
 #define DIRNAME 112 /* directory names as other ranks see them (cut)  */
 
 struct el_ckpt_dp {
     struct el_comm *comm; /* borrowed; NULL for a world of one     */
     int rank, world, keep;
-    int writer;           /* this rank writes its directory        */
-    int ndirs;            /* distinct directories (writers)        */
-    int *owner;           /* owner[r]: the writer of rank r's dir  */
-    char (*dirs)[DIRNAME];/* dirs[r]: rank r's directory, cut      */
-    char *dir;            /* this rank's directory                 */
+    int writer;            /* this rank writes its directory        */
+    int ndirs;             /* distinct directories (writers)        */
+    int *owner;            /* owner[r]: the writer of rank r's dir  */
+    char (*dirs)[DIRNAME]; /* dirs[r]: rank r's directory, cut      */
+    char *dir;             /* this rank's directory                 */
     char msg[1024];
 };
 
 /* What each rank tells the others at open. */
 struct probe_rec {
-    uint64_t nonce;  /* its probe file is .elck-probe-<nonce in hex>  */
-    int32_t rc;      /* 0, or why it cannot use its directory        */
+    uint64_t nonce; /* its probe file is .elck-probe-<nonce in hex>  */
+    int32_t rc;     /* 0, or why it cannot use its directory        */
     int32_t pad;
     char dir[DIRNAME];
 };
@@ -101,8 +101,8 @@ static int make_probe(const char *dir, uint64_t *nonce, int *dirfd)
         }
         char name[64];
         probe_name(name, sizeof name, *nonce);
-        int pf = openat(fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-                        0644);
+        int pf =
+            openat(fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (pf >= 0) {
             close(pf);
             *dirfd = fd;
@@ -148,16 +148,20 @@ int el_ckpt_dp_open(struct el_ckpt_dp **out, struct el_comm *comm,
     int dirfd = -1;
     me.rc = make_probe(dir, &me.nonce, &dirfd);
     snprintf(me.dir, sizeof me.dir, "%s", dir);
-    rc = gather(comm, &me, all, sizeof me, "finding the checkpoint "
-                "directories", err, errlen);
+    rc = gather(comm, &me, all, sizeof me,
+                "finding the checkpoint "
+                "directories",
+                err, errlen);
     int bad = -1;
     for (int r = 0; rc == 0 && r < dp->world && bad < 0; r++)
         if (all[r].rc != 0)
             bad = r;
     if (rc == 0 && bad >= 0) {
         rc = all[bad].rc;
-        setmsg(err, errlen, "rank %d cannot create files in its checkpoint "
-               "directory %s: %s", bad, all[bad].dir, el_strerror(rc));
+        setmsg(err, errlen,
+               "rank %d cannot create files in its checkpoint "
+               "directory %s: %s",
+               bad, all[bad].dir, el_strerror(rc));
     }
     int32_t mine = dp->rank;
     for (int r = 0; rc == 0 && r < dp->rank; r++) {
@@ -170,8 +174,10 @@ int el_ckpt_dp_open(struct el_ckpt_dp **out, struct el_comm *comm,
     }
     /* Also the barrier before the probes go: every rank has looked. */
     if (rc == 0)
-        rc = gather(comm, &mine, owners, sizeof mine, "finding the "
-                    "checkpoint directories", err, errlen);
+        rc = gather(comm, &mine, owners, sizeof mine,
+                    "finding the "
+                    "checkpoint directories",
+                    err, errlen);
     if (dirfd >= 0) {
         char name[64];
         probe_name(name, sizeof name, me.nonce);
@@ -232,8 +238,8 @@ const char *el_ckpt_dp_errmsg(const struct el_ckpt_dp *dp)
 static int save_here(struct el_ckpt_dp *dp, int64_t step,
                      const struct iovec *iov, int iovcnt)
 {
-    struct el_ckpt_opts o = {.dir = dp->dir, .rank = 0, .world = dp->world,
-                             .keep = dp->keep};
+    struct el_ckpt_opts o = {
+        .dir = dp->dir, .rank = 0, .world = dp->world, .keep = dp->keep};
     return el_ckpt_savev(&o, step, iov, iovcnt);
 }
 
@@ -276,12 +282,14 @@ int el_ckpt_dp_savev(struct el_ckpt_dp *dp, int64_t step,
         return 0;
     }
     rc = all[first];
-    int p = snprintf(dp->msg, sizeof dp->msg, "checkpoint step %" PRId64
+    int p = snprintf(dp->msg, sizeof dp->msg,
+                     "checkpoint step %" PRId64
                      " is not saved in %d of %d checkpoint directories: "
-                     "rank %d (%s): %s", step, failed, dp->ndirs, first,
-                     dp->dirs[first], el_strerror(rc));
-    for (int r = first + 1; r < dp->world && p > 0 &&
-                            (size_t)p < sizeof dp->msg; r++)
+                     "rank %d (%s): %s",
+                     step, failed, dp->ndirs, first, dp->dirs[first],
+                     el_strerror(rc));
+    for (int r = first + 1;
+         r < dp->world && p > 0 && (size_t)p < sizeof dp->msg; r++)
         if (dp->owner[r] == r && all[r] != 0)
             p += snprintf(dp->msg + p, sizeof dp->msg - (size_t)p,
                           "; rank %d (%s): %s", r, dp->dirs[r],
@@ -297,8 +305,10 @@ int el_ckpt_dp_save_alone(struct el_ckpt_dp *dp, int64_t step,
         return EL_EUSAGE;
     int rc = save_here(dp, step, iov, iovcnt);
     if (rc != 0)
-        setmsg(dp->msg, sizeof dp->msg, "checkpoint step %" PRId64 " in %s: "
-               "%s", step, dp->dir, el_strerror(rc));
+        setmsg(dp->msg, sizeof dp->msg,
+               "checkpoint step %" PRId64 " in %s: "
+               "%s",
+               step, dp->dir, el_strerror(rc));
     return rc;
 }
 
@@ -313,8 +323,7 @@ static int first_failed(const struct el_ckpt_dp *dp,
 }
 
 int el_ckpt_dp_resume(struct el_ckpt_dp *dp, void **buf, size_t *len,
-                      struct el_ckpt_dp_found *found,
-                      struct el_ckpt_scan *scan)
+                      struct el_ckpt_dp_found *found, struct el_ckpt_scan *scan)
 {
     if (scan)
         scan->nskipped = 0;
@@ -336,13 +345,17 @@ int el_ckpt_dp_resume(struct el_ckpt_dp *dp, void **buf, size_t *len,
     struct latest_rec *all = malloc((size_t)dp->world * sizeof *all);
     if (!all)
         return -ENOMEM;
-    int rc = gather(dp->comm, &mine, all, sizeof mine, "finding the newest "
-                    "checkpoint", dp->msg, sizeof dp->msg);
+    int rc = gather(dp->comm, &mine, all, sizeof mine,
+                    "finding the newest "
+                    "checkpoint",
+                    dp->msg, sizeof dp->msg);
     int bad = rc == 0 ? first_failed(dp, all) : -1;
     if (bad >= 0) {
         rc = all[bad].rc;
-        setmsg(dp->msg, sizeof dp->msg, "rank %d cannot read its checkpoint "
-               "directory %s: %s", bad, dp->dirs[bad], el_strerror(rc));
+        setmsg(dp->msg, sizeof dp->msg,
+               "rank %d cannot read its checkpoint "
+               "directory %s: %s",
+               bad, dp->dirs[bad], el_strerror(rc));
     }
     int64_t best = -1;
     int src = -1, holders = 0;
@@ -358,14 +371,17 @@ int el_ckpt_dp_resume(struct el_ckpt_dp *dp, void **buf, size_t *len,
     }
     if (rc == 0 && best < 0) {
         rc = -ENOENT;
-        setmsg(dp->msg, sizeof dp->msg, "no good checkpoint in any of the %d "
-               "checkpoint directories", dp->ndirs);
+        setmsg(dp->msg, sizeof dp->msg,
+               "no good checkpoint in any of the %d "
+               "checkpoint directories",
+               dp->ndirs);
     }
     if (rc == 0 && all[src].sharded) {
         rc = EL_EFORMAT;
-        setmsg(dp->msg, sizeof dp->msg, "checkpoint step %" PRId64 " in %s "
-               "(rank %d) is sharded, not one replicated payload", best,
-               dp->dirs[src], src);
+        setmsg(dp->msg, sizeof dp->msg,
+               "checkpoint step %" PRId64 " in %s "
+               "(rank %d) is sharded, not one replicated payload",
+               best, dp->dirs[src], src);
     }
     free(all);
     if (rc != 0)
@@ -374,7 +390,11 @@ int el_ckpt_dp_resume(struct el_ckpt_dp *dp, void **buf, size_t *len,
     /* The holder loads it and says how it went and how long it is; then
      * every rank says whether it could make room; then the payload. */
     void *p = NULL;
-    struct { int64_t rc; uint64_t len; int64_t world; } hd = {0, 0, 0};
+    struct {
+        int64_t rc;
+        uint64_t len;
+        int64_t world;
+    } hd = {0, 0, 0};
     if (dp->rank == src) {
         size_t l = 0;
         hd.rc = el_ckpt_load(dp->dir, best, 0, &p, &l, &info);
@@ -388,9 +408,10 @@ int el_ckpt_dp_resume(struct el_ckpt_dp *dp, void **buf, size_t *len,
     }
     if (hd.rc != 0) {
         free(p);
-        setmsg(dp->msg, sizeof dp->msg, "rank %d cannot load checkpoint step "
-               "%" PRId64 " from %s: %s", src, best, dp->dirs[src],
-               el_strerror((int)hd.rc));
+        setmsg(dp->msg, sizeof dp->msg,
+               "rank %d cannot load checkpoint step "
+               "%" PRId64 " from %s: %s",
+               src, best, dp->dirs[src], el_strerror((int)hd.rc));
         return (int)hd.rc;
     }
     if (dp->rank != src)
@@ -400,9 +421,10 @@ int el_ckpt_dp_resume(struct el_ckpt_dp *dp, void **buf, size_t *len,
         rc = el_allreduce(dp->comm, &ok, 1, EL_INT32, EL_MIN);
         if (rc == 0 && !ok) {
             free(p);
-            setmsg(dp->msg, sizeof dp->msg, "a rank has no memory for "
-                   "checkpoint step %" PRId64 " (%" PRIu64 " bytes)", best,
-                   hd.len);
+            setmsg(dp->msg, sizeof dp->msg,
+                   "a rank has no memory for "
+                   "checkpoint step %" PRId64 " (%" PRIu64 " bytes)",
+                   best, hd.len);
             return -ENOMEM;
         }
         if (rc == 0)
@@ -413,16 +435,20 @@ int el_ckpt_dp_resume(struct el_ckpt_dp *dp, void **buf, size_t *len,
     *buf = p;
     *len = (size_t)hd.len;
     if (found)
-        *found = (struct el_ckpt_dp_found){
-            .info = {.step = best, .world = (int)hd.world, .sharded = 0,
-                     .bytes = hd.len},
-            .src = src, .holders = holders, .dirs = dp->ndirs};
+        *found = (struct el_ckpt_dp_found){.info = {.step = best,
+                                                    .world = (int)hd.world,
+                                                    .sharded = 0,
+                                                    .bytes = hd.len},
+                                           .src = src,
+                                           .holders = holders,
+                                           .dirs = dp->ndirs};
     return 0;
 
 comm_failed:
     free(p);
-    setmsg(dp->msg, sizeof dp->msg, "broadcast of checkpoint step %" PRId64
-           " from rank %d failed: %s (%s)", best, src, el_strerror(rc),
-           el_comm_errmsg(dp->comm));
+    setmsg(dp->msg, sizeof dp->msg,
+           "broadcast of checkpoint step %" PRId64
+           " from rank %d failed: %s (%s)",
+           best, src, el_strerror(rc), el_comm_errmsg(dp->comm));
     return rc;
 }

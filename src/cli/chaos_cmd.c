@@ -35,15 +35,21 @@
 #include "cli/cli.h"
 #include "elrun/net.h"
 
-enum { F_WORKER_KILL = 1, F_AGENT_KILL = 2, F_AGENT_STOP = 4,
-       F_AGENT_TERM = 8 };
+enum {
+    F_WORKER_KILL = 1,
+    F_AGENT_KILL = 2,
+    F_AGENT_STOP = 4,
+    F_AGENT_TERM = 8
+};
 
 static const struct {
     const char *name;
     unsigned bit;
 } fault_names[] = {
-    {"worker-kill", F_WORKER_KILL}, {"agent-kill", F_AGENT_KILL},
-    {"agent-stop", F_AGENT_STOP},   {"agent-term", F_AGENT_TERM},
+    {"worker-kill", F_WORKER_KILL},
+    {"agent-kill", F_AGENT_KILL},
+    {"agent-stop", F_AGENT_STOP},
+    {"agent-term", F_AGENT_TERM},
 };
 #define N_FAULTS 4
 
@@ -94,7 +100,8 @@ int el__chaos_parse_every(const char *s, double *lo, double *hi)
         return -EINVAL;
     memcpy(a, s, n);
     a[n] = 0;
-    if (el__chaos_parse_duration(a, lo) || el__chaos_parse_duration(dash + 1, hi))
+    if (el__chaos_parse_duration(a, lo) ||
+        el__chaos_parse_duration(dash + 1, hi))
         return -EINVAL;
     return *lo > 0 && *lo <= *hi ? 0 : -EINVAL;
 }
@@ -155,7 +162,7 @@ int el__chaos_parse_faults(const char *s, unsigned *mask)
 struct proc {
     pid_t pid, ppid;
     char state;
-    int agent;     /* 1 agent, 0 worker */
+    int agent; /* 1 agent, 0 worker */
 };
 
 /* Read /proc/PID/NAME (NUL-separated) into buf; returns its length or -1. */
@@ -196,8 +203,10 @@ static int is_agent_cmdline(const char *buf, ssize_t len, const char *id)
             return 0;
         if (strcmp(p, a) == 0 || strcmp(p, b) == 0)
             return 1;
-        if (prev && (strcmp(prev, "--rdzv-id") == 0 ||
-                     strcmp(prev, "--rdzv_id") == 0) && strcmp(p, id) == 0)
+        if (prev &&
+            (strcmp(prev, "--rdzv-id") == 0 ||
+             strcmp(prev, "--rdzv_id") == 0) &&
+            strcmp(p, id) == 0)
             return 1;
         prev = p;
     }
@@ -226,9 +235,10 @@ static int scan(const char *id, struct proc *out, int max)
         if (cl <= 0 || el < 0)
             continue;
         int worker = has_entry(env, el, want_env);
-        int agent = !worker && (is_agent_cmdline(cmd, cl, id) ||
-                                (has_entry(env, el, want_pet) &&
-                                 !has_entry(cmd, cl, "chaos")));
+        int agent =
+            !worker &&
+            (is_agent_cmdline(cmd, cl, id) ||
+             (has_entry(env, el, want_pet) && !has_entry(cmd, cl, "chaos")));
         if (!worker && !agent)
             continue;
         char stat[1024];
@@ -257,14 +267,20 @@ static int scan(const char *id, struct proc *out, int max)
 /* ---- the loop ---- */
 
 static volatile sig_atomic_t chaos_stop;
-static void on_chaos_signal(int sig) { chaos_stop = sig; }
+static void on_chaos_signal(int sig)
+{
+    chaos_stop = sig;
+}
 
 struct stopped {
     pid_t pid;
     double until;
 };
 
-static double now_s(void) { return (double)el_now_ns() / 1e9; }
+static double now_s(void)
+{
+    return (double)el_now_ns() / 1e9;
+}
 
 static void resume_due(struct stopped *st, int *nst, double t0, int all)
 {
@@ -283,10 +299,12 @@ static void resume_due(struct stopped *st, int *nst, double t0, int all)
 
 static int usage(const char *msg)
 {
-    fprintf(stderr, "elrun chaos: %s\nusage: elrun chaos --rdzv-id=ID "
+    fprintf(stderr,
+            "elrun chaos: %s\nusage: elrun chaos --rdzv-id=ID "
             "[--every 30s | --every 20s-60s | --at 10s,45s] [--seed N] "
             "[--count N] [--stop-for S] [--faults worker-kill,agent-kill,"
-            "agent-stop,agent-term]\n", msg);
+            "agent-stop,agent-term]\n",
+            msg);
     return 2;
 }
 
@@ -297,21 +315,31 @@ int cli_chaos_main(int argc, char **argv)
     long seed = (long)time(NULL), count = -1;
     double stop_for = 20;
     static const struct option lo[] = {
-        {"rdzv-id", 1, 0, 'i'}, {"rdzv_id", 1, 0, 'i'},
+        {"rdzv-id", 1, 0, 'i'},       {"rdzv_id", 1, 0, 'i'},
         {"rdzv-endpoint", 1, 0, 'e'}, {"rdzv_endpoint", 1, 0, 'e'},
-        {"every", 1, 0, 'v'}, {"at", 1, 0, 'a'}, {"seed", 1, 0, 's'},
-        {"count", 1, 0, 'c'}, {"stop-for", 1, 0, 'S'},
-        {"faults", 1, 0, 'f'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"every", 1, 0, 'v'},         {"at", 1, 0, 'a'},
+        {"seed", 1, 0, 's'},          {"count", 1, 0, 'c'},
+        {"stop-for", 1, 0, 'S'},      {"faults", 1, 0, 'f'},
+        {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         char *end;
         switch (c) {
-        case 'i': id = optarg; break;
-        case 'e': break; /* accepted: processes are found by the id */
-        case 'v': every = optarg; break;
-        case 'a': at_s = optarg; break;
-        case 'f': faults_s = optarg; break;
+        case 'i':
+            id = optarg;
+            break;
+        case 'e':
+            break; /* accepted: processes are found by the id */
+        case 'v':
+            every = optarg;
+            break;
+        case 'a':
+            at_s = optarg;
+            break;
+        case 'f':
+            faults_s = optarg;
+            break;
         case 's':
             seed = strtol(optarg, &end, 10);
             if (*end || !*optarg)
@@ -375,9 +403,11 @@ int cli_chaos_main(int argc, char **argv)
            now_s() - t0 < 30)
         usleep(100000);
     if (n == 0 && !chaos_stop) {
-        fprintf(stderr, "elrun chaos: no process of job %s on this host "
+        fprintf(stderr,
+                "elrun chaos: no process of job %s on this host "
                 "(agents with --rdzv-id=%s, workers with "
-                "TORCHELASTIC_RUN_ID=%s); start the job first\n", id, id, id);
+                "TORCHELASTIC_RUN_ID=%s); start the job first\n",
+                id, id, id);
         return 1;
     }
     printf("%8.1fs chaos on job %s: seed %ld, faults %s\n", 0.0, id, seed,
@@ -388,7 +418,7 @@ int cli_chaos_main(int argc, char **argv)
     long done = 0;
     int rc = 0;
     unsigned k = 0;
-    long drawn = -1;      /* the fault k was drawn for */
+    long drawn = -1; /* the fault k was drawn for */
     while (!chaos_stop && (count < 0 || done < count)) {
         resume_due(st, &nst, t0, 0);
         if (now_s() - t0 < next) {

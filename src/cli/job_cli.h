@@ -15,29 +15,29 @@
 struct cjob {
     char sched[16], id[EL_JOB_ID_MAX];
     char dir[4096];
-    json_t *spec;                 /* job.json, owned                        */
+    json_t *spec; /* job.json, owned                        */
 };
 
 /* What `elrun status` reports. */
 struct cjob_replica {
-    int state;                    /* enum el_job_state                      */
+    int state; /* enum el_job_state                      */
     char host[256];
-    int pid;                      /* 0 if unknown                           */
-    int exitcode;                 /* -1000 if none recorded                 */
+    int pid;      /* 0 if unknown                           */
+    int exitcode; /* -1000 if none recorded                 */
 };
 
 struct cjob_status {
     int state;
     int restarts;
-    char msg[1024];               /* a line for people; may be ""          */
+    char msg[1024]; /* a line for people; may be ""          */
     int nrep;
     struct cjob_replica rep[256];
     /* The root cause of a failure (root >= 0): replica, and from its error
      * file and failure table the rank, exit code, time and message. */
     int root, root_rank, root_exit;
     char root_host[256], root_time[64];
-    char *root_msg;               /* malloc'd or NULL                       */
-    char *root_json;              /* the error file as written, or NULL     */
+    char *root_msg;  /* malloc'd or NULL                       */
+    char *root_json; /* the error file as written, or NULL     */
 };
 
 /* $ELRUN_HOME (default ~/.elrun), absolute, into out. */

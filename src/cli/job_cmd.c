@@ -252,9 +252,10 @@ static int open_job(const char *verb, const char *handle, struct cjob *j,
     j->spec = json_load_file(p, 0, &je);
     if (!j->spec) {
         if (access(p, F_OK) != 0)
-            return cjob_usage(verb, "no job %s: nothing at %s (elrun list "
-                              "shows the jobs; ELRUN_HOME=%s)", handle,
-                              j->dir, home);
+            return cjob_usage(verb,
+                              "no job %s: nothing at %s (elrun list "
+                              "shows the jobs; ELRUN_HOME=%s)",
+                              handle, j->dir, home);
         return cjob_usage(verb, "job %s: %s is damaged: %s", handle, p,
                           je.text);
     }
@@ -373,8 +374,8 @@ static void root_cause(const struct cjob *j, struct cjob_status *st)
             time_t t = (time_t)atoll(ts);
             struct tm tm;
             localtime_r(&t, &tm);
-            strftime(st->root_time, sizeof st->root_time,
-                     "%Y-%m-%d %H:%M:%S", &tm);
+            strftime(st->root_time, sizeof st->root_time, "%Y-%m-%d %H:%M:%S",
+                     &tm);
         }
     } else if (st->root_json && !st->root_msg) {
         st->root_msg = strdup(st->root_json);
@@ -435,7 +436,8 @@ int cjob_status(const struct cjob *j, struct cjob_status *st, char *err,
             if (r >= 0)
                 st->restarts = r;
         } else {
-            snprintf(st->msg, sizeof st->msg, "the job's supervisor is gone "
+            snprintf(st->msg, sizeof st->msg,
+                     "the job's supervisor is gone "
                      "and left no final state (killed?)");
         }
     } else if (!ended) {
@@ -447,13 +449,15 @@ int cjob_status(const struct cjob *j, struct cjob_status *st, char *err,
         if (rc == 1) {
             st->state = cancelled ? EL_JOB_CANCELLED : EL_JOB_UNKNOWN;
             if (!cancelled)
-                snprintf(st->msg, sizeof st->msg, "Slurm no longer knows "
+                snprintf(st->msg, sizeof st->msg,
+                         "Slurm no longer knows "
                          "job %s and its batch script left no final state",
                          jstr(j->spec, "slurm_job_id"));
         } else {
-            st->state = cancelled && !el_job_state_final(s) &&
-                                s != EL_JOB_PENDING
-                            ? EL_JOB_RUNNING : s;
+            st->state =
+                cancelled && !el_job_state_final(s) && s != EL_JOB_PENDING
+                    ? EL_JOB_RUNNING
+                    : s;
             if (cancelled && (s == EL_JOB_CANCELLED || s == EL_JOB_FAILED))
                 st->state = EL_JOB_CANCELLED;
             live = s == EL_JOB_RUNNING;
@@ -483,7 +487,7 @@ int cjob_status(const struct cjob *j, struct cjob_status *st, char *err,
             r->state = EL_JOB_SUCCEEDED;
         else if (r->exitcode != -1000)
             r->state = st->state == EL_JOB_CANCELLED ? EL_JOB_CANCELLED
-                                                      : EL_JOB_FAILED;
+                                                     : EL_JOB_FAILED;
         else if (st->state == EL_JOB_CANCELLED)
             r->state = EL_JOB_CANCELLED;
         else if (fin)
@@ -493,8 +497,8 @@ int cjob_status(const struct cjob *j, struct cjob_status *st, char *err,
         else if (slurm)
             r->state = *r->host ? EL_JOB_RUNNING : EL_JOB_PENDING;
         else
-            r->state = cjob_pid_alive(r->pid, NULL) ? EL_JOB_RUNNING
-                                                    : EL_JOB_PENDING;
+            r->state =
+                cjob_pid_alive(r->pid, NULL) ? EL_JOB_RUNNING : EL_JOB_PENDING;
         any_alive |= r->state == EL_JOB_RUNNING;
     }
     if (!slurm && live && any_alive)
@@ -502,9 +506,10 @@ int cjob_status(const struct cjob *j, struct cjob_status *st, char *err,
     if (st->state == EL_JOB_FAILED || st->state == EL_JOB_RUNNING)
         root_cause(j, st);
     if (st->root >= 0 && st->state == EL_JOB_FAILED) {
-        snprintf(st->msg, sizeof st->msg, "root cause: replica %d, rank %d "
-                 "on %s exited with %d: %.300s", st->root, st->root_rank,
-                 st->root_host, st->root_exit,
+        snprintf(st->msg, sizeof st->msg,
+                 "root cause: replica %d, rank %d "
+                 "on %s exited with %d: %.300s",
+                 st->root, st->root_rank, st->root_host, st->root_exit,
                  st->root_msg ? st->root_msg : "(no message)");
         st->msg[strcspn(st->msg, "\n")] = 0;
     }
@@ -527,12 +532,15 @@ static void ui_url(const struct cjob *j, char *out, size_t cap)
     if (strcmp(j->sched, "aws_batch") != 0)
         snprintf(out, cap, "file://%s", j->dir);
     else if (r && *r)
-        snprintf(out, cap, "https://%s.console.aws.amazon.com/batch/home?"
-                 "region=%s#jobs/mnp-job/%s", r, r, jstr(j->spec,
-                                                          "aws_job_id"));
+        snprintf(out, cap,
+                 "https://%s.console.aws.amazon.com/batch/home?"
+                 "region=%s#jobs/mnp-job/%s",
+                 r, r, jstr(j->spec, "aws_job_id"));
     else
-        snprintf(out, cap, "https://console.aws.amazon.com/batch/home#jobs/"
-                 "mnp-job/%s", jstr(j->spec, "aws_job_id"));
+        snprintf(out, cap,
+                 "https://console.aws.amazon.com/batch/home#jobs/"
+                 "mnp-job/%s",
+                 jstr(j->spec, "aws_job_id"));
 }
 
 static void print_status_text(const struct cjob *j, struct cjob_status *st)
@@ -570,32 +578,33 @@ static void print_status_json(const struct cjob *j, struct cjob_status *st,
     json_t *reps = json_array();
     for (int k = 0; k < st->nrep; k++) {
         struct cjob_replica *r = &st->rep[k];
-        json_array_append_new(reps, json_pack(
-            "{s:i, s:i, s:s, s:s, s:s, s:o, s:s}", "id", k, "state", r->state,
-            "state_name", el_job_state_name(r->state), "role", role_of(j),
-            "hostname", r->host,
-            "exitcode", r->exitcode == -1000 ? json_null()
-                                             : json_integer(r->exitcode),
-            "structured_error_msg",
-            k == st->root && st->root_json ? st->root_json : "<NONE>"));
+        json_array_append_new(
+            reps,
+            json_pack(
+                "{s:i, s:i, s:s, s:s, s:s, s:o, s:s}", "id", k, "state",
+                r->state, "state_name", el_job_state_name(r->state), "role",
+                role_of(j), "hostname", r->host, "exitcode",
+                r->exitcode == -1000 ? json_null() : json_integer(r->exitcode),
+                "structured_error_msg",
+                k == st->root && st->root_json ? st->root_json : "<NONE>"));
     }
     json_t *root_cause = json_null();
     if (st->root >= 0)
-        root_cause = json_pack("{s:i, s:i, s:s, s:i, s:s, s:s}", "replica",
-                               st->root, "rank", st->root_rank, "hostname",
-                               st->root_host, "exitcode", st->root_exit,
-                               "timestamp", st->root_time, "message",
-                               st->root_msg ? st->root_msg : "");
+        root_cause =
+            json_pack("{s:i, s:i, s:s, s:i, s:s, s:s}", "replica", st->root,
+                      "rank", st->root_rank, "hostname", st->root_host,
+                      "exitcode", st->root_exit, "timestamp", st->root_time,
+                      "message", st->root_msg ? st->root_msg : "");
     char url[4300];
     ui_url(j, url, sizeof url);
-    json_t *o = json_pack("{s:s, s:s, s:i, s:[{s:s, s:o}], s:s, s:s, s:s, "
-                          "s:o}", "handle", handle, "state",
-                          el_job_state_name(st->state), "num_restarts",
-                          st->restarts, "roles", "role", role_of(j),
-                          "replicas", reps, "msg", st->msg,
-                          "structured_error_msg",
-                          st->root_json ? st->root_json : "<NONE>", "url",
-                          url, "root_cause", root_cause);
+    json_t *o =
+        json_pack("{s:s, s:s, s:i, s:[{s:s, s:o}], s:s, s:s, s:s, "
+                  "s:o}",
+                  "handle", handle, "state", el_job_state_name(st->state),
+                  "num_restarts", st->restarts, "roles", "role", role_of(j),
+                  "replicas", reps, "msg", st->msg, "structured_error_msg",
+                  st->root_json ? st->root_json : "<NONE>", "url", url,
+                  "root_cause", root_cause);
     char *s = json_dumps(o, JSON_PRESERVE_ORDER);
     puts(s ? s : "{}");
     free(s);
@@ -610,8 +619,10 @@ static int cmd_status(int argc, char **argv)
         if (strcmp(argv[i], "--json") == 0)
             as_json = 1;
         else if (argv[i][0] == '-')
-            return cjob_usage("status", "unknown option '%s'; usage: elrun "
-                              "status HANDLE [--json]", argv[i]);
+            return cjob_usage("status",
+                              "unknown option '%s'; usage: elrun "
+                              "status HANDLE [--json]",
+                              argv[i]);
         else if (!handle)
             handle = argv[i];
         else
@@ -620,7 +631,7 @@ static int cmd_status(int argc, char **argv)
     }
     if (!handle)
         return cjob_usage("status", "which job? usage: elrun status HANDLE "
-                          "[--json] (elrun list shows the handles)");
+                                    "[--json] (elrun list shows the handles)");
     struct cjob j;
     struct el_job_handle h;
     int rc = open_job("status", handle, &j, &h);
@@ -649,7 +660,7 @@ struct tailer {
     int k;
     char path[4400];
     off_t off;
-    char *part;                   /* an unfinished last line                 */
+    char *part; /* an unfinished last line                 */
     size_t plen;
 };
 
@@ -795,9 +806,11 @@ static int show_logs(struct cjob *j, int replica, int follow, long tail,
     if (replica >= 0 && replica >= jint(j->spec, "max_nodes")) {
         if (ls.has_re)
             regfree(&ls.re);
-        return cjob_usage("logs", "job %s has replicas 0 to %d; there is "
-                          "no %s/%d", j->id, jint(j->spec, "max_nodes") - 1,
-                          ls.role, replica);
+        return cjob_usage("logs",
+                          "job %s has replicas 0 to %d; there is "
+                          "no %s/%d",
+                          j->id, jint(j->spec, "max_nodes") - 1, ls.role,
+                          replica);
     }
     struct tailer *t = calloc((size_t)(n > 0 ? n : 1), sizeof *t);
     int nt = 0;
@@ -805,8 +818,8 @@ static int show_logs(struct cjob *j, int replica, int follow, long tail,
         if (replica >= 0 && k != replica)
             continue;
         t[nt].k = k;
-        snprintf(t[nt].path, sizeof t[nt].path,
-                 "%s/replicas/%d/combined.log", j->dir, k);
+        snprintf(t[nt].path, sizeof t[nt].path, "%s/replicas/%d/combined.log",
+                 j->dir, k);
         if (tail > 0)
             tail_file(&ls, &t[nt], tail);
         else
@@ -872,21 +885,26 @@ static int cmd_logs(int argc, char **argv)
         } else if (strcmp(a, "--tail") == 0 || strcmp(a, "-t") == 0 ||
                    strncmp(a, "--tail=", 7) == 0) {
             const char *v = a[1] == '-' && a[6] == '=' ? a + 7
-                            : i + 1 < argc ? argv[++i] : NULL;
+                            : i + 1 < argc             ? argv[++i]
+                                                       : NULL;
             char *end;
             tail = v ? strtol(v, &end, 10) : 0;
             if (!v || !*v || *end || tail <= 0 || tail > 10000000)
-                return cjob_usage("logs", "--tail needs a positive number "
-                                  "of lines, got '%s'", v ? v : "");
+                return cjob_usage("logs",
+                                  "--tail needs a positive number "
+                                  "of lines, got '%s'",
+                                  v ? v : "");
         } else if (strcmp(a, "--regex") == 0 ||
                    strncmp(a, "--regex=", 8) == 0) {
             regex = a[7] == '=' ? a + 8 : i + 1 < argc ? argv[++i] : NULL;
             if (!regex)
                 return cjob_usage("logs", "--regex needs a pattern");
         } else if (a[0] == '-') {
-            return cjob_usage("logs", "unknown option '%s'; usage: elrun logs "
+            return cjob_usage("logs",
+                              "unknown option '%s'; usage: elrun logs "
                               "HANDLE [ROLE/REPLICA] [-f] [--tail N] "
-                              "[--regex RE]", a);
+                              "[--regex RE]",
+                              a);
         } else if (!handle) {
             handle = a;
         } else if (!sel) {
@@ -896,7 +914,8 @@ static int cmd_logs(int argc, char **argv)
         }
     }
     if (!handle)
-        return cjob_usage("logs", "which job? usage: elrun logs HANDLE "
+        return cjob_usage("logs",
+                          "which job? usage: elrun logs HANDLE "
                           "[ROLE/REPLICA] [-f] [--tail N] [--regex RE]");
     struct cjob j;
     struct el_job_handle h;
@@ -914,8 +933,10 @@ static int cmd_logs(int argc, char **argv)
         return cjob_usage("logs", "%s", err);
     }
     if (*role && strcmp(role, role_of(&j)) != 0) {
-        rc = cjob_usage("logs", "no role '%s' in job %s; its role is '%s' "
-                        "(try %s/0)", role, j.id, role_of(&j), role_of(&j));
+        rc = cjob_usage("logs",
+                        "no role '%s' in job %s; its role is '%s' "
+                        "(try %s/0)",
+                        role, j.id, role_of(&j), role_of(&j));
         close_job(&j);
         return rc;
     }
@@ -963,8 +984,8 @@ static int cmd_cancel(int argc, char **argv)
             for (int i = 0; i < 600; i++) {
                 int s;
                 char raw[64];
-                int r = cjob_slurm_state(sid, &s, raw, sizeof raw, err,
-                                         sizeof err);
+                int r =
+                    cjob_slurm_state(sid, &s, raw, sizeof raw, err, sizeof err);
                 if (r != 0 || (el_job_state_final(s) &&
                                strncmp(raw, "COMPLETING", 10) != 0))
                     break;
@@ -992,14 +1013,17 @@ static int cmd_list(int argc, char **argv)
     const char *only = NULL;
     char err[600], home[4000];
     for (int i = 1; i < argc; i++) {
-        if ((strcmp(argv[i], "-s") == 0 || strcmp(argv[i], "--scheduler") == 0)
-            && i + 1 < argc)
+        if ((strcmp(argv[i], "-s") == 0 ||
+             strcmp(argv[i], "--scheduler") == 0) &&
+            i + 1 < argc)
             only = argv[++i];
         else if (strncmp(argv[i], "--scheduler=", 12) == 0)
             only = argv[i] + 12;
         else
-            return cjob_usage("list", "unknown argument '%s'; usage: elrun "
-                              "list [-s local|slurm|aws_batch]", argv[i]);
+            return cjob_usage("list",
+                              "unknown argument '%s'; usage: elrun "
+                              "list [-s local|slurm|aws_batch]",
+                              argv[i]);
     }
     if (only && el_job_check_sched(only, err, sizeof err))
         return cjob_usage("list", "%s", err);
@@ -1064,8 +1088,7 @@ static int cmd_list(int argc, char **argv)
     }
     printf("%-*s  %-*s  %s\n", wh, "APP HANDLE", wn, "APP NAME", "APP STATUS");
     for (size_t i = 0; i < n; i++)
-        printf("%-*s  %-*s  %s\n", wh, v[i].handle, wn, v[i].name,
-               v[i].state);
+        printf("%-*s  %-*s  %s\n", wh, v[i].handle, wn, v[i].name, v[i].state);
     free(v);
     return 0;
 }
@@ -1128,10 +1151,20 @@ static int flag_val(int argc, char **argv, int *i, const char *const *names,
 
 static int is_submit_flag(const char *a)
 {
-    static const char *const f[] = {"-s", "--scheduler", "-j", "--name",
-                                    "--max-retries", "--max_retries", "--env",
-                                    "--cfg", "-cfg", "--scheduler_args",
-                                    "--dryrun", "--wait", "--log", NULL};
+    static const char *const f[] = {"-s",
+                                    "--scheduler",
+                                    "-j",
+                                    "--name",
+                                    "--max-retries",
+                                    "--max_retries",
+                                    "--env",
+                                    "--cfg",
+                                    "-cfg",
+                                    "--scheduler_args",
+                                    "--dryrun",
+                                    "--wait",
+                                    "--log",
+                                    NULL};
     for (int i = 0; f[i]; i++) {
         size_t n = strlen(f[i]);
         if (strncmp(a, f[i], n) == 0 && (a[n] == 0 || a[n] == '='))
@@ -1157,8 +1190,8 @@ static int parse_submit(int argc, char **argv, struct submit *s)
     static const char *const f_conf[] = {"--rdzv_conf", "--rdzv-conf", NULL};
     static const char *const f_back[] = {"--rdzv_backend", "--rdzv-backend",
                                          NULL};
-    static const char *const f_ign[] = {"--tee", "--rdzv_port", "--cpu",
-                                        "--gpu", "--memMB", "--image", NULL};
+    static const char *const f_ign[] = {
+        "--tee", "--rdzv_port", "--cpu", "--gpu", "--memMB", "--image", NULL};
     s->sched = "local";
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -1171,8 +1204,10 @@ static int parse_submit(int argc, char **argv, struct submit *s)
             char *end;
             long r = retry ? strtol(retry, &end, 10) : -1;
             if (!missing && (!*retry || *end || r < 0 || r > 1000))
-                return cjob_usage("submit", "--max-retries needs a number "
-                                  "from 0 to 1000, got '%s'", retry);
+                return cjob_usage("submit",
+                                  "--max-retries needs a number "
+                                  "from 0 to 1000, got '%s'",
+                                  retry);
             s->max_retries = (int)r;
         } else if (flag_val(argc, argv, &i, f_env, &v, &missing)) {
             if (missing)
@@ -1180,13 +1215,12 @@ static int parse_submit(int argc, char **argv, struct submit *s)
             /* dist.ddp's dict form FOO=1,BAR=2 too */
             char *copy = strdup(v), *save = NULL;
             int all_kv = 1;
-            for (char *p = copy; p && *p; p += strcspn(p, ",") + (p[strcspn(
-                                                 p, ",")] != 0))
+            for (char *p = copy; p && *p;
+                 p += strcspn(p, ",") + (p[strcspn(p, ",")] != 0))
                 all_kv &= memchr(p, '=', strcspn(p, ",")) != NULL;
             if (!strchr(v, '=')) {
                 free(copy);
-                return cjob_usage("submit", "--env '%s' is not NAME=VALUE",
-                                  v);
+                return cjob_usage("submit", "--env '%s' is not NAME=VALUE", v);
             }
             if (s->ddp && all_kv) {
                 for (char *t = strtok_r(copy, ",", &save); t;
@@ -1220,7 +1254,8 @@ static int parse_submit(int argc, char **argv, struct submit *s)
                     flag_val(argc, argv, &i, f_ign, &v, &missing))) {
         } else if (s->ddp && strcmp(a, "--debug") == 0) {
         } else if (s->ddp && a[0] == '-' && strcmp(a, "--") != 0) {
-            return cjob_usage("submit", "dist.ddp has no option '%s'; it "
+            return cjob_usage("submit",
+                              "dist.ddp has no option '%s'; it "
                               "takes -j, --script, -m, --name, --env, "
                               "--max_retries, --rdzv_backend, --rdzv_conf",
                               a);
@@ -1235,7 +1270,7 @@ static int parse_submit(int argc, char **argv, struct submit *s)
     if (s->ddp) {
         if (!!s->script == !!s->module)
             return cjob_usage("submit", "dist.ddp: exactly one of --script "
-                              "and -m must be specified");
+                                        "and -m must be specified");
         if (i < argc && strcmp(argv[i], "--") == 0)
             i++;
         s->words = calloc((size_t)(argc - i) + 8, sizeof *s->words);
@@ -1343,7 +1378,8 @@ static int cmd_submit(int argc, char **argv)
     if (s.j && el_job_parse_size(s.j, &z, err, sizeof err))
         return cjob_usage("submit", "%s", err);
     if (s.n_words == 0)
-        return cjob_usage("submit", "no training script; usage: elrun submit "
+        return cjob_usage("submit",
+                          "no training script; usage: elrun submit "
                           "[-s SCHED] [-j 2x4] [launcher flags] SCRIPT "
                           "[ARGS...]");
 
@@ -1360,7 +1396,8 @@ static int cmd_submit(int argc, char **argv)
     if (rc) {
         for (int i = 0; i < s.n_words && s.words[i][0] == '-'; i++)
             if (is_submit_flag(s.words[i]))
-                return cjob_usage("submit", "%s comes after a launcher flag; "
+                return cjob_usage("submit",
+                                  "%s comes after a launcher flag; "
                                   "put elrun submit's own flags first",
                                   s.words[i]);
         return cjob_usage("submit", "%s", err);
@@ -1374,7 +1411,8 @@ static int cmd_submit(int argc, char **argv)
         o.node_rank)
         if (!(strncmp(o.rdzv_backend, "etcd", 4) == 0 && *o.rdzv_endpoint &&
               !o.standalone && !strcmp(o.rdzv_id, "none") && !o.node_rank))
-            return cjob_usage("submit", "the job sets the rendezvous itself; "
+            return cjob_usage("submit",
+                              "the job sets the rendezvous itself; "
                               "drop --standalone, --rdzv-endpoint, --rdzv-id "
                               "and --node-rank (an etcd endpoint is fine with "
                               "--rdzv-backend=etcd)");
@@ -1382,11 +1420,12 @@ static int cmd_submit(int argc, char **argv)
     if (strncmp(o.rdzv_backend, "etcd", 4) == 0) {
         if (!*o.rdzv_endpoint)
             return cjob_usage("submit", "--rdzv-backend=etcd needs "
-                              "--rdzv-endpoint=HOST:PORT of etcd");
+                                        "--rdzv-endpoint=HOST:PORT of etcd");
         backend = "etcd";
     } else if (strcmp(o.rdzv_backend, "static") &&
                strcmp(o.rdzv_backend, "c10d")) {
-        return cjob_usage("submit", "--rdzv-backend=%s: a job runs on "
+        return cjob_usage("submit",
+                          "--rdzv-backend=%s: a job runs on "
                           "elrun's store (c10d, the default) or etcd",
                           o.rdzv_backend);
     }
@@ -1407,9 +1446,11 @@ static int cmd_submit(int argc, char **argv)
                           use_python ? " (set PYTHON_EXEC or use --no-python)"
                                      : "");
     else if (use_python && !o.module && access(o.script, R_OK) != 0)
-        return cjob_usage("submit", "training script '%s' cannot be read "
+        return cjob_usage("submit",
+                          "training script '%s' cannot be read "
                           "(%s); check the path, or use --no-python for a "
-                          "program", o.script, strerror(errno));
+                          "program",
+                          o.script, strerror(errno));
 
     /* The job's spec. */
     char home[4000], base[128], role[128], elrun[4096], cwd[4096];
@@ -1450,14 +1491,14 @@ static int cmd_submit(int argc, char **argv)
     json_t *spec = json_pack(
         "{s:s, s:s, s:s, s:s, s:f, s:s, s:i, s:i, s:i, s:i, s:i, s:o, s:s, "
         "s:s, s:s, s:s, s:s, s:s, s:o, s:i}",
-        "id", id, "scheduler", s.sched, "name", name, "role", role,
-        "submitted", now_s(), "size", size, "min_nodes", z.min_nodes,
-        "max_nodes", z.max_nodes, "nproc", z.nproc, "max_retries",
-        s.max_retries, "max_restarts", o.max_restarts, "env", env, "cfg",
-        s.cfg ? s.cfg : "", "cwd", cwd, "rdzv_backend", backend,
-        "rdzv_endpoint", strcmp(backend, "etcd") ? "" : o.rdzv_endpoint,
-        "rdzv_conf", o.rdzv_conf ? o.rdzv_conf : "", "elrun", elrun,
-        "launcher", launcher, "n_launcher_flags", nflags);
+        "id", id, "scheduler", s.sched, "name", name, "role", role, "submitted",
+        now_s(), "size", size, "min_nodes", z.min_nodes, "max_nodes",
+        z.max_nodes, "nproc", z.nproc, "max_retries", s.max_retries,
+        "max_restarts", o.max_restarts, "env", env, "cfg", s.cfg ? s.cfg : "",
+        "cwd", cwd, "rdzv_backend", backend, "rdzv_endpoint",
+        strcmp(backend, "etcd") ? "" : o.rdzv_endpoint, "rdzv_conf",
+        o.rdzv_conf ? o.rdzv_conf : "", "elrun", elrun, "launcher", launcher,
+        "n_launcher_flags", nflags);
     if (!spec)
         return 1;
 
@@ -1467,19 +1508,22 @@ static int cmd_submit(int argc, char **argv)
         if (s.dryrun) {
             printf("# elrun submit -s local --dryrun: %d agents on this "
                    "machine, one supervisor, the store on 127.0.0.1:<port>\n"
-                   "# job directory %s\n", z.max_nodes, dir);
+                   "# job directory %s\n",
+                   z.max_nodes, dir);
             for (int k = 0; k < z.max_nodes; k++) {
                 printf("TORCHELASTIC_ERROR_FILE=%s/replicas/%d/error.json %s "
-                       "run", dir, k, elrun);
+                       "run",
+                       dir, k, elrun);
                 for (int i = 0; i < nflags; i++)
                     printf(" %s", s.words[i]);
                 printf(" --nnodes=%d:%d --nproc-per-node=%d --rdzv-backend=%s"
-                       " --rdzv-endpoint=%s --rdzv-id=%s-0", z.min_nodes,
-                       z.max_nodes, z.nproc, backend,
+                       " --rdzv-endpoint=%s --rdzv-id=%s-0",
+                       z.min_nodes, z.max_nodes, z.nproc, backend,
                        strcmp(backend, "etcd") ? z.max_nodes == 1
                                                      ? "127.0.0.1:0"
                                                      : "127.0.0.1:<port>"
-                                               : o.rdzv_endpoint, id);
+                                               : o.rdzv_endpoint,
+                       id);
                 for (int i = nflags; i < s.n_words; i++)
                     printf(" %s", s.words[i]);
                 printf(" >>%s/replicas/%d/combined.log 2>&1\n", dir, k);
@@ -1491,8 +1535,10 @@ static int cmd_submit(int argc, char **argv)
         snprintf(rd, sizeof rd, "%s/replicas", dir);
         if ((rc = cjob_mkdirs(rd))) {
             json_decref(spec);
-            return cjob_usage("submit", "cannot make the job directory %s: "
-                              "%s (set ELRUN_HOME)", dir, strerror(-rc));
+            return cjob_usage("submit",
+                              "cannot make the job directory %s: "
+                              "%s (set ELRUN_HOME)",
+                              dir, strerror(-rc));
         }
         char p[4400];
         snprintf(p, sizeof p, "%s/job.json", dir);
@@ -1536,7 +1582,7 @@ static int cmd_submit(int argc, char **argv)
         if (s.dryrun) {
             printf("%s", script);
             fprintf(stderr, "elrun submit: dry run: would run sbatch "
-                    "--parsable with this script\n");
+                            "--parsable with this script\n");
             free(script);
             json_decref(spec);
             return 0;
@@ -1635,9 +1681,9 @@ int cli_job_slurm_env(int argc, char **argv)
 
 int cli_job_verb(const char *word)
 {
-    static const char *const v[] = {"submit", "status", "logs", "log",
-                                    "cancel", "list", "describe",
-                                    "__supervise", NULL};
+    static const char *const v[] = {"submit",   "status",      "logs",
+                                    "log",      "cancel",      "list",
+                                    "describe", "__supervise", NULL};
     for (int i = 0; v[i]; i++)
         if (strcmp(word, v[i]) == 0)
             return 1;

@@ -87,11 +87,11 @@ int cjob_local_start(const char *elrun, const char *dir, char *err,
     if (strncmp(buf, "ok", 2) == 0)
         return 0;
     buf[strcspn(buf, "\n")] = 0;
-    snprintf(err, errlen, "%s", *buf ? buf + (strncmp(buf, "error: ", 7)
-                                                  ? 0 : 7)
-                                     : "the job's supervisor exited at once "
-                                       "(see supervisor.log in the job "
-                                       "directory)");
+    snprintf(err, errlen, "%s",
+             *buf ? buf + (strncmp(buf, "error: ", 7) ? 0 : 7)
+                  : "the job's supervisor exited at once "
+                    "(see supervisor.log in the job "
+                    "directory)");
     waitpid(pid, NULL, WNOHANG);
     return -1;
 }
@@ -104,8 +104,8 @@ struct sup {
     int nrep;
     pid_t *pid;
     int *alive;
-    int port;                     /* the store's, 0 with etcd or one node   */
-    int single;                   /* one node on c10d: endpoint :0          */
+    int port;   /* the store's, 0 with etcd or one node   */
+    int single; /* one node on c10d: endpoint :0          */
     int ready_fd;
 };
 
@@ -137,8 +137,8 @@ static char **agent_argv(struct sup *s, int attempt)
 {
     json_t *l = json_object_get(s->spec, "launcher");
     int nl = (int)json_array_size(l);
-    int nf = (int)json_integer_value(json_object_get(s->spec,
-                                                     "n_launcher_flags"));
+    int nf =
+        (int)json_integer_value(json_object_get(s->spec, "n_launcher_flags"));
     char **v = calloc((size_t)nl + 16, sizeof *v);
     int n = 0;
     char b[4200];
@@ -256,8 +256,7 @@ static int spawn(struct sup *s, int k, int attempt)
         dup2(out, 1);
         dup2(out, 2);
         execve(argv[0], argv, envp);
-        dprintf(2, "elrun job: cannot run %s: %s\n", argv[0],
-                strerror(errno));
+        dprintf(2, "elrun job: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
     int e = errno;
@@ -292,8 +291,7 @@ static int store_restarts(struct sup *s, int attempt)
         n = atoi(val);
     free(val);
     el_store_close(st);
-    int max = (int)json_integer_value(json_object_get(s->spec,
-                                                      "max_restarts"));
+    int max = (int)json_integer_value(json_object_get(s->spec, "max_restarts"));
     return n > max ? max : n;
 }
 
@@ -330,8 +328,8 @@ int cjob_local_supervise(int argc, char **argv)
         return 1;
     }
     s.nrep = (int)json_integer_value(json_object_get(s.spec, "max_nodes"));
-    int retries = (int)json_integer_value(json_object_get(s.spec,
-                                                          "max_retries"));
+    int retries =
+        (int)json_integer_value(json_object_get(s.spec, "max_retries"));
     s.pid = calloc((size_t)s.nrep, sizeof *s.pid);
     s.alive = calloc((size_t)s.nrep, sizeof *s.alive);
     if (!s.pid || !s.alive)
@@ -366,7 +364,10 @@ int cjob_local_supervise(int argc, char **argv)
         cjob_write(s.dir, "store.addr", b);
     }
     el_log(EL_LOG_INFO, "job %s: %d replicas, store %s", jstr(s.spec, "id"),
-           s.nrep, s.port ? b : single ? "the agent's" : "etcd");
+           s.nrep,
+           s.port   ? b
+           : single ? "the agent's"
+                    : "etcd");
     s.single = single && strncmp(jstr(s.spec, "rdzv_backend"), "etcd", 4);
 
     int cancelled = 0, restarts = 0, attempt = 0, final, first_exit = 0;
@@ -384,8 +385,10 @@ int cjob_local_supervise(int argc, char **argv)
             running++;
         }
         if (!running) {
-            ready(&s, "error: no agent could be started (see %s/"
-                  "supervisor.log)", s.dir);
+            ready(&s,
+                  "error: no agent could be started (see %s/"
+                  "supervisor.log)",
+                  s.dir);
             final = EL_JOB_FAILED;
             first_exit = 127;
             break;
@@ -422,8 +425,7 @@ int cjob_local_supervise(int argc, char **argv)
                 continue;
             if (sig != SIGCHLD) {
                 if (!cancelled)
-                    el_log(EL_LOG_WARN, "%s: stopping the job",
-                           strsignal(sig));
+                    el_log(EL_LOG_WARN, "%s: stopping the job", strsignal(sig));
                 cancelled = 1;
                 for (int k = 0; k < s.nrep; k++)
                     if (s.alive[k])
@@ -479,8 +481,10 @@ int cjob_local_supervise(int argc, char **argv)
             final = EL_JOB_FAILED;
             break;
         }
-        el_log(EL_LOG_WARN, "attempt %d failed; retrying the job (%d of %d "
-               "retries)", attempt, attempt + 1, retries);
+        el_log(EL_LOG_WARN,
+               "attempt %d failed; retrying the job (%d of %d "
+               "retries)",
+               attempt, attempt + 1, retries);
     }
     el_store_server_close(srv);
     snprintf(b, sizeof b, "%s %d %d\n", el_job_state_name(final), first_exit,
@@ -506,8 +510,8 @@ int cjob_local_live_restarts(const struct cjob *j)
     struct sup s = {0};
     s.spec = j->spec;
     s.port = atoi(colon + 1);
-    int attempt = cjob_read_line(j->dir, "restarts", line, sizeof line)
-                      ? 0 : atoi(line);
+    int attempt =
+        cjob_read_line(j->dir, "restarts", line, sizeof line) ? 0 : atoi(line);
     return attempt + store_restarts(&s, attempt);
 }
 
@@ -520,8 +524,8 @@ static int wait_gone(int pid, const char *word, int timeout_ms)
         if (!cjob_pid_alive(pid, word))
             break;
         clock_gettime(CLOCK_MONOTONIC, &t);
-        long el = (t.tv_sec - t0.tv_sec) * 1000 +
-                  (t.tv_nsec - t0.tv_nsec) / 1000000;
+        long el =
+            (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
         if (el >= timeout_ms) {
             if (fd >= 0)
                 close(fd);
@@ -544,8 +548,10 @@ int cjob_local_cancel(const struct cjob *j, char *err, size_t errlen)
 {
     char line[64];
     if (cjob_read_line(j->dir, "supervisor.pid", line, sizeof line)) {
-        snprintf(err, errlen, "job %s has no supervisor.pid; it never "
-                 "started", j->id);
+        snprintf(err, errlen,
+                 "job %s has no supervisor.pid; it never "
+                 "started",
+                 j->id);
         return -1;
     }
     int pid = atoi(line);
@@ -561,8 +567,8 @@ int cjob_local_cancel(const struct cjob *j, char *err, size_t errlen)
         snprintf(rdir, sizeof rdir, "%s/replicas/%d", j->dir, k);
         if (cjob_read_line(rdir, "pid", line, sizeof line) == 0 &&
             wait_gone(atoi(line), " run ", 10000)) {
-            snprintf(err, errlen, "replica %d (pid %s) is still running",
-                     k, line);
+            snprintf(err, errlen, "replica %d (pid %s) is still running", k,
+                     line);
             return -1;
         }
     }

@@ -26,8 +26,10 @@ int cjob_slurm_submit(const char *script_path, char *jobid, size_t cap,
     /* "1234" or "1234;cluster" */
     size_t n = strspn(out, "0123456789");
     if (n == 0 || n >= cap) {
-        snprintf(err, errlen, "sbatch --parsable printed '%.*s', not a job "
-                 "id", (int)strcspn(out, "\n"), out);
+        snprintf(err, errlen,
+                 "sbatch --parsable printed '%.*s', not a job "
+                 "id",
+                 (int)strcspn(out, "\n"), out);
         return -1;
     }
     memcpy(jobid, out, n);
@@ -40,13 +42,14 @@ int cjob_slurm_state(const char *jobid, int *state, char *raw, size_t rawcap,
 {
     char out[512], e[512];
     /* -t all: finished jobs too, while Slurm remembers them (MinJobAge) */
-    char *argv[] = {"squeue", "-h", "-t", "all", "-j", (char *)jobid, "-o",
-                    "%T", NULL};
+    char *argv[] = {"squeue",      "-h", "-t", "all", "-j",
+                    (char *)jobid, "-o", "%T", NULL};
     int rc = cjob_run(argv, out, sizeof out, e, sizeof e);
     if (rc != 0 && strstr(e, "Invalid job id"))
         return 1; /* Slurm forgot it (MinJobAge) */
     if (rc != 0) {
-        snprintf(err, errlen, "squeue -h -t all -j %s -o %%T failed (exit "
+        snprintf(err, errlen,
+                 "squeue -h -t all -j %s -o %%T failed (exit "
                  "%d): %s",
                  jobid, rc, *e ? e : "no message");
         return -1;

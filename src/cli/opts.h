@@ -22,12 +22,12 @@
  * accepted and ignored (torch passes backend-specific ones); the first of
  * a repeated key wins. */
 struct el_opts_conf {
-    char buf[4096];               /* the value, split in place             */
+    char buf[4096]; /* the value, split in place             */
     /* Seconds; -1 when not given. */
     double timeout, join_timeout, read_timeout, last_call_timeout,
         keep_alive_interval, heartbeat_timeout, close_timeout;
-    int keep_alive_max_attempt;   /* 0 when not given                      */
-    int is_host;                  /* 1 true, -1 false, 0 not given         */
+    int keep_alive_max_attempt; /* 0 when not given                      */
+    int is_host;                /* 1 true, -1 false, 0 not given         */
     /* etcd's options; NULL when not given. */
     const char *etcd_prefix, *protocol, *cacert, *cert, *key, *username,
         *password;
@@ -36,51 +36,52 @@ struct el_opts_conf {
 };
 
 struct el_opts {
-    int min_nodes, max_nodes;     /* --nnodes N | MIN:MAX         [1:1]    */
-    int nproc;                    /* --nproc-per-node N|cpu|auto  [1]      */
-    int standalone;               /* --standalone                           */
-    const char *rdzv_backend;     /* --rdzv-backend               [static] */
-    const char *rdzv_endpoint;    /* --rdzv-endpoint              [""]     */
-    const char *rdzv_id;          /* --rdzv-id                    [none]   */
-    const char *rdzv_conf;        /* --rdzv-conf k=v,...          [""]     */
-    struct el_opts_conf conf;     /* rdzv_conf, parsed                     */
-    int max_restarts;             /* --max-restarts               [0]      */
-    double monitor_interval;      /* --monitor-interval (accepted) [0.1]   */
-    const char *start_method;     /* --start-method (accepted)    [spawn]  */
-    const char *role;             /* --role                       [default]*/
-    int module;                   /* -m, --module                           */
-    int no_python;                /* --no-python                            */
-    int run_path;                 /* --run-path                             */
-    const char *log_dir;          /* --log-dir                    [NULL]   */
-    const char *redirects;        /* -r, --redirects              ["0"]    */
-    const char *tee;              /* -t, --tee                    ["0"]    */
+    int min_nodes, max_nodes;       /* --nnodes N | MIN:MAX         [1:1]    */
+    int nproc;                      /* --nproc-per-node N|cpu|auto  [1]      */
+    int standalone;                 /* --standalone                           */
+    const char *rdzv_backend;       /* --rdzv-backend               [static] */
+    const char *rdzv_endpoint;      /* --rdzv-endpoint              [""]     */
+    const char *rdzv_id;            /* --rdzv-id                    [none]   */
+    const char *rdzv_conf;          /* --rdzv-conf k=v,...          [""]     */
+    struct el_opts_conf conf;       /* rdzv_conf, parsed                     */
+    int max_restarts;               /* --max-restarts               [0]      */
+    double monitor_interval;        /* --monitor-interval (accepted) [0.1]   */
+    const char *start_method;       /* --start-method (accepted)    [spawn]  */
+    const char *role;               /* --role                       [default]*/
+    int module;                     /* -m, --module                           */
+    int no_python;                  /* --no-python                            */
+    int run_path;                   /* --run-path                             */
+    const char *log_dir;            /* --log-dir                    [NULL]   */
+    const char *redirects;          /* -r, --redirects              ["0"]    */
+    const char *tee;                /* -t, --tee                    ["0"]    */
     const char *local_ranks_filter; /* --local-ranks-filter       [""]     */
-    int node_rank;                /* --node-rank                  [0]      */
-    const char *master_addr;      /* --master-addr                [127.0.0.1] */
-    int master_port;              /* --master-port                [29500]  */
-    int master_port_given;        /* --master-port or PET_MASTER_PORT set  */
-    const char *local_addr;       /* --local-addr                 [NULL]   */
-    const char *signals_to_handle; /* --signals-to-handle [SIGTERM,SIGINT,SIGHUP,SIGQUIT] */
-    const char *logs_specs;       /* --logs-specs (accepted, ignored)       */
-    const char *numa_binding;     /* --numa-binding (accepted, ignored)     */
+    int node_rank;                  /* --node-rank                  [0]      */
+    const char *master_addr; /* --master-addr                [127.0.0.1] */
+    int master_port;         /* --master-port                [29500]  */
+    int master_port_given;   /* --master-port or PET_MASTER_PORT set  */
+    const char *local_addr;  /* --local-addr                 [NULL]   */
+    const char *
+        signals_to_handle; /* --signals-to-handle [SIGTERM,SIGINT,SIGHUP,SIGQUIT] */
+    const char *logs_specs;        /* --logs-specs (accepted, ignored)       */
+    const char *numa_binding;      /* --numa-binding (accepted, ignored)     */
     const char *event_log_handler; /* --event-log-handler (accepted, ignored) */
     /* The flags given that are accepted for compatibility and ignored
      * (their --help line says so), as "--flag=VALUE", to warn once. */
     char ignored[4][160];
     int nignored;
     /* elrun's own flags. */
-    double stop_timeout;          /* --stop-timeout S: TERM -> KILL grace [30] */
-    double exit_barrier_timeout;  /* --exit-barrier-timeout S     [300]    */
-    double restart_backoff;       /* --restart-backoff S          [1]      */
-    double restart_backoff_max;   /* --restart-backoff-max S      [30]     */
-    const char *metrics_addr;     /* --metrics-addr HOST:PORT     [NULL]   */
+    double stop_timeout;         /* --stop-timeout S: TERM -> KILL grace [30] */
+    double exit_barrier_timeout; /* --exit-barrier-timeout S     [300]    */
+    double restart_backoff;      /* --restart-backoff S          [1]      */
+    double restart_backoff_max;  /* --restart-backoff-max S      [30]     */
+    const char *metrics_addr;    /* --metrics-addr HOST:PORT     [NULL]   */
     const char *preempt_notice_file; /* --preempt-notice-file PATH [NULL]  */
     const char *preempt_notice_cmd;  /* --preempt-notice-cmd CMD   [NULL]  */
-    double preempt_notice_secs;   /* --preempt-notice-secs S      [30]     */
-    const char *preempt_signal;   /* --preempt-signal SIG         [SIGUSR1] */
-    double worker_stall_timeout;  /* --worker-stall-timeout S     [0: off] */
-    int help;                     /* -h, --help                             */
-    int version;                  /* --version                              */
+    double preempt_notice_secs;      /* --preempt-notice-secs S      [30]     */
+    const char *preempt_signal;  /* --preempt-signal SIG         [SIGUSR1] */
+    double worker_stall_timeout; /* --worker-stall-timeout S     [0: off] */
+    int help;                    /* -h, --help                             */
+    int version;                 /* --version                              */
     /* The training script and its arguments (pointers into argv). */
     const char *script;
     char **script_args;
@@ -114,8 +115,8 @@ int el_opts_signals(const char *spec, int *sigs, int max, int *n);
  * known key's value checked.  src names where the value came from
  * ("--rdzv-conf" or "PET_RDZV_CONF").  Returns 0 or EL_EUSAGE with a
  * one-line message in err. */
-int el_opts_rdzv_conf(const char *spec, const char *src,
-                      struct el_opts_conf *c, char *err, size_t errlen);
+int el_opts_rdzv_conf(const char *spec, const char *src, struct el_opts_conf *c,
+                      char *err, size_t errlen);
 
 /* Format a usage message into err (when err and errlen) and return
  * EL_EUSAGE: the one error path of opts.c and rdzv_conf.c. */

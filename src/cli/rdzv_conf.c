@@ -13,9 +13,9 @@
 #include "elrun/err.h"
 
 enum conf_kind {
-    CONF_SECONDS,  /* double >= 0, at most INT_MAX ms                     */
-    CONF_COUNT,    /* whole number >= 1                                   */
-    CONF_BOOL,     /* 1/true/yes, 0/false/no (the first letter decides)   */
+    CONF_SECONDS, /* double >= 0, at most INT_MAX ms                     */
+    CONF_COUNT,   /* whole number >= 1                                   */
+    CONF_BOOL,    /* 1/true/yes, 0/false/no (the first letter decides)   */
     CONF_STRING
 };
 
@@ -27,22 +27,30 @@ static const struct conf_key {
     size_t off;
     const char *help;
 } conf_keys[] = {
-#define K(name, kind, help) {#name, kind, offsetof(struct el_opts_conf, name), \
-                             help}
-    K(timeout, CONF_SECONDS, "wait for the nodes [static 900; else "
+#define K(name, kind, help)                                    \
+    {                                                          \
+#name, kind, offsetof(struct el_opts_conf, name), help \
+    }
+    K(timeout, CONF_SECONDS,
+      "wait for the nodes [static 900; else "
       "join_timeout]"),
-    K(join_timeout, CONF_SECONDS, "c10d, etcd: the whole wait for a round "
+    K(join_timeout, CONF_SECONDS,
+      "c10d, etcd: the whole wait for a round "
       "[600]"),
     K(read_timeout, CONF_SECONDS, "one store or etcd request [60]"),
-    K(last_call_timeout, CONF_SECONDS, "c10d, etcd: wait once MIN nodes "
+    K(last_call_timeout, CONF_SECONDS,
+      "c10d, etcd: wait once MIN nodes "
       "joined [30]"),
     K(keep_alive_interval, CONF_SECONDS, "c10d, etcd: heartbeat period [5]"),
-    K(heartbeat_timeout, CONF_SECONDS, "accepted for compatibility, "
+    K(heartbeat_timeout, CONF_SECONDS,
+      "accepted for compatibility, "
       "ignored"),
     K(close_timeout, CONF_SECONDS, "accepted for compatibility, ignored"),
-    K(keep_alive_max_attempt, CONF_COUNT, "c10d, etcd: missed heartbeats = "
+    K(keep_alive_max_attempt, CONF_COUNT,
+      "c10d, etcd: missed heartbeats = "
       "dead node [3]"),
-    K(is_host, CONF_BOOL, "c10d: host the store [when the endpoint "
+    K(is_host, CONF_BOOL,
+      "c10d: host the store [when the endpoint "
       "is here]"),
     K(etcd_prefix, CONF_STRING, "etcd: the keys' prefix [/elrun]"),
     K(protocol, CONF_STRING, "etcd: http or https [http]"),
@@ -51,7 +59,8 @@ static const struct conf_key {
     K(key, CONF_STRING, "etcd: its private key (PEM file)"),
     K(username, CONF_STRING, "etcd: user name"),
     K(password, CONF_STRING, "etcd: password"),
-    K(secret_file, CONF_STRING, "c10d, static: the job secret (a 0600 "
+    K(secret_file, CONF_STRING,
+      "c10d, static: the job secret (a 0600 "
       "file)"),
     K(secret, CONF_STRING, "refused: ps would show it; use secret_file"),
 #undef K
@@ -95,15 +104,19 @@ static int set_value(struct el_opts_conf *c, const struct conf_key *k,
     case CONF_SECONDS:
         d = strtod(v, &end);
         if (end == v || *end || !(d >= 0) || d > 2147483.0)
-            return el__opts_fail(err, errlen, "--rdzv-conf %s=%s: expected "
-                             "seconds", k->key, v);
+            return el__opts_fail(err, errlen,
+                                 "--rdzv-conf %s=%s: expected "
+                                 "seconds",
+                                 k->key, v);
         *(double *)field = d;
         return 0;
     case CONF_COUNT: {
         long n = strtol(v, &end, 10);
         if (end == v || *end || n < 1 || n > 1000000)
-            return el__opts_fail(err, errlen, "--rdzv-conf %s=%s: expected a "
-                             "whole number >= 1", k->key, v);
+            return el__opts_fail(err, errlen,
+                                 "--rdzv-conf %s=%s: expected a "
+                                 "whole number >= 1",
+                                 k->key, v);
         *(int *)field = (int)n;
         return 0;
     }
@@ -113,8 +126,10 @@ static int set_value(struct el_opts_conf *c, const struct conf_key *k,
         else if (strchr("0fFnN", v[0]))
             *(int *)field = -1;
         else
-            return el__opts_fail(err, errlen, "--rdzv-conf %s=%s: expected "
-                                 "true or false", k->key, v);
+            return el__opts_fail(err, errlen,
+                                 "--rdzv-conf %s=%s: expected "
+                                 "true or false",
+                                 k->key, v);
         return 0;
     case CONF_STRING:
         *(const char **)field = v;
@@ -139,15 +154,15 @@ static int given(const struct el_opts_conf *c, const struct conf_key *k)
     return 0;
 }
 
-int el_opts_rdzv_conf(const char *spec, const char *src,
-                      struct el_opts_conf *c, char *err, size_t errlen)
+int el_opts_rdzv_conf(const char *spec, const char *src, struct el_opts_conf *c,
+                      char *err, size_t errlen)
 {
     memset(c, 0, sizeof *c);
     c->timeout = c->join_timeout = c->read_timeout = c->last_call_timeout =
         c->keep_alive_interval = c->heartbeat_timeout = c->close_timeout = -1;
     if (strlen(spec) >= sizeof c->buf)
         return el__opts_fail(err, errlen, "%s is %zu bytes long; at most %zu",
-                         src, strlen(spec), sizeof c->buf - 1);
+                             src, strlen(spec), sizeof c->buf - 1);
     memcpy(c->buf, spec, strlen(spec) + 1);
     for (char *p = c->buf; *p;) {
         size_t len = strcspn(p, ",");
@@ -156,9 +171,11 @@ int el_opts_rdzv_conf(const char *spec, const char *src,
         char *k = eq ? trim(p, eq) : NULL;
         char *v = eq ? trim(eq + 1, p + len) : NULL;
         if (!eq || !*k || !*v)
-            return el__opts_fail(err, errlen, "%s=%s: expected KEY=VALUE "
+            return el__opts_fail(err, errlen,
+                                 "%s=%s: expected KEY=VALUE "
                                  "pairs separated by commas, e.g. "
-                                 "timeout=900,join_timeout=600", src, spec);
+                                 "timeout=900,join_timeout=600",
+                                 src, spec);
         for (size_t i = 0; i < NKEYS; i++) {
             if (strcmp(conf_keys[i].key, k) != 0 || given(c, &conf_keys[i]))
                 continue;
@@ -169,7 +186,8 @@ int el_opts_rdzv_conf(const char *spec, const char *src,
         p = next;
     }
     if (c->keep_alive_interval >= 0 && c->keep_alive_interval < 0.001)
-        return el__opts_fail(err, errlen, "--rdzv-conf keep_alive_interval "
+        return el__opts_fail(err, errlen,
+                             "--rdzv-conf keep_alive_interval "
                              "must be more than 0 seconds");
     return 0;
 }

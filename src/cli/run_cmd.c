@@ -8,8 +8,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +29,7 @@
 #include "elrun/rdzv.h"
 #include "elrun/store.h"
 
-#define RUN_PATH_BOOT \
+#define RUN_PATH_BOOT                              \
     "import runpy, sys; sys.argv = sys.argv[1:]; " \
     "runpy.run_path(sys.argv[0], run_name='__main__')"
 
@@ -53,8 +53,10 @@ static int find_program(const char *prog, char *full, size_t fcap, char *why,
             return -1;
         }
         if (S_ISDIR(st.st_mode) || access(prog, X_OK) < 0) {
-            snprintf(why, cap, "program '%s' is not executable; chmod +x it "
-                     "or drop --no-python to run it with python3", prog);
+            snprintf(why, cap,
+                     "program '%s' is not executable; chmod +x it "
+                     "or drop --no-python to run it with python3",
+                     prog);
             return -1;
         }
         snprintf(full, fcap, "%s", prog);
@@ -73,8 +75,10 @@ static int find_program(const char *prog, char *full, size_t fcap, char *why,
         if (*path == ':')
             path++;
     }
-    snprintf(why, cap, "program '%s' was not found in PATH; give its path or "
-             "fix PATH", prog);
+    snprintf(why, cap,
+             "program '%s' was not found in PATH; give its path or "
+             "fix PATH",
+             prog);
     return -1;
 }
 
@@ -89,17 +93,23 @@ static int check_python_script(const char *script, char *err, size_t cap)
         return 0;
     ssize_t n = read(fd, head, sizeof head - 1);
     close(fd);
-    if (n >= 4 && memcmp(head, "\x7f" "ELF", 4) == 0) {
-        snprintf(err, cap, "'%s' is an ELF executable, not a Python script; "
-                 "add --no-python to run it directly", script);
+    if (n >= 4 && memcmp(head,
+                         "\x7f"
+                         "ELF",
+                         4) == 0) {
+        snprintf(err, cap,
+                 "'%s' is an ELF executable, not a Python script; "
+                 "add --no-python to run it directly",
+                 script);
         return -1;
     }
     if (n >= 2 && head[0] == '#' && head[1] == '!') {
         head[strcspn(head, "\r\n")] = 0;
         if (!strstr(head, "python")) {
-            snprintf(err, cap, "'%s' is not a Python script (its first line "
-                     "is '%s'); add --no-python to run it directly", script,
-                     head);
+            snprintf(err, cap,
+                     "'%s' is not a Python script (its first line "
+                     "is '%s'); add --no-python to run it directly",
+                     script, head);
             return -1;
         }
     }
@@ -119,9 +129,11 @@ static void uuid4(char out[37])
         close(fd);
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-             "%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5],
-             b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    snprintf(out, 37,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+             "%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+             b[11], b[12], b[13], b[14], b[15]);
 }
 
 /* --rdzv-endpoint for etcd: members separated by commas, each HOST[:PORT]
@@ -132,7 +144,8 @@ static int etcd_endpoints(const char *spec, char *out, size_t cap, char *err,
     size_t len = 0;
     out[0] = '\0';
     if (!*spec) {
-        snprintf(err, errlen, "the etcd rendezvous needs --rdzv-endpoint="
+        snprintf(err, errlen,
+                 "the etcd rendezvous needs --rdzv-endpoint="
                  "HOST:PORT[,HOST:PORT...] (etcd's client URLs)");
         return -1;
     }
@@ -144,8 +157,10 @@ static int etcd_endpoints(const char *spec, char *out, size_t cap, char *err,
         if (strstr(part, "://"))
             w = snprintf(out + len, cap - len, "%s%s", len ? "," : "", part);
         else if (n >= sizeof part || el_addr_parse(part, 2379, host, &port)) {
-            snprintf(err, errlen, "--rdzv-endpoint: '%s' is not HOST[:PORT] "
-                     "or a URL of an etcd member", part);
+            snprintf(err, errlen,
+                     "--rdzv-endpoint: '%s' is not HOST[:PORT] "
+                     "or a URL of an etcd member",
+                     part);
             return -1;
         } else
             w = snprintf(out + len, cap - len,
@@ -180,7 +195,9 @@ static void on_rdzv_event(void *arg, const char *msg)
      * (a limit, a refused write); the rest is detail. */
     el_log((strncmp(msg, "round ", 6) == 0 && strstr(msg, "nodes (joined")) ||
                    strncmp(msg, "closed connection from ", 23) == 0
-               ? EL_LOG_WARN : EL_LOG_INFO, "%s", msg);
+               ? EL_LOG_WARN
+               : EL_LOG_INFO,
+           "%s", msg);
 }
 
 /* ---- the workers' command line ---- */
@@ -198,24 +215,27 @@ static int worker_argv(const struct el_opts *o, char ***out, char *binary,
     if (!python || !*python)
         python = "python3";
     int use_python = o->run_path || !o->no_python;
-    if (find_program(use_python ? python : o->script, binary, bcap, err,
-                     cap) != 0) {
+    if (find_program(use_python ? python : o->script, binary, bcap, err, cap) !=
+        0) {
         if (use_python) {
             size_t n = strlen(err);
-            snprintf(err + n, cap - n, " (set PYTHON_EXEC or use "
+            snprintf(err + n, cap - n,
+                     " (set PYTHON_EXEC or use "
                      "--no-python)");
         }
         return 2;
     }
     if (use_python && !o->module && access(o->script, R_OK) != 0) {
-        snprintf(err, cap, "training script '%s' cannot be read (%s); "
+        snprintf(err, cap,
+                 "training script '%s' cannot be read (%s); "
                  "check the path, or use -m for a module or --no-python for "
-                 "a program", o->script, strerror(errno));
+                 "a program",
+                 o->script, strerror(errno));
         return 2;
     }
     if (use_python && !o->module && check_python_script(o->script, err, cap))
         return 2;
-    if (!use_python)  /* run as given, and named so (as torchrun) */
+    if (!use_python) /* run as given, and named so (as torchrun) */
         snprintf(binary, bcap, "%s", o->script);
     char **wargv = calloc((size_t)o->script_argc + 8, sizeof *wargv);
     if (!wargv)
@@ -251,8 +271,7 @@ struct rdzv_strings {
 
 /* A backend's part of the config: the address and what only it reads.
  * Returns 0, or -1 with a usage message in err. */
-typedef int (*backend_setup)(const struct el_opts *o,
-                             struct el_rdzv_config *rc,
+typedef int (*backend_setup)(const struct el_opts *o, struct el_rdzv_config *rc,
                              struct rdzv_strings *s, char *err, size_t cap);
 
 /* Can this host listen on addr (one of its own addresses)?  Returns 0, or
@@ -260,7 +279,8 @@ typedef int (*backend_setup)(const struct el_opts *o,
 static int is_own_address(const char *addr, char *why, size_t cap)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE}, *ai = NULL;
+                             .ai_flags = AI_PASSIVE},
+                    *ai = NULL;
     int rc = getaddrinfo(addr, "0", &hints, &ai);
     if (rc) {
         snprintf(why, cap, "%s", gai_strerror(rc));
@@ -290,7 +310,7 @@ static int setup_standalone(const struct el_opts *o, struct el_rdzv_config *rc,
     if (strcmp(o->rdzv_backend, "static") || *o->rdzv_endpoint ||
         strcmp(o->rdzv_id, "none"))
         el_log(EL_LOG_INFO, "--standalone: ignoring the given "
-               "rendezvous backend, endpoint and id");
+                            "rendezvous backend, endpoint and id");
     uuid4(s->run_id);
     rc->run_id = s->run_id;
     rc->backend = "standalone";
@@ -298,11 +318,12 @@ static int setup_standalone(const struct el_opts *o, struct el_rdzv_config *rc,
     if (o->local_addr) {
         char why[256];
         if (is_own_address(o->local_addr, why, sizeof why)) {
-            snprintf(err, cap, "--local-addr=%s is not an address of this "
+            snprintf(err, cap,
+                     "--local-addr=%s is not an address of this "
                      "host (%s): the workers are told MASTER_ADDR=%s and "
                      "would find no store there; give one of this host's "
-                     "addresses or drop --local-addr", o->local_addr, why,
-                     o->local_addr);
+                     "addresses or drop --local-addr",
+                     o->local_addr, why, o->local_addr);
             return -1;
         }
         snprintf(s->host, sizeof s->host, "%s", o->local_addr);
@@ -317,19 +338,23 @@ static int setup_static(const struct el_opts *o, struct el_rdzv_config *rc,
     rc->backend = "static";
     if (*o->rdzv_endpoint) {
         if (el_addr_parse(o->rdzv_endpoint, -1, s->host, &rc->port) != 0) {
-            snprintf(err, cap, "--rdzv-endpoint=%s: the static rendezvous "
-                     "needs HOST:PORT", o->rdzv_endpoint);
+            snprintf(err, cap,
+                     "--rdzv-endpoint=%s: the static rendezvous "
+                     "needs HOST:PORT",
+                     o->rdzv_endpoint);
             return -1;
         }
     } else {
         if (el_addr_parse(o->master_addr, 0, s->host, &rc->port) != 0) {
-            snprintf(err, cap, "--master-addr=%s is not a host name or "
-                     "address", o->master_addr);
+            snprintf(err, cap,
+                     "--master-addr=%s is not a host name or "
+                     "address",
+                     o->master_addr);
             return -1;
         }
         rc->port = o->master_port;
     }
-    rc->join_timeout_ms = 900000;  /* torchrun's static store timeout */
+    rc->join_timeout_ms = 900000; /* torchrun's static store timeout */
     return 0;
 }
 
@@ -350,8 +375,8 @@ static int setup_etcd(const struct el_opts *o, struct el_rdzv_config *rc,
                       struct rdzv_strings *s, char *err, size_t cap)
 {
     rc->backend = "etcd";
-    if (etcd_endpoints(o->rdzv_endpoint, s->endpoints, sizeof s->endpoints,
-                       err, cap))
+    if (etcd_endpoints(o->rdzv_endpoint, s->endpoints, sizeof s->endpoints, err,
+                       cap))
         return -1;
     rc->endpoints = s->endpoints;
     rc->etcd.prefix = o->conf.etcd_prefix;
@@ -386,7 +411,8 @@ static int job_secret(const struct el_opts_conf *c, struct el_rdzv_config *rc,
 {
     const char *path = c->secret_file;
     if (c->secret) {
-        snprintf(err, cap, "--rdzv-conf secret=...: the secret would show "
+        snprintf(err, cap,
+                 "--rdzv-conf secret=...: the secret would show "
                  "in ps; write it to a file (chmod 600) and give "
                  "secret_file=PATH");
         return -1;
@@ -397,7 +423,8 @@ static int job_secret(const struct el_opts_conf *c, struct el_rdzv_config *rc,
         path = getenv("PET_RDZV_SECRET_FILE");
     if (path && *path) {
         if (strcmp(rc->backend, "etcd") == 0) {
-            snprintf(err, cap, "secret_file is for the c10d and static "
+            snprintf(err, cap,
+                     "secret_file is for the c10d and static "
                      "rendezvous; etcd has TLS client certificates and "
                      "users (cacert, cert, key, username)");
             return -1;
@@ -411,10 +438,12 @@ static int job_secret(const struct el_opts_conf *c, struct el_rdzv_config *rc,
     const char *h = rc->host ? rc->host : "";
     if (strcmp(rc->backend, "c10d") == 0 && rc->max_nodes > 1 &&
         strcmp(h, "localhost") && strncmp(h, "127.", 4) && strcmp(h, "::1"))
-        el_log(EL_LOG_WARN, "the rendezvous store at %s:%d has no job "
+        el_log(EL_LOG_WARN,
+               "the rendezvous store at %s:%d has no job "
                "secret: anyone who reaches it can end, stall or join this "
                "job; give every node --rdzv-conf secret_file=PATH (the same "
-               "secret)", h, rc->port);
+               "secret)",
+               h, rc->port);
     return 0;
 }
 
@@ -440,13 +469,14 @@ static int rdzv_config(const struct el_opts *o, struct el_rdzv_config *rc,
     rc->max_restarts = o->max_restarts;
     if (o->standalone)
         setup = setup_standalone;
-    for (size_t i = 0; !setup && i < sizeof backends / sizeof backends[0];
-         i++)
+    for (size_t i = 0; !setup && i < sizeof backends / sizeof backends[0]; i++)
         if (strcmp(o->rdzv_backend, backends[i].name) == 0)
             setup = backends[i].setup;
     if (!setup) {
-        snprintf(err, cap, "--rdzv-backend=%s is not supported; use "
-                 "--standalone, static, c10d or etcd", o->rdzv_backend);
+        snprintf(err, cap,
+                 "--rdzv-backend=%s is not supported; use "
+                 "--standalone, static, c10d or etcd",
+                 o->rdzv_backend);
         return -1;
     }
     if (setup(o, rc, s, err, cap))
@@ -499,14 +529,15 @@ static const struct {
  * straight to the console, said when every worker exited 1 within 3 s. */
 static void python_hint(const struct el_agent_result *res, const char *python)
 {
-    const char *other = strcmp(python, "/usr/bin/python3")
-                            ? "/usr/bin/python3" : "/path/to/python3";
+    const char *other = strcmp(python, "/usr/bin/python3") ? "/usr/bin/python3"
+                                                           : "/path/to/python3";
     int early = res->nfailures > 0;
     int64_t ran_ms = 0;
     for (int i = 0; i < res->nfailures; i++) {
         const struct el_agent_failure *f = &res->failures[i];
         if (f->import_error) {
-            el_log(EL_LOG_WARN, "the workers could not import a module "
+            el_log(EL_LOG_WARN,
+                   "the workers could not import a module "
                    "(%s) with the interpreter %s; choose the Python that "
                    "has it with PYTHON_EXEC, e.g. PYTHON_EXEC=%s",
                    f->import_error, python, other);
@@ -517,11 +548,13 @@ static void python_hint(const struct el_agent_result *res, const char *python)
             ran_ms = f->ran_ms;
     }
     if (early)
-        el_log(EL_LOG_WARN, "the workers exited with code 1 right after "
+        el_log(EL_LOG_WARN,
+               "the workers exited with code 1 right after "
                "starting (%" PRId64 " ms): if the error above is "
                "ModuleNotFoundError or ImportError, the interpreter %s lacks "
                "the module; choose another with PYTHON_EXEC, e.g. "
-               "PYTHON_EXEC=%s", ran_ms, python, other);
+               "PYTHON_EXEC=%s",
+               ran_ms, python, other);
 }
 
 /* Log the outcome; for a failure, torchrun's table on stderr and the
@@ -535,9 +568,10 @@ static void report(const struct el_agent_result *res, const char *binary,
     case EL_AGENT_FAILED: {
         const struct el_agent_failure *f = &res->failures[res->root];
         char fqdn[256];
-        el_log(EL_LOG_ERROR, "failed (exitcode: %d) local_rank: %d "
-               "(pid: %d) of binary: %s", f->exitcode, f->local_rank,
-               (int)f->pid, binary);
+        el_log(EL_LOG_ERROR,
+               "failed (exitcode: %d) local_rank: %d "
+               "(pid: %d) of binary: %s",
+               f->exitcode, f->local_rank, (int)f->pid, binary);
         if (own_ef) {
             int w = el_agent_write_error_file(res, own_ef);
             if (w)
@@ -556,17 +590,21 @@ static void report(const struct el_agent_result *res, const char *binary,
         break;
     }
     case EL_AGENT_SIGNALED:
-        el_log(EL_LOG_WARN, "stopped by signal %d (%s); workers "
-               "stopped", res->signal, sigabbrev_np(res->signal)
-               ? sigabbrev_np(res->signal) : "?");
+        el_log(EL_LOG_WARN,
+               "stopped by signal %d (%s); workers "
+               "stopped",
+               res->signal,
+               sigabbrev_np(res->signal) ? sigabbrev_np(res->signal) : "?");
         break;
     case EL_AGENT_RDZV_ERROR:
     case EL_AGENT_EXEC_ERROR:
         el_log(EL_LOG_ERROR, "%s", res->errmsg);
         break;
     case EL_AGENT_PREEMPTED:
-        el_log(EL_LOG_WARN, "preempted: left the job after a preemption "
-               "notice; workers stopped (exit status %d)", EL_EXIT_PREEMPTED);
+        el_log(EL_LOG_WARN,
+               "preempted: left the job after a preemption "
+               "notice; workers stopped (exit status %d)",
+               EL_EXIT_PREEMPTED);
         break;
     }
 }
@@ -581,9 +619,9 @@ static enum el_log_level log_level(void)
         const char *name;
         int num;
         enum el_log_level lvl;
-    } names[] = {{"DEBUG", 10, EL_LOG_DEBUG}, {"INFO", 20, EL_LOG_INFO},
+    } names[] = {{"DEBUG", 10, EL_LOG_DEBUG},  {"INFO", 20, EL_LOG_INFO},
                  {"WARNING", 30, EL_LOG_WARN}, {"WARN", 30, EL_LOG_WARN},
-                 {"ERROR", 40, EL_LOG_ERROR}, {"CRITICAL", 50, EL_LOG_ERROR},
+                 {"ERROR", 40, EL_LOG_ERROR},  {"CRITICAL", 50, EL_LOG_ERROR},
                  {"FATAL", 50, EL_LOG_ERROR}};
     const char *v = getenv("LOGLEVEL");
     if (!v || !*v)
@@ -603,8 +641,8 @@ static void rdzv_endpoint_text(const struct el_rdzv_config *rc, char *ep,
     if (rc->endpoints)
         snprintf(ep, cap, "%s", rc->endpoints);
     else
-        snprintf(ep, cap, strchr(rc->host, ':') ? "[%s]:%d" : "%s:%d",
-                 rc->host, rc->port);
+        snprintf(ep, cap, strchr(rc->host, ':') ? "[%s]:%d" : "%s:%d", rc->host,
+                 rc->port);
 }
 
 /* Python's repr of --rdzv-conf as torchrun's LaunchConfig holds it: the
@@ -616,22 +654,26 @@ static void rdzv_configs_repr(const struct el_opts *o, char *buf, size_t cap)
     int has_timeout = 0;
     len += (size_t)snprintf(buf, cap, "{");
     if (!o->standalone && strcmp(o->rdzv_backend, "static") == 0)
-        len += (size_t)snprintf(buf + len, cap - len, "'rank': %d",
-                                o->node_rank);
+        len +=
+            (size_t)snprintf(buf + len, cap - len, "'rank': %d", o->node_rank);
     for (const char *p = o->rdzv_conf; p && *p && len < cap;) {
         size_t n = strcspn(p, ",");
         const char *eq = memchr(p, '=', n);
         if (eq) {
             const char *k = p, *v = eq + 1;
             size_t kn = (size_t)(eq - p), vn = n - kn - 1;
-            while (kn && *k == ' ') k++, kn--;
-            while (kn && k[kn - 1] == ' ') kn--;
-            while (vn && *v == ' ') v++, vn--;
-            while (vn && v[vn - 1] == ' ') vn--;
+            while (kn && *k == ' ')
+                k++, kn--;
+            while (kn && k[kn - 1] == ' ')
+                kn--;
+            while (vn && *v == ' ')
+                v++, vn--;
+            while (vn && v[vn - 1] == ' ')
+                vn--;
             has_timeout |= kn == 7 && strncmp(k, "timeout", 7) == 0;
-            len += (size_t)snprintf(buf + len, cap - len, "%s'%.*s': '%.*s'",
-                                    len > 1 ? ", " : "", (int)kn, k, (int)vn,
-                                    v);
+            len +=
+                (size_t)snprintf(buf + len, cap - len, "%s'%.*s': '%.*s'",
+                                 len > 1 ? ", " : "", (int)kn, k, (int)vn, v);
         }
         p += n;
         if (*p == ',')
@@ -655,16 +697,17 @@ static void log_launch(const struct el_opts *o, const struct el_rdzv_config *rc,
     rdzv_endpoint_text(rc, ep, sizeof ep);
     if (python)
         snprintf(interp, sizeof interp, "  interpreter      : %s\n", binary);
-    el_log(EL_LOG_INFO, "Starting elastic_operator with launch configs:\n"
+    el_log(EL_LOG_INFO,
+           "Starting elastic_operator with launch configs:\n"
            "  entrypoint       : %s\n%s"
            "  min_nodes        : %d\n  max_nodes        : %d\n"
            "  nproc_per_node   : %d\n  run_id           : %s\n"
            "  rdzv_backend     : %s\n  rdzv_endpoint    : %s\n"
            "  rdzv_configs     : %s\n  max_restarts     : %d\n"
            "  monitor_interval : %g\n  log_dir          : %s\n"
-           "  metrics_cfg      : {}", o->script, interp, o->min_nodes,
-           o->max_nodes, o->nproc, rc->run_id, rc->backend, ep, confs,
-           o->max_restarts, o->monitor_interval,
+           "  metrics_cfg      : {}",
+           o->script, interp, o->min_nodes, o->max_nodes, o->nproc, rc->run_id,
+           rc->backend, ep, confs, o->max_restarts, o->monitor_interval,
            o->log_dir ? o->log_dir : "None");
 }
 
@@ -683,7 +726,7 @@ struct run {
 static void run_free(struct run *run)
 {
     el_rdzv_close(run->rdzv);
-    el_metrics_server_close(run->msrv);  /* before the agent it reads */
+    el_metrics_server_close(run->msrv); /* before the agent it reads */
     el_agent_close(run->agent);
     el_metrics_free(run->metrics);
     free(run->own_ef);
@@ -721,8 +764,10 @@ static int run_main(struct run *run, int argc, char **argv)
 
     log_launch(o, &rc_cfg, binary);
     for (int i = 0; i < o->nignored; i++)
-        el_log(EL_LOG_WARN, "%s is accepted for compatibility with torchrun "
-               "and ignored", o->ignored[i]);
+        el_log(EL_LOG_WARN,
+               "%s is accepted for compatibility with torchrun "
+               "and ignored",
+               o->ignored[i]);
 
     /* Worker output. */
     run->redir = calloc((size_t)o->nproc, 1);
@@ -740,14 +785,15 @@ static int run_main(struct run *run, int argc, char **argv)
 
     if (o->nproc > 1 && !getenv("OMP_NUM_THREADS")) {
         setenv("OMP_NUM_THREADS", "1", 1);
-        el_log(EL_LOG_WARN, "setting OMP_NUM_THREADS=1 for each worker to "
+        el_log(EL_LOG_WARN,
+               "setting OMP_NUM_THREADS=1 for each worker to "
                "avoid overloading the system; set it yourself to tune");
     }
     /* The agent's own error file (if a scheduler gave one); the workers get
      * theirs from the agent. */
     const char *own_error_file = getenv("TORCHELASTIC_ERROR_FILE");
-    run->own_ef = own_error_file && *own_error_file ? strdup(own_error_file)
-                                                    : NULL;
+    run->own_ef =
+        own_error_file && *own_error_file ? strdup(own_error_file) : NULL;
 
     struct el_agent_config ac = {0};
     ac.argv = run->wargv;
@@ -793,7 +839,7 @@ static int run_main(struct run *run, int argc, char **argv)
         char node[256];
         el_agent_fqdn(node, sizeof node);
         const char *const consts[] = {"run_id", ac.run_id, "node", node,
-                                      "role", ac.role, NULL};
+                                      "role",   ac.role,   NULL};
         rc = el_metrics_start(o->metrics_addr, consts, &run->metrics,
                               &run->msrv, err, sizeof err);
         if (rc == EL_EUSAGE)
@@ -841,8 +887,7 @@ static int run_main(struct run *run, int argc, char **argv)
         el_agent_result_free(&res);
         return 1;
     }
-    report(&res, binary, o->run_path || !o->no_python, o->script,
-           run->own_ef);
+    report(&res, binary, o->run_path || !o->no_python, o->script, run->own_ef);
     if (outcomes[res.outcome].close_job)
         el_rdzv_set_closed(run->rdzv);
     int exit_code = outcomes[res.outcome].exit_code;

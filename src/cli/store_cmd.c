@@ -65,8 +65,7 @@ static void log_event(void *arg, const char *msg)
  * server's atomic counters (el_store_server_stats/_ops are thread-safe). */
 struct store_metrics {
     struct el_store_server *srv;
-    struct el_metric *conns, *keys, *bytes, *parked, *requests, *rejected,
-        *ops;
+    struct el_metric *conns, *keys, *bytes, *parked, *requests, *rejected, *ops;
 };
 
 static void store_op(void *arg, const char *op, uint64_t n)
@@ -98,7 +97,8 @@ static int store_metrics_register(struct el_metrics *reg,
         {O(keys), EL_METRIC_GAUGE, "elrun_store_keys", "Keys holding a value.",
          NULL},
         {O(bytes), EL_METRIC_GAUGE, "elrun_store_data_bytes",
-         "Bytes of keys and values stored (what --max-total-data bounds).", NULL},
+         "Bytes of keys and values stored (what --max-total-data bounds).",
+         NULL},
         {O(parked), EL_METRIC_GAUGE, "elrun_store_parked_requests",
          "Requests waiting for keys (GET, WAIT, WATCH ...).", NULL},
         {O(requests), EL_METRIC_COUNTER, "elrun_store_requests_total",
@@ -172,11 +172,11 @@ int cli_store_main(int argc, char **argv)
     struct el_store_server_opts so = {0};
     struct el_store_limits *lim = &so.limits;
     size_t *const sizes[] = {
-        &lim->max_key_len,       &lim->max_value_len,
-        &lim->max_keys_per_req,  &lim->max_conn_buffer,
-        &lim->max_total_buffer,  &lim->stall_timeout_ms,
+        &lim->max_key_len,        &lim->max_value_len,
+        &lim->max_keys_per_req,   &lim->max_conn_buffer,
+        &lim->max_total_buffer,   &lim->stall_timeout_ms,
         &lim->max_conns_per_peer, &lim->max_conns_per_loopback,
-        &lim->fd_reserve,        &lim->max_total_data};
+        &lim->fd_reserve,         &lim->max_total_data};
     const char *listen = "0.0.0.0:29400";
     const char *metrics_addr = NULL;
     char host[EL_HOST_MAX], flag[64];
@@ -219,19 +219,24 @@ int cli_store_main(int argc, char **argv)
             fputs(usage, stdout);
             return 0;
         default:
-            fprintf(stderr, "elrun store: unknown or incomplete option '%s'; "
-                            "see 'elrun store --help'\n", argv[optind - 1]);
+            fprintf(stderr,
+                    "elrun store: unknown or incomplete option '%s'; "
+                    "see 'elrun store --help'\n",
+                    argv[optind - 1]);
             return 2;
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "elrun store: unexpected argument '%s'; "
-                        "see 'elrun store --help'\n", argv[optind]);
+        fprintf(stderr,
+                "elrun store: unexpected argument '%s'; "
+                "see 'elrun store --help'\n",
+                argv[optind]);
         return 2;
     }
     if (el_addr_parse(listen, -1, host, &so.port) < 0) {
-        fprintf(stderr, "elrun store: --listen needs HOST:PORT (for example "
-                        "127.0.0.1:29400, or port 0 for a free one), got '%s'\n",
+        fprintf(stderr,
+                "elrun store: --listen needs HOST:PORT (for example "
+                "127.0.0.1:29400, or port 0 for a free one), got '%s'\n",
                 listen);
         return 2;
     }
@@ -258,16 +263,14 @@ int cli_store_main(int argc, char **argv)
            strchr(host, ':') ? "]" : "", el_store_server_port(srv));
     fflush(stdout);
     el_log(EL_LOG_INFO, "store listening on port %d%s",
-           el_store_server_port(srv),
-           so.secret ? ", with a job secret" : "");
+           el_store_server_port(srv), so.secret ? ", with a job secret" : "");
     struct el_metrics *reg = NULL;
     struct el_metrics_server *msrv = NULL;
     struct store_metrics *sm = &served;
     sm->srv = srv;
     if (metrics_addr) {
         char err[512];
-        rc = el_metrics_start(metrics_addr, NULL, &reg, &msrv, err,
-                              sizeof err);
+        rc = el_metrics_start(metrics_addr, NULL, &reg, &msrv, err, sizeof err);
         if (rc == 0 && (rc = store_metrics_register(reg, sm)) < 0)
             snprintf(err, sizeof err, "metrics: %s", el_strerror(rc));
         if (rc) {

@@ -16,18 +16,18 @@ struct el_shm;
 struct el_comm {
     int rank, world;
     struct el_tp *tp;
-    struct el_shm *shm;      /* NULL unless every rank is on this host    */
-    struct el_store *store;  /* borrowed; used on failure only           */
+    struct el_shm *shm;     /* NULL unless every rank is on this host    */
+    struct el_store *store; /* borrowed; used on failure only           */
     char *prefix;
-    struct el_comm_opts opts;  /* defaults filled in                     */
-    char *stage;             /* opts.chunk_bytes: received data to reduce */
-    char *tmp;               /* scratch for the small algorithms          */
+    struct el_comm_opts opts; /* defaults filled in                     */
+    char *stage;              /* opts.chunk_bytes: received data to reduce */
+    char *tmp;                /* scratch for the small algorithms          */
     size_t tmp_cap;
     /* The collective in progress. */
     const char *opname;
     enum el_dtype dtype;
     enum el_redop op;
-    int err;                 /* sticky: once a collective failed          */
+    int err; /* sticky: once a collective failed          */
     char errmsg[768];
 };
 
@@ -39,15 +39,15 @@ struct el_comm {
  * ring chunk by chunk.
  */
 enum el__rx_mode {
-    EL__RX_COPY,        /* bytes land in ptr as they are                   */
-    EL__RX_REDUCE,      /* ptr[i] = op(ptr[i], received[i])                */
-    EL__RX_REDUCE_FIN   /* the same, then the avg division if op is EL_AVG */
+    EL__RX_COPY,      /* bytes land in ptr as they are                   */
+    EL__RX_REDUCE,    /* ptr[i] = op(ptr[i], received[i])                */
+    EL__RX_REDUCE_FIN /* the same, then the avg division if op is EL_AVG */
 };
 
 struct el__tx {
     const char *ptr;
     size_t len;
-    int dep;            /* receive item bounding this one, or -1           */
+    int dep; /* receive item bounding this one, or -1           */
 };
 
 struct el__rx {
@@ -58,8 +58,8 @@ struct el__rx {
 
 /* Run the two streams to completion.  Returns 0, or the (sticky) error
  * after el__comm_fail() recorded it. */
-int el__xfer(struct el_comm *c, int send_peer, const struct el__tx *tx,
-             int ntx, int recv_peer, const struct el__rx *rx, int nrx);
+int el__xfer(struct el_comm *c, int send_peer, const struct el__tx *tx, int ntx,
+             int recv_peer, const struct el__rx *rx, int nrx);
 
 /* Record a failure of the collective in progress: 'peer' (or -1) is at
  * fault, rc its code, what the detail.  Fetches the peer's own failure
@@ -89,8 +89,7 @@ void el__finish(void *dst, size_t bytes, enum el_dtype t, enum el_redop op,
 /* ---------------------------------------------------------------------------
  * Algorithms.  Arguments are validated; world > 1.
  */
-int el__allreduce_ring(struct el_comm *c, char *buf, size_t count,
-                       size_t esz);
+int el__allreduce_ring(struct el_comm *c, char *buf, size_t count, size_t esz);
 int el__allreduce_rd(struct el_comm *c, char *buf, size_t count, size_t esz);
 int el__allgather_ring(struct el_comm *c, char *recvbuf, size_t bytes);
 int el__broadcast_chain(struct el_comm *c, char *buf, size_t bytes, int root);
@@ -114,8 +113,7 @@ char *el__shm_step(struct el_shm *s, char **out);
 /* Wait until every rank has entered this barrier; 0 or the sticky error. */
 int el__shm_barrier(struct el_comm *c);
 
-int el__allreduce_shm(struct el_comm *c, char *buf, size_t count,
-                      size_t esz);
+int el__allreduce_shm(struct el_comm *c, char *buf, size_t count, size_t esz);
 int el__broadcast_shm(struct el_comm *c, char *buf, size_t bytes, int root);
 int el__allgather_shm(struct el_comm *c, char *recvbuf, size_t bytes);
 

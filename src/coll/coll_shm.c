@@ -16,8 +16,7 @@
 
 #include "coll/coll_int.h"
 
-int el__allreduce_shm(struct el_comm *c, char *buf, size_t count,
-                      size_t esz)
+int el__allreduce_shm(struct el_comm *c, char *buf, size_t count, size_t esz)
 {
     struct el_shm *s = c->shm;
     int n = c->world, r = c->rank, rc;
@@ -30,13 +29,12 @@ int el__allreduce_shm(struct el_comm *c, char *buf, size_t count,
         memcpy(in + (size_t)r * C, buf + off, len);
         if ((rc = el__shm_barrier(c)) != 0)
             return rc;
-        size_t a = ((size_t)r * base + ((size_t)r < extra ? (size_t)r
-                                                           : extra)) * esz;
+        size_t a =
+            ((size_t)r * base + ((size_t)r < extra ? (size_t)r : extra)) * esz;
         size_t l = (base + ((size_t)r < extra ? 1 : 0)) * esz;
         if (l > 0) {
             for (int k = 1; k < n; k++)
-                el__reduce(in + a, in + (size_t)k * C + a, l, c->dtype,
-                           c->op);
+                el__reduce(in + a, in + (size_t)k * C + a, l, c->dtype, c->op);
             el__finish(in + a, l, c->dtype, c->op, n);
         }
         if ((rc = el__shm_barrier(c)) != 0)
@@ -73,8 +71,8 @@ int el__allgather_shm(struct el_comm *c, char *recvbuf, size_t bytes)
     for (size_t off = 0; off < bytes; off += C) {
         size_t len = bytes - off < C ? bytes - off : C;
         char *out, *in = el__shm_step(s, &out);
-        memcpy(in + (size_t)c->rank * C, recvbuf + (size_t)c->rank * bytes +
-                                             off, len);
+        memcpy(in + (size_t)c->rank * C,
+               recvbuf + (size_t)c->rank * bytes + off, len);
         int rc = el__shm_barrier(c);
         if (rc != 0)
             return rc;

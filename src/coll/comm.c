@@ -46,11 +46,10 @@ static void default_host(char *out, size_t len)
     if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
         getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
         char ip[INET6_ADDRSTRLEN];
-        const void *a = ss.ss_family == AF_INET6
-                            ? (const void *)&((struct sockaddr_in6 *)&ss)
-                                  ->sin6_addr
-                            : (const void *)&((struct sockaddr_in *)&ss)
-                                  ->sin_addr;
+        const void *a =
+            ss.ss_family == AF_INET6
+                ? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+                : (const void *)&((struct sockaddr_in *)&ss)->sin_addr;
         if (inet_ntop(ss.ss_family, a, ip, sizeof ip))
             snprintf(out, len, "%s", ip);
     }
@@ -69,10 +68,9 @@ int el_comm_open(struct el_comm **out, struct el_store *store,
                  const struct el_comm_opts *opts)
 {
     open_err[0] = '\0';
-    if (!out || !store || !prefix || world < 1 || rank < 0 ||
-        rank >= world) {
-        snprintf(open_err, sizeof open_err,
-                 "bad arguments (rank %d, world %d)", rank, world);
+    if (!out || !store || !prefix || world < 1 || rank < 0 || rank >= world) {
+        snprintf(open_err, sizeof open_err, "bad arguments (rank %d, world %d)",
+                 rank, world);
         return EL_EUSAGE;
     }
     struct el_comm *c = calloc(1, sizeof *c);
@@ -115,8 +113,7 @@ int el_comm_open(struct el_comm **out, struct el_store *store,
     int rc = 0;
     if (world > 1)
         rc = el__tp_open(&c->tp, store, prefix, rank, world, host,
-                         c->opts.connect_timeout_ms, open_err,
-                         sizeof open_err);
+                         c->opts.connect_timeout_ms, open_err, sizeof open_err);
     if (rc == 0 && world > 1 && c->opts.shm > 0) {
         rc = el__shm_open(c, c->opts.shm_chunk_bytes);
         if (rc != 0)
@@ -200,8 +197,8 @@ int el__comm_fail(struct el_comm *c, int rc, int peer, const char *what)
     }
     if (adopted)
         snprintf(c->errmsg, sizeof c->errmsg,
-                 "%s failed on rank %d: %s (reported by rank %d)",
-                 c->opname, c->rank, root, peer);
+                 "%s failed on rank %d: %s (reported by rank %d)", c->opname,
+                 c->rank, root, peer);
     else
         snprintf(c->errmsg, sizeof c->errmsg, "%s failed on rank %d: %s",
                  c->opname, c->rank, root);
@@ -243,7 +240,8 @@ int el__comm_timeout(struct el_comm *c, int peer, const char *what)
             char w[400];
             snprintf(w, sizeof w,
                      "hung, or not calling the collective: nothing moved "
-                     "for %d ms (rank %d waits on rank %s)", c->opts.timeout_ms, c->rank, chain);
+                     "for %d ms (rank %d waits on rank %s)",
+                     c->opts.timeout_ms, c->rank, chain);
             return el__comm_fail(c, -ETIMEDOUT, x, w);
         }
         int next = atoi(v);
@@ -252,13 +250,14 @@ int el__comm_timeout(struct el_comm *c, int peer, const char *what)
             break;
         x = next;
         if (len < (int)sizeof chain - 16)
-            len += snprintf(chain + len, sizeof chain - (size_t)len,
-                            " -> %d", x);
+            len +=
+                snprintf(chain + len, sizeof chain - (size_t)len, " -> %d", x);
     }
     char w[400];
     snprintf(w, sizeof w,
              "ranks wait on each other in a cycle (%d -> %s): mismatched "
-             "collectives?", c->rank, chain);
+             "collectives?",
+             c->rank, chain);
     return el__comm_fail(c, -ETIMEDOUT, peer, w);
 }
 

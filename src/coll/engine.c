@@ -31,22 +31,21 @@ static int io_fail(struct el_comm *c, long rc, int peer, const char *dir)
     if (rc == EL_EPEERLOST)
         snprintf(what, sizeof what, "connection closed while %s", dir);
     else
-        snprintf(what, sizeof what, "%s while %s", el_strerror((int)rc),
-                 dir);
+        snprintf(what, sizeof what, "%s while %s", el_strerror((int)rc), dir);
     return el__comm_fail(c, EL_EPEERLOST, peer, what);
 }
 
-int el__xfer(struct el_comm *c, int send_peer, const struct el__tx *tx,
-             int ntx, int recv_peer, const struct el__rx *rx, int nrx)
+int el__xfer(struct el_comm *c, int send_peer, const struct el__tx *tx, int ntx,
+             int recv_peer, const struct el__rx *rx, int nrx)
 {
     if (c->err)
         return c->err;
     const size_t chunk = c->opts.chunk_bytes;
     int ti = 0, ri = 0;
-    size_t toff = 0;            /* bytes of tx[ti] sent                    */
-    size_t rgot = 0;            /* bytes of rx[ri] received                */
-    size_t rproc = 0;           /* bytes of rx[ri] processed (reduced)     */
-    size_t fill = 0;            /* bytes waiting in c->stage               */
+    size_t toff = 0;  /* bytes of tx[ti] sent                    */
+    size_t rgot = 0;  /* bytes of rx[ri] received                */
+    size_t rproc = 0; /* bytes of rx[ri] processed (reduced)     */
+    size_t fill = 0;  /* bytes waiting in c->stage               */
     long long deadline = el_now_ms() + c->opts.timeout_ms;
 
     for (;;) {
@@ -62,8 +61,7 @@ int el__xfer(struct el_comm *c, int send_peer, const struct el__tx *tx,
             size_t avail = tx_ready(t, ri, rproc);
             if (toff >= avail)
                 break;
-            long n = el__tp_send(c->tp, send_peer, t->ptr + toff,
-                                 avail - toff);
+            long n = el__tp_send(c->tp, send_peer, t->ptr + toff, avail - toff);
             if (n < 0)
                 return io_fail(c, n, send_peer, "sending");
             if (n == 0)
@@ -81,8 +79,7 @@ int el__xfer(struct el_comm *c, int send_peer, const struct el__tx *tx,
             }
             long n;
             if (r->mode == EL__RX_COPY) {
-                n = el__tp_recv(c->tp, recv_peer, r->ptr + rgot,
-                                r->len - rgot);
+                n = el__tp_recv(c->tp, recv_peer, r->ptr + rgot, r->len - rgot);
                 if (n > 0)
                     rgot = rproc = rgot + (size_t)n;
             } else {
@@ -97,8 +94,8 @@ int el__xfer(struct el_comm *c, int send_peer, const struct el__tx *tx,
                         el__reduce(r->ptr + rproc, c->stage, fill, c->dtype,
                                    c->op);
                         if (r->mode == EL__RX_REDUCE_FIN)
-                            el__finish(r->ptr + rproc, fill, c->dtype,
-                                       c->op, c->world);
+                            el__finish(r->ptr + rproc, fill, c->dtype, c->op,
+                                       c->world);
                         rproc += fill;
                         fill = 0;
                     }
@@ -133,13 +130,13 @@ int el__xfer(struct el_comm *c, int send_peer, const struct el__tx *tx,
             if (want_recv >= 0)
                 snprintf(what, sizeof what,
                          "no data received for %d ms (hung or too slow to "
-                         "enter the collective?)", c->opts.timeout_ms);
+                         "enter the collective?)",
+                         c->opts.timeout_ms);
             else
                 snprintf(what, sizeof what,
                          "could not send for %d ms (peer not reading)",
                          c->opts.timeout_ms);
-            return el__comm_timeout(c,
-                                    want_recv >= 0 ? want_recv : want_send,
+            return el__comm_timeout(c, want_recv >= 0 ? want_recv : want_send,
                                     what);
         }
     }

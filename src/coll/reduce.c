@@ -21,21 +21,21 @@ size_t el_dtype_size(enum el_dtype t)
     return 0;
 }
 
-#define KERNELS(name, T, UT)                                                \
-    static void sum_##name(T *restrict d, const T *restrict s, size_t n)    \
-    {                                                                       \
-        for (size_t i = 0; i < n; i++)                                      \
-            d[i] = (T)((UT)d[i] + (UT)s[i]);                                \
-    }                                                                       \
-    static void max_##name(T *restrict d, const T *restrict s, size_t n)    \
-    {                                                                       \
-        for (size_t i = 0; i < n; i++)                                      \
-            d[i] = s[i] > d[i] ? s[i] : d[i];                               \
-    }                                                                       \
-    static void min_##name(T *restrict d, const T *restrict s, size_t n)    \
-    {                                                                       \
-        for (size_t i = 0; i < n; i++)                                      \
-            d[i] = s[i] < d[i] ? s[i] : d[i];                               \
+#define KERNELS(name, T, UT)                                             \
+    static void sum_##name(T *restrict d, const T *restrict s, size_t n) \
+    {                                                                    \
+        for (size_t i = 0; i < n; i++)                                   \
+            d[i] = (T)((UT)d[i] + (UT)s[i]);                             \
+    }                                                                    \
+    static void max_##name(T *restrict d, const T *restrict s, size_t n) \
+    {                                                                    \
+        for (size_t i = 0; i < n; i++)                                   \
+            d[i] = s[i] > d[i] ? s[i] : d[i];                            \
+    }                                                                    \
+    static void min_##name(T *restrict d, const T *restrict s, size_t n) \
+    {                                                                    \
+        for (size_t i = 0; i < n; i++)                                   \
+            d[i] = s[i] < d[i] ? s[i] : d[i];                            \
     }
 
 KERNELS(f32, float, float)
@@ -43,15 +43,15 @@ KERNELS(f64, double, double)
 KERNELS(i32, int32_t, uint32_t)
 KERNELS(i64, int64_t, uint64_t)
 
-#define DISPATCH(name, T)                                                   \
-    do {                                                                    \
-        size_t n = bytes / sizeof(T);                                       \
-        if (op == EL_MAX)                                                   \
-            max_##name(dst, src, n);                                        \
-        else if (op == EL_MIN)                                              \
-            min_##name(dst, src, n);                                        \
-        else                                                                \
-            sum_##name(dst, src, n);                                        \
+#define DISPATCH(name, T)             \
+    do {                              \
+        size_t n = bytes / sizeof(T); \
+        if (op == EL_MAX)             \
+            max_##name(dst, src, n);  \
+        else if (op == EL_MIN)        \
+            min_##name(dst, src, n);  \
+        else                          \
+            sum_##name(dst, src, n);  \
     } while (0)
 
 void el__reduce(void *dst, const void *src, size_t bytes, enum el_dtype t,

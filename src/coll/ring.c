@@ -30,19 +30,18 @@ static int ring_run(struct el_comm *c, char *own, size_t ownlen,
     for (int i = 1; i < m; i++)
         tx[i] = (struct el__tx){rx[i - 1].ptr, rx[i - 1].len, i - 1};
     int n = c->world;
-    int rc = el__xfer(c, mod(c->rank + 1, n), tx, m, mod(c->rank - 1, n), rx,
-                      m);
+    int rc =
+        el__xfer(c, mod(c->rank + 1, n), tx, m, mod(c->rank - 1, n), rx, m);
     free(tx);
     return rc;
 }
 
-int el__allreduce_ring(struct el_comm *c, char *buf, size_t count,
-                       size_t esz)
+int el__allreduce_ring(struct el_comm *c, char *buf, size_t count, size_t esz)
 {
     int n = c->world, r = c->rank, m = 2 * (n - 1);
     size_t base = count / (size_t)n, extra = count % (size_t)n;
-#define SEG_OFF(k) (((size_t)(k) * base + ((size_t)(k) < extra ? (size_t)(k) \
-                                                               : extra)) * esz)
+#define SEG_OFF(k) \
+    (((size_t)(k)*base + ((size_t)(k) < extra ? (size_t)(k) : extra)) * esz)
 #define SEG_LEN(k) ((base + ((size_t)(k) < extra ? 1 : 0)) * esz)
     struct el__rx *rx = malloc(sizeof *rx * (size_t)m);
     if (!rx)
@@ -52,14 +51,13 @@ int el__allreduce_ring(struct el_comm *c, char *buf, size_t count,
     for (int s = 0; s < n - 1; s++) {
         int k = mod(r - s - 1, n);
         rx[s] = (struct el__rx){buf + SEG_OFF(k), SEG_LEN(k),
-                                s == n - 2 ? EL__RX_REDUCE_FIN
-                                           : EL__RX_REDUCE};
+                                s == n - 2 ? EL__RX_REDUCE_FIN : EL__RX_REDUCE};
     }
     /* All-gather: step t receives the final segment r-t. */
     for (int t = 0; t < n - 1; t++) {
         int k = mod(r - t, n);
-        rx[n - 1 + t] = (struct el__rx){buf + SEG_OFF(k), SEG_LEN(k),
-                                        EL__RX_COPY};
+        rx[n - 1 + t] =
+            (struct el__rx){buf + SEG_OFF(k), SEG_LEN(k), EL__RX_COPY};
     }
     int rc = ring_run(c, buf + SEG_OFF(r), SEG_LEN(r), rx, m);
 #undef SEG_OFF
@@ -76,8 +74,8 @@ int el__allgather_ring(struct el_comm *c, char *recvbuf, size_t bytes)
         return el__comm_fail(c, -ENOMEM, -1, "out of memory");
     for (int t = 0; t < m; t++) {
         int k = mod(r - t - 1, n);
-        rx[t] = (struct el__rx){recvbuf + (size_t)k * bytes, bytes,
-                                EL__RX_COPY};
+        rx[t] =
+            (struct el__rx){recvbuf + (size_t)k * bytes, bytes, EL__RX_COPY};
     }
     int rc = ring_run(c, recvbuf + (size_t)r * bytes, bytes, rx, m);
     free(rx);

@@ -17,9 +17,9 @@ struct el_tp;
  * ranks below it and accepts the ones above).  Blocks up to timeout_ms.
  * Returns 0 and sets *out, or a negative code with a message naming the
  * peer or step in err. */
-int el__tp_open(struct el_tp **out, struct el_store *store,
-                const char *prefix, int rank, int world, const char *host,
-                int timeout_ms, char *err, size_t errlen);
+int el__tp_open(struct el_tp **out, struct el_store *store, const char *prefix,
+                int rank, int world, const char *host, int timeout_ms,
+                char *err, size_t errlen);
 
 /* Close every connection; NULL is a no-op. */
 void el__tp_close(struct el_tp *tp);
@@ -37,8 +37,8 @@ long el__tp_recv(struct el_tp *tp, int peer, void *buf, size_t len);
  * -1), for at most timeout_ms.  Every other connection is watched for a
  * reset or hang-up.  Returns 1 when something is ready, 0 on timeout, or a
  * negative code with *bad set to the peer whose connection failed. */
-int el__tp_wait(struct el_tp *tp, int send_peer, int recv_peer,
-                int timeout_ms, int *bad);
+int el__tp_wait(struct el_tp *tp, int send_peer, int recv_peer, int timeout_ms,
+                int *bad);
 
 /* Without waiting: 0 if every connection is healthy, else a negative code
  * with *bad set to a peer whose connection was closed or reset.  Data

@@ -45,17 +45,17 @@
 
 struct shm_hdr {
     uint64_t token;
-    _Atomic uint32_t arrive;  /* barrier counter, the futex word           */
-    _Atomic uint32_t abort;   /* 1 + rank of the first rank that failed     */
-    _Atomic uint32_t seen[];  /* [world] barriers each rank has entered     */
+    _Atomic uint32_t arrive; /* barrier counter, the futex word           */
+    _Atomic uint32_t abort;  /* 1 + rank of the first rank that failed     */
+    _Atomic uint32_t seen[]; /* [world] barriers each rank has entered     */
 };
 
 struct el_shm {
     char *base;
     size_t size, chunk;
     int world;
-    uint32_t gen;             /* barriers this rank has passed             */
-    unsigned seq;             /* steps taken; picks the slot               */
+    uint32_t gen; /* barriers this rank has passed             */
+    unsigned seq; /* steps taken; picks the slot               */
 };
 
 static long futex(_Atomic uint32_t *w, int op, uint32_t val,
@@ -78,16 +78,16 @@ size_t el__shm_chunk(const struct el_shm *s)
 char *el__shm_step(struct el_shm *s, char **out)
 {
     unsigned slot = s->seq++ & 1u;
-    char *in = s->base + HDR_BYTES +
-               (size_t)slot * (size_t)(s->world + 1) * s->chunk;
+    char *in =
+        s->base + HDR_BYTES + (size_t)slot * (size_t)(s->world + 1) * s->chunk;
     *out = in + (size_t)s->world * s->chunk;
     return in;
 }
 
 static int map(const char *path, size_t size, int create, char **base)
 {
-    int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0),
-                  0600);
+    int fd =
+        open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0), 0600);
     if (fd < 0)
         return -errno;
     if (create && ftruncate(fd, (off_t)size) != 0) {
@@ -112,14 +112,13 @@ static int map(const char *path, size_t size, int create, char **base)
 struct shm_hello {
     uint64_t token;
     uint64_t size, chunk;
-    uint32_t named;       /* path is a /dev/shm name to unlink            */
+    uint32_t named; /* path is a /dev/shm name to unlink            */
     char path[92];
 };
 
 /* Rank 0: an anonymous memfd that the others open through /proc, so that
  * no name can outlive the ranks; a /dev/shm name if memfd is missing. */
-static int create_segment(struct shm_hello *h, int named, char **base,
-                          int *mfd)
+static int create_segment(struct shm_hello *h, int named, char **base, int *mfd)
 {
     int fd = named ? -1 : memfd_create("elrun-coll", MFD_CLOEXEC);
     if (fd >= 0) {
@@ -128,8 +127,8 @@ static int create_segment(struct shm_hello *h, int named, char **base,
             p = mmap(NULL, h->size, PROT_READ | PROT_WRITE,
                      MAP_SHARED | MAP_POPULATE, fd, 0);
         if (p != MAP_FAILED) {
-            snprintf(h->path, sizeof h->path, "/proc/%d/fd/%d",
-                     (int)getpid(), fd);
+            snprintf(h->path, sizeof h->path, "/proc/%d/fd/%d", (int)getpid(),
+                     fd);
             *base = p;
             *mfd = fd;
             return 0;
@@ -180,9 +179,8 @@ static int attempt(struct el_comm *c, size_t chunk, int named)
     h.path[sizeof h.path - 1] = '\0';
     if (h.size == 0)
         return 0; /* rank 0 could not create it: stay on TCP */
-    if (c->rank != 0 &&
-        (map(h.path, h.size, 0, &base) != 0 ||
-         ((struct shm_hdr *)base)->token != h.token))
+    if (c->rank != 0 && (map(h.path, h.size, 0, &base) != 0 ||
+                         ((struct shm_hdr *)base)->token != h.token))
         ok = 0;
     c->dtype = EL_INT32;
     c->op = EL_MIN;
@@ -244,8 +242,7 @@ void el__shm_close(struct el_shm *s)
 void el__shm_abort(struct el_shm *s, int rank)
 {
     uint32_t zero = 0;
-    atomic_compare_exchange_strong(&hdr(s)->abort, &zero,
-                                   (uint32_t)rank + 1);
+    atomic_compare_exchange_strong(&hdr(s)->abort, &zero, (uint32_t)rank + 1);
     /* A sleeper that missed this wake-up sees the flag after its slice. */
     futex(&hdr(s)->arrive, FUTEX_WAKE, INT32_MAX, NULL);
 }
@@ -296,7 +293,8 @@ int el__shm_barrier(struct el_comm *c)
             char what[160];
             snprintf(what, sizeof what,
                      "did not reach the barrier within %d ms (hung, or too "
-                     "slow to enter the collective?)", c->opts.timeout_ms);
+                     "slow to enter the collective?)",
+                     c->opts.timeout_ms);
             return el__comm_fail(c, -ETIMEDOUT, late, what);
         }
     }

@@ -33,9 +33,9 @@
 
 struct el_tp {
     int rank, world;
-    int *fd;                 /* [world], -1 for self                     */
-    char (*addr)[ADDR_MAX];  /* [world]                                  */
-    struct pollfd *pfd;      /* [world] scratch for el__tp_wait          */
+    int *fd;                /* [world], -1 for self                     */
+    char (*addr)[ADDR_MAX]; /* [world]                                  */
+    struct pollfd *pfd;     /* [world] scratch for el__tp_wait          */
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -145,8 +145,8 @@ static int dial(struct el_tp *tp, int peer, long long deadline, char *err,
     if (rc == 0)
         rc = io_full(fd, hello, sizeof hello, 1, deadline);
     if (rc < 0) {
-        set_err(err, errlen, "hello to rank %d (%s): %s", peer,
-                tp->addr[peer], el_strerror(rc));
+        set_err(err, errlen, "hello to rank %d (%s): %s", peer, tp->addr[peer],
+                el_strerror(rc));
         close(fd);
         return rc;
     }
@@ -155,8 +155,8 @@ static int dial(struct el_tp *tp, int peer, long long deadline, char *err,
 }
 
 /* Accept until every rank above ours has called in. */
-static int accept_all(struct el_tp *tp, int lfd, long long deadline,
-                      char *err, size_t errlen)
+static int accept_all(struct el_tp *tp, int lfd, long long deadline, char *err,
+                      size_t errlen)
 {
     int missing = tp->world - 1 - tp->rank;
     while (missing > 0) {
@@ -172,7 +172,8 @@ static int accept_all(struct el_tp *tp, int lfd, long long deadline,
                     first = j;
             set_err(err, errlen,
                     "timed out waiting for rank %d (%s) to connect "
-                    "(%d rank(s) missing)", first, tp->addr[first], missing);
+                    "(%d rank(s) missing)",
+                    first, tp->addr[first], missing);
             return -ETIMEDOUT;
         }
         int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -201,9 +202,9 @@ static int accept_all(struct el_tp *tp, int lfd, long long deadline,
     return 0;
 }
 
-int el__tp_open(struct el_tp **out, struct el_store *store,
-                const char *prefix, int rank, int world, const char *host,
-                int timeout_ms, char *err, size_t errlen)
+int el__tp_open(struct el_tp **out, struct el_store *store, const char *prefix,
+                int rank, int world, const char *host, int timeout_ms,
+                char *err, size_t errlen)
 {
     long long deadline = el_now_ms() + timeout_ms;
     int rc = -ENOMEM, lfd = -1;
@@ -240,16 +241,15 @@ int el__tp_open(struct el_tp **out, struct el_store *store,
         rc = lfd;
         goto out;
     }
-    rc = el_store_set(store, keys[rank], tp->addr[rank],
-                      strlen(tp->addr[rank]));
+    rc =
+        el_store_set(store, keys[rank], tp->addr[rank], strlen(tp->addr[rank]));
     /* Wait first, then read: the read then never parks in the server. */
     if (rc == 0)
         rc = el_store_wait(store, (const char *const *)keys, (size_t)world,
                            left_ms(deadline));
     if (rc == 0)
-        rc = el_store_multi_get(store, (const char *const *)keys,
-                                (size_t)world, vals, lens,
-                                left_ms(deadline));
+        rc = el_store_multi_get(store, (const char *const *)keys, (size_t)world,
+                                vals, lens, left_ms(deadline));
     if (rc != 0) {
         if (rc == -ETIMEDOUT) {
             /* Name a rank that never published. */
@@ -262,8 +262,8 @@ int el__tp_open(struct el_tp **out, struct el_store *store,
             }
             set_err(err, errlen,
                     "timed out after %d ms waiting for rank %d to publish "
-                    "its address (%s)", timeout_ms, first, keys[first < 0 ? 0
-                                                                : first]);
+                    "its address (%s)",
+                    timeout_ms, first, keys[first < 0 ? 0 : first]);
         } else {
             set_err(err, errlen, "store: %s", el_store_errmsg(store));
         }
@@ -354,8 +354,8 @@ long el__tp_recv(struct el_tp *tp, int peer, void *buf, size_t len)
     }
 }
 
-int el__tp_wait(struct el_tp *tp, int send_peer, int recv_peer,
-                int timeout_ms, int *bad)
+int el__tp_wait(struct el_tp *tp, int send_peer, int recv_peer, int timeout_ms,
+                int *bad)
 {
     int n = 0;
     for (int i = 0; i < tp->world; i++) {

@@ -12,7 +12,9 @@ const char *el_strerror(int err)
     switch (err) {
     case EL_OK:
         return "success";
-#define EL_ERR_CASE_(name, val, msg) case val: return msg;
+#define EL_ERR_CASE_(name, val, msg) \
+    case val:                        \
+        return msg;
         EL_ERRMAP(EL_ERR_CASE_)
 #undef EL_ERR_CASE_
     default:

@@ -87,8 +87,8 @@ int el_addr_parse(const char *text, int default_port, char host[EL_HOST_MAX],
 
 static int connect_once(const struct addrinfo *ai, int timeout_ms)
 {
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                    0);
+    int fd =
+        socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;
     int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);

@@ -85,8 +85,8 @@ static int parse_endpoints(struct el_etcd *c, char *errbuf, size_t errlen)
 {
     const char *proto = c->s_protocol ? c->s_protocol : "http";
     if (strcmp(proto, "http") != 0 && strcmp(proto, "https") != 0) {
-        snprintf(errbuf, errlen, "etcd: protocol must be http or https, not '%s'",
-                 proto);
+        snprintf(errbuf, errlen,
+                 "etcd: protocol must be http or https, not '%s'", proto);
         return EL_EUSAGE;
     }
     size_t cap = 1;
@@ -106,8 +106,8 @@ static int parse_endpoints(struct el_etcd *c, char *errbuf, size_t errlen)
         while (*tok == ' ' || *tok == '\t')
             tok++;
         size_t n = strlen(tok);
-        while (n > 0 && (tok[n - 1] == ' ' || tok[n - 1] == '/' ||
-                         tok[n - 1] == '\t'))
+        while (n > 0 &&
+               (tok[n - 1] == ' ' || tok[n - 1] == '/' || tok[n - 1] == '\t'))
             tok[--n] = '\0';
         if (n == 0)
             continue;
@@ -119,8 +119,10 @@ static int parse_endpoints(struct el_etcd *c, char *errbuf, size_t errlen)
             scheme = "https";
             hostport = tok + 8;
         } else if (strstr(tok, "://")) {
-            snprintf(errbuf, errlen, "etcd: endpoint '%s': only http:// and "
-                     "https:// are supported", tok);
+            snprintf(errbuf, errlen,
+                     "etcd: endpoint '%s': only http:// and "
+                     "https:// are supported",
+                     tok);
             rc = EL_EUSAGE;
             break;
         }
@@ -209,7 +211,8 @@ int el_etcd_open(struct el_etcd **out, const struct el_etcd_opts *opts,
     }
     rc = parse_endpoints(c, errbuf, errlen);
     if (rc == 0 && (c->s_cert != NULL) != (c->s_key != NULL)) {
-        snprintf(errbuf, errlen, "etcd: a client certificate needs both cert "
+        snprintf(errbuf, errlen,
+                 "etcd: a client certificate needs both cert "
                  "and key");
         rc = EL_EUSAGE;
     }
@@ -218,7 +221,8 @@ int el_etcd_open(struct el_etcd **out, const struct el_etcd_opts *opts,
         for (size_t i = 0; i < c->nm; i++)
             any_tls |= strncmp(c->m[i].url, "https://", 8) == 0;
         if (!any_tls) {
-            snprintf(errbuf, errlen, "etcd: cacert/cert/key given but no "
+            snprintf(errbuf, errlen,
+                     "etcd: cacert/cert/key given but no "
                      "endpoint uses https (set protocol=https or write "
                      "https://host:port)");
             rc = EL_EUSAGE;
@@ -324,19 +328,22 @@ int el__etcd_auth(struct el_etcd *c)
     if (!c->s_user || c->token)
         return 0;
     json_t *b = json_pack("{s:s,s:s}", "name", c->s_user, "password",
-                          c->s_password ? c->s_password : ""), *r;
+                          c->s_password ? c->s_password : ""),
+           *r;
     if (!b)
         return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
     int rc = el__etcd_call(c, "/v3/auth/authenticate", b, EL_ETCD_RETRY_ALWAYS,
-                          &r, NULL);
+                           &r, NULL);
     if (rc) {
         if (strstr(c->errmsg, "authentication is not enabled"))
             return 0; /* nothing to do: requests go without a token */
         if (rc == EL_EUSAGE || rc == -EACCES) {
             char why[sizeof c->errmsg];
             snprintf(why, sizeof why, "%s", c->errmsg);
-            rc = el__etcd_fail(c, -EACCES, "etcd: user %s cannot log in: "
-                              "%.900s", c->s_user, why);
+            rc = el__etcd_fail(c, -EACCES,
+                               "etcd: user %s cannot log in: "
+                               "%.900s",
+                               c->s_user, why);
         }
         return rc;
     }
@@ -374,7 +381,7 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *arg)
 struct upload {
     const char *p;
     size_t len, off;
-    int handed;                /* some of the body was given to curl       */
+    int handed; /* some of the body was given to curl       */
 };
 
 static size_t on_read(char *buf, size_t sz, size_t nm, void *arg)
@@ -424,7 +431,7 @@ void el__etcd_setup_easy(struct el_etcd *c, CURL *h)
 }
 
 int el__etcd_describe_curl(CURLcode rc, const char *errbuf, char *buf,
-                          size_t len)
+                           size_t len)
 {
     const char *detail =
         errbuf && errbuf[0] ? errbuf : el__curl.easy_strerror(rc);
@@ -478,10 +485,10 @@ static int unavailable_unapplied(const char *msg)
 }
 
 enum attempt {
-    ATT_OK,          /* a reply (maybe an etcd error), parsed              */
-    ATT_UNSENT,      /* member failed, request certainly not applied       */
-    ATT_LOST,        /* member failed, request may have been applied       */
-    ATT_TLS,         /* TLS failure with this member                       */
+    ATT_OK,     /* a reply (maybe an etcd error), parsed              */
+    ATT_UNSENT, /* member failed, request certainly not applied       */
+    ATT_LOST,   /* member failed, request may have been applied       */
+    ATT_TLS,    /* TLS failure with this member                       */
     ATT_CANCELED,
 };
 
@@ -520,7 +527,7 @@ static enum attempt attempt(struct el_etcd *c, size_t i, const char *path,
         return ATT_CANCELED;
     if (rc != CURLE_OK) {
         int tls = el__etcd_describe_curl(rc, c->curl_err, m->last_err,
-                                        sizeof m->last_err);
+                                         sizeof m->last_err);
         /* Nothing of the body left: the member never saw the request. */
         if (!up.handed)
             return tls ? ATT_TLS : ATT_UNSENT;
@@ -529,9 +536,8 @@ static enum attempt attempt(struct el_etcd *c, size_t i, const char *path,
     long status = 0;
     el__curl.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     json_error_t jerr;
-    json_t *root = c->resp.len
-                       ? json_loadb(c->resp.p, c->resp.len, 0, &jerr)
-                       : NULL;
+    json_t *root =
+        c->resp.len ? json_loadb(c->resp.p, c->resp.len, 0, &jerr) : NULL;
     if (!root || !json_is_object(root)) {
         json_decref(root);
         snprintf(m->last_err, sizeof m->last_err,
@@ -568,8 +574,7 @@ static int wait_backoff(struct el_etcd *c, int ms)
     return r > 0 ? -ECANCELED : 0;
 }
 
-static void list_tried(struct el_etcd *c, const char *what, int *tried,
-                       int rc)
+static void list_tried(struct el_etcd *c, const char *what, int *tried, int rc)
 {
     size_t off = (size_t)snprintf(c->errmsg, sizeof c->errmsg, "%s", what);
     for (size_t i = 0; i < c->nm && off < sizeof c->errmsg; i++) {
@@ -583,15 +588,14 @@ static void list_tried(struct el_etcd *c, const char *what, int *tried,
 }
 
 static int call_once(struct el_etcd *c, const char *path, json_t *body,
-                     enum el_etcd_retry retry, json_t **reply,
-                     int *ambiguous);
+                     enum el_etcd_retry retry, json_t **reply, int *ambiguous);
 
 /* How long after a member failure requests get the short per-member
  * timeout (long enough to cover an election). */
 #define SUSPECT_MS 5000
 
 int el__etcd_call(struct el_etcd *c, const char *path, json_t *body,
-                 enum el_etcd_retry retry, json_t **reply, int *ambiguous)
+                  enum el_etcd_retry retry, json_t **reply, int *ambiguous)
 {
     int is_auth = strcmp(path, "/v3/auth/authenticate") == 0, rc;
     if (!is_auth && c->s_user && !c->token && (rc = el__etcd_auth(c))) {
@@ -730,8 +734,7 @@ done:
     return rc;
 }
 
-int el__etcd_context(struct el_etcd *c, int rc, const char *op,
-                     const char *key)
+int el__etcd_context(struct el_etcd *c, int rc, const char *op, const char *key)
 {
     char was[sizeof c->errmsg];
     if (rc == 0 || rc == EL_ENOTFOUND)
@@ -744,7 +747,7 @@ int el_etcd_status(struct el_etcd *c, uint64_t *member, uint64_t *leader)
 {
     json_t *r;
     int rc = el__etcd_call(c, "/v3/maintenance/status", json_object(),
-                          EL_ETCD_RETRY_ALWAYS, &r, NULL);
+                           EL_ETCD_RETRY_ALWAYS, &r, NULL);
     if (rc)
         return rc;
     /* Member ids are uint64: parse them unsigned. */

@@ -18,7 +18,6 @@
 /* libcurl is loaded at run time: every curl call goes through el__curl
  * (common/curl_dl.h), which el__curl_load() fills on the first el_etcd_open(). */
 
-
 /* ---- base64 (standard alphabet, '=' padding), as the gateway wants ---- */
 
 /* Encoded length of n bytes, without the NUL. */
@@ -60,15 +59,15 @@ int el__etcd_grpc_to_err(int grpc_code, const char *msg);
  * A cancel with a reason returns 0 with the reason in *err.  Whenever *err
  * is set, it points into *hold, which the caller json_decref's. */
 int el__etcd_watch_parse(const char *line, size_t len,
-                        struct el_etcd_event **evs, size_t *n, size_t *cap,
-                        int *created, int *canceled, int64_t *compact_rev,
-                        int64_t *revision, const char **err, json_t **hold);
+                         struct el_etcd_event **evs, size_t *n, size_t *cap,
+                         int *created, int *canceled, int64_t *compact_rev,
+                         int64_t *revision, const char **err, json_t **hold);
 
 /* ---- the client and its request engine ---- */
 
 struct el_etcd_member {
-    char *url;                 /* "http://127.0.0.1:2379", no trailing '/' */
-    char last_err[320];        /* why the last attempt on it failed        */
+    char *url;          /* "http://127.0.0.1:2379", no trailing '/' */
+    char last_err[320]; /* why the last attempt on it failed        */
 };
 
 struct el_etcd_buf {
@@ -77,10 +76,10 @@ struct el_etcd_buf {
 };
 
 struct el_etcd {
-    struct el_etcd_opts opts;  /* strings point into the copies below      */
+    struct el_etcd_opts opts; /* strings point into the copies below      */
     char *s_endpoints, *s_protocol, *s_cacert, *s_cert, *s_key;
     char *s_user, *s_password;
-    char *token;               /* auth token, NULL until authenticated     */
+    char *token; /* auth token, NULL until authenticated     */
     struct el_etcd_member *m;
     size_t nm, cur;
     CURL *easy;
@@ -88,7 +87,7 @@ struct el_etcd {
     struct el_etcd_buf resp;
     int cancel_fd;
     uint64_t failovers;
-    int64_t suspect_until;     /* a member failed recently (client.c)      */
+    int64_t suspect_until; /* a member failed recently (client.c)      */
     char curl_err[CURL_ERROR_SIZE];
     char errmsg[1024];
 };
@@ -96,9 +95,9 @@ struct el_etcd {
 /* How a request may be retried on another member after it was sent and the
  * member failed before answering. */
 enum el_etcd_retry {
-    EL_ETCD_RETRY_ALWAYS,      /* idempotent: reads, puts, deletes, leases  */
-    EL_ETCD_RETRY_FLAG,        /* retry, but tell the caller (*ambiguous)   */
-    EL_ETCD_RETRY_NEVER,       /* return -ECONNABORTED                      */
+    EL_ETCD_RETRY_ALWAYS, /* idempotent: reads, puts, deletes, leases  */
+    EL_ETCD_RETRY_FLAG,   /* retry, but tell the caller (*ambiguous)   */
+    EL_ETCD_RETRY_NEVER,  /* return -ECONNABORTED                      */
 };
 
 /* POST body (consumed: the reference is stolen) to path on a member, moving
@@ -108,12 +107,12 @@ enum el_etcd_retry {
  * *ambiguous (may be NULL) is set to 1 if an earlier attempt may have been
  * applied (EL_ETCD_RETRY_FLAG). */
 int el__etcd_call(struct el_etcd *c, const char *path, json_t *body,
-                 enum el_etcd_retry retry, json_t **reply, int *ambiguous);
+                  enum el_etcd_retry retry, json_t **reply, int *ambiguous);
 
 /* Put "op key: " before the message of a failed call (not for
  * EL_ENOTFOUND, whose messages say it already); returns rc. */
 int el__etcd_context(struct el_etcd *c, int rc, const char *op,
-                    const char *key);
+                     const char *key);
 /* Set c->errmsg; returns rc. */
 int el__etcd_fail(struct el_etcd *c, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -136,6 +135,6 @@ int el__etcd_fd_ready(int fd);
 /* Describe a failed curl transfer into buf ("connection refused", curl's
  * TLS message ...); returns 1 if it was a TLS failure. */
 int el__etcd_describe_curl(CURLcode rc, const char *errbuf, char *buf,
-                          size_t len);
+                           size_t len);
 
 #endif

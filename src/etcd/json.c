@@ -144,7 +144,7 @@ static int b64_field(const json_t *obj, const char *name, char **out,
     if (!json_is_string(v))
         return EL_EPROTO;
     rc = el__etcd_b64_decode(json_string_value(v), json_string_length(v), &p,
-                            len);
+                             len);
     if (rc == 0)
         *out = p;
     return rc;
@@ -220,23 +220,23 @@ int el__etcd_json_error(const json_t *obj, int *code, const char **msg)
 int el__etcd_grpc_to_err(int grpc_code, const char *msg)
 {
     switch (grpc_code) {
-    case 3:  /* InvalidArgument; auth failures come as this too */
+    case 3: /* InvalidArgument; auth failures come as this too */
         if (msg && (strstr(msg, "user name is empty") ||
                     strstr(msg, "authentication failed")))
             return -EACCES;
         return EL_EUSAGE;
-    case 5:  /* NotFound: a lease */
+    case 5: /* NotFound: a lease */
         return EL_ENOTFOUND;
-    case 6:  /* AlreadyExists */
+    case 6: /* AlreadyExists */
         return -EEXIST;
     case 7:  /* PermissionDenied */
     case 16: /* Unauthenticated */
         return -EACCES;
     case 11: /* OutOfRange: compacted revision */
         return -ESTALE;
-    case 8:  /* ResourceExhausted: too many requests, quota */
+    case 8: /* ResourceExhausted: too many requests, quota */
         return -ENOSPC;
-    case 9:  /* FailedPrecondition */
+    case 9: /* FailedPrecondition */
         if (msg && strstr(msg, "lease already exists"))
             return -EEXIST;
         return EL_EUSAGE;
@@ -249,9 +249,9 @@ int el__etcd_grpc_to_err(int grpc_code, const char *msg)
 }
 
 int el__etcd_watch_parse(const char *line, size_t len,
-                        struct el_etcd_event **evs, size_t *n, size_t *cap,
-                        int *created, int *canceled, int64_t *compact_rev,
-                        int64_t *revision, const char **err, json_t **hold)
+                         struct el_etcd_event **evs, size_t *n, size_t *cap,
+                         int *created, int *canceled, int64_t *compact_rev,
+                         int64_t *revision, const char **err, json_t **hold)
 {
     json_error_t jerr;
     json_t *root = json_loadb(line, len, 0, &jerr);
@@ -286,7 +286,8 @@ int el__etcd_watch_parse(const char *line, size_t len,
     json_t *events = json_object_get(res, "events");
     size_t i;
     json_t *ev;
-    json_array_foreach(events, i, ev) {
+    json_array_foreach(events, i, ev)
+    {
         if (*n == *cap) {
             size_t nc = *cap ? *cap * 2 : 16;
             struct el_etcd_event *p = realloc(*evs, nc * sizeof *p);

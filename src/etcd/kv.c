@@ -44,8 +44,8 @@ static int64_t header_rev(const json_t *r)
     return el__etcd_json_int(json_object_get(r, "header"), "revision");
 }
 
-int el_etcd_put(struct el_etcd *c, const char *key, const void *val,
-                size_t len, int64_t lease, int64_t *revision)
+int el_etcd_put(struct el_etcd *c, const char *key, const void *val, size_t len,
+                int64_t lease, int64_t *revision)
 {
     if (!key || !*key || (!val && len))
         return el__etcd_fail(c, EL_EUSAGE, "etcd put: empty key or no value");
@@ -59,8 +59,10 @@ int el_etcd_put(struct el_etcd *c, const char *key, const void *val,
     if (rc) {
         el__etcd_context(c, rc, "put", key);
         if (rc == EL_ENOTFOUND)
-            el__etcd_fail(c, rc, "etcd put %s: lease %" PRId64
-                         " not found (expired or revoked)", key, lease);
+            el__etcd_fail(c, rc,
+                          "etcd put %s: lease %" PRId64
+                          " not found (expired or revoked)",
+                          key, lease);
         return rc;
     }
     if (revision)
@@ -78,8 +80,8 @@ int el_etcd_get_kv(struct el_etcd *c, const char *key, struct el_etcd_kv *kv,
     json_t *b = key_obj(key, 0), *r;
     if (!b)
         return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
-    int rc = el__etcd_call(c, "/v3/kv/range", b, EL_ETCD_RETRY_ALWAYS, &r,
-                          NULL);
+    int rc =
+        el__etcd_call(c, "/v3/kv/range", b, EL_ETCD_RETRY_ALWAYS, &r, NULL);
     if (rc)
         return el__etcd_context(c, rc, "get", key);
     if (revision)
@@ -113,8 +115,7 @@ int el_etcd_get(struct el_etcd *c, const char *key, void **val, size_t *len,
 }
 
 int el_etcd_range_prefix(struct el_etcd *c, const char *prefix,
-                         struct el_etcd_kv **kvs, size_t *n,
-                         int64_t *revision)
+                         struct el_etcd_kv **kvs, size_t *n, int64_t *revision)
 {
     *kvs = NULL;
     *n = 0;
@@ -123,8 +124,8 @@ int el_etcd_range_prefix(struct el_etcd *c, const char *prefix,
     json_t *b = key_obj(prefix, 1), *r;
     if (!b)
         return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
-    int rc = el__etcd_call(c, "/v3/kv/range", b, EL_ETCD_RETRY_ALWAYS, &r,
-                          NULL);
+    int rc =
+        el__etcd_call(c, "/v3/kv/range", b, EL_ETCD_RETRY_ALWAYS, &r, NULL);
     if (rc)
         return el__etcd_context(c, rc, "range", prefix);
     if (revision)
@@ -143,7 +144,7 @@ int el_etcd_range_prefix(struct el_etcd *c, const char *prefix,
                 el_etcd_kvs_free(out, i);
                 json_decref(r);
                 return el__etcd_fail(c, rc, "etcd range %s: malformed reply",
-                                    prefix);
+                                     prefix);
             }
         }
         *kvs = out;
@@ -153,8 +154,8 @@ int el_etcd_range_prefix(struct el_etcd *c, const char *prefix,
     return 0;
 }
 
-int el_etcd_count_prefix(struct el_etcd *c, const char *prefix,
-                         int64_t *count, int64_t *revision)
+int el_etcd_count_prefix(struct el_etcd *c, const char *prefix, int64_t *count,
+                         int64_t *revision)
 {
     *count = 0;
     if (!prefix)
@@ -163,8 +164,8 @@ int el_etcd_count_prefix(struct el_etcd *c, const char *prefix,
     if (!b)
         return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
     json_object_set_new(b, "count_only", json_true());
-    int rc = el__etcd_call(c, "/v3/kv/range", b, EL_ETCD_RETRY_ALWAYS, &r,
-                          NULL);
+    int rc =
+        el__etcd_call(c, "/v3/kv/range", b, EL_ETCD_RETRY_ALWAYS, &r, NULL);
     if (rc)
         return el__etcd_context(c, rc, "count", prefix);
     if (revision)
@@ -180,11 +181,11 @@ static int delete_range(struct el_etcd *c, const char *key, int prefix,
     json_t *b = key_obj(key, prefix), *r;
     if (!b)
         return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
-    int rc = el__etcd_call(c, "/v3/kv/deleterange", b, EL_ETCD_RETRY_ALWAYS,
-                          &r, NULL);
+    int rc = el__etcd_call(c, "/v3/kv/deleterange", b, EL_ETCD_RETRY_ALWAYS, &r,
+                           NULL);
     if (rc)
         return el__etcd_context(c, rc, prefix ? "delete prefix" : "delete",
-                               key);
+                                key);
     if (deleted)
         *deleted = el__etcd_json_int(r, "deleted");
     json_decref(r);
@@ -203,7 +204,7 @@ int el_etcd_delete_prefix(struct el_etcd *c, const char *prefix,
 {
     if (!prefix || !*prefix)
         return el__etcd_fail(c, EL_EUSAGE,
-                            "etcd delete_prefix: refusing an empty prefix");
+                             "etcd delete_prefix: refusing an empty prefix");
     return delete_range(c, prefix, 1, deleted);
 }
 
@@ -212,8 +213,8 @@ int el_etcd_compact(struct el_etcd *c, int64_t revision)
     json_t *b = json_pack("{s:o}", "revision", int_str(revision)), *r;
     if (!b)
         return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
-    int rc = el__etcd_call(c, "/v3/kv/compaction", b, EL_ETCD_RETRY_ALWAYS,
-                          &r, NULL);
+    int rc = el__etcd_call(c, "/v3/kv/compaction", b, EL_ETCD_RETRY_ALWAYS, &r,
+                           NULL);
     if (rc == -ESTALE)
         return 0; /* already compacted past it */
     if (rc)
@@ -238,9 +239,9 @@ static json_t *cmp_json(const struct el_etcd_cmp *m)
         break;
     case EL_ETCD_IF_VALUE:
         json_object_set_new(o, "target", json_string("VALUE"));
-        json_object_set_new(o, "value",
-                            el__etcd_json_b64(m->value ? m->value : "",
-                                             m->value_len));
+        json_object_set_new(
+            o, "value",
+            el__etcd_json_b64(m->value ? m->value : "", m->value_len));
         break;
     case EL_ETCD_IF_MOD:
         json_object_set_new(o, "target", json_string("MOD"));
@@ -257,9 +258,9 @@ static json_t *op_json(const struct el_etcd_op *op)
     if (!o)
         return NULL;
     if (op->type == EL_ETCD_OP_PUT) {
-        json_object_set_new(o, "value",
-                            el__etcd_json_b64(op->value ? op->value : "",
-                                             op->value_len));
+        json_object_set_new(
+            o, "value",
+            el__etcd_json_b64(op->value ? op->value : "", op->value_len));
         if (op->lease)
             json_object_set_new(o, "lease", int_str(op->lease));
         return json_pack("{s:o}", "request_put", o);
@@ -270,13 +271,14 @@ static json_t *op_json(const struct el_etcd_op *op)
 static int ops_ok(const struct el_etcd_op *ops, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (!ops[i].key || !*ops[i].key || ops[i].type > EL_ETCD_OP_DELETE_PREFIX)
+        if (!ops[i].key || !*ops[i].key ||
+            ops[i].type > EL_ETCD_OP_DELETE_PREFIX)
             return 0;
     return 1;
 }
 
-int el_etcd_txn(struct el_etcd *c, const struct el_etcd_cmp *cmps,
-                size_t ncmp, const struct el_etcd_op *then, size_t nthen,
+int el_etcd_txn(struct el_etcd *c, const struct el_etcd_cmp *cmps, size_t ncmp,
+                const struct el_etcd_op *then, size_t nthen,
                 const struct el_etcd_op *otherwise, size_t notherwise,
                 int *succeeded, int64_t *revision)
 {
@@ -309,8 +311,9 @@ int el_etcd_txn(struct el_etcd *c, const struct el_etcd_cmp *cmps,
     int rc = el__etcd_call(c, "/v3/kv/txn", b, EL_ETCD_RETRY_NEVER, &r, NULL);
     if (rc)
         return el__etcd_context(c, rc, "txn on",
-                               ncmp ? cmps[0].key
-                                    : nthen ? then[0].key : "(nothing)");
+                                ncmp    ? cmps[0].key
+                                : nthen ? then[0].key
+                                        : "(nothing)");
     *succeeded = json_is_true(json_object_get(r, "succeeded"));
     if (revision)
         *revision = header_rev(r);
@@ -323,19 +326,20 @@ int el_etcd_txn(struct el_etcd *c, const struct el_etcd_cmp *cmps,
  * or the value that made the compare fail. */
 static json_t *txn_body(const char *key, const struct el_etcd_cas *cas)
 {
-    struct el_etcd_cmp m = {.key = key, .cond = cas->cond,
+    struct el_etcd_cmp m = {.key = key,
+                            .cond = cas->cond,
                             .value = cas->expected,
                             .value_len = cas->expected_len,
                             .mod_revision = cas->mod_revision};
     struct el_etcd_op op = {.type = cas->remove ? EL_ETCD_OP_DELETE
                                                 : EL_ETCD_OP_PUT,
-                            .key = key, .value = cas->desired,
+                            .key = key,
+                            .value = cas->desired,
                             .value_len = cas->desired_len,
                             .lease = cas->lease};
     return json_pack("{s:[o],s:[o,{s:o}],s:[{s:o}]}", "compare", cmp_json(&m),
-                     "success", op_json(&op), "request_range",
-                     key_obj(key, 0), "failure", "request_range",
-                     key_obj(key, 0));
+                     "success", op_json(&op), "request_range", key_obj(key, 0),
+                     "failure", "request_range", key_obj(key, 0));
 }
 
 /* The kv of the last response_range of a txn reply (cur->key NULL when the
@@ -347,8 +351,8 @@ static int txn_read_back(const json_t *r, struct el_etcd_kv *cur)
     memset(cur, 0, sizeof *cur);
     if (n == 0)
         return EL_EPROTO;
-    json_t *rr = json_object_get(json_array_get(resps, n - 1),
-                                 "response_range");
+    json_t *rr =
+        json_object_get(json_array_get(resps, n - 1), "response_range");
     if (!rr)
         return EL_EPROTO;
     json_t *kvs = json_object_get(rr, "kvs");
@@ -377,8 +381,10 @@ static int cas_call(struct el_etcd *c, const char *key,
     if (rc) {
         el__etcd_context(c, rc, "cas", key);
         if (rc == EL_ENOTFOUND)
-            el__etcd_fail(c, rc, "etcd cas %s: lease %" PRId64
-                         " not found (expired or revoked)", key, cas->lease);
+            el__etcd_fail(c, rc,
+                          "etcd cas %s: lease %" PRId64
+                          " not found (expired or revoked)",
+                          key, cas->lease);
         return rc;
     }
     *succeeded = json_is_true(json_object_get(r, "succeeded"));
@@ -392,10 +398,10 @@ static int cas_call(struct el_etcd *c, const char *key,
         if (cas->remove)
             *succeeded = cur->key == NULL;
         else
-            *succeeded = cur->key && cur->value_len == cas->desired_len &&
-                         (cas->desired_len == 0 ||
-                          memcmp(cur->value, cas->desired,
-                                 cas->desired_len) == 0);
+            *succeeded =
+                cur->key && cur->value_len == cas->desired_len &&
+                (cas->desired_len == 0 ||
+                 memcmp(cur->value, cas->desired, cas->desired_len) == 0);
     }
     if (cur == &tmp)
         el_etcd_kv_clear(&tmp);
@@ -439,8 +445,8 @@ int el_etcd_add(struct el_etcd *c, const char *key, int64_t delta,
         if (parse_counter(&cur, &v)) {
             el_etcd_kv_clear(&cur);
             return el__etcd_fail(c, EL_EPROTO,
-                                "etcd add %s: value is not a decimal integer",
-                                key);
+                                 "etcd add %s: value is not a decimal integer",
+                                 key);
         }
         char buf[32];
         int n = snprintf(buf, sizeof buf, "%" PRId64, v + delta);

@@ -28,9 +28,9 @@ static json_t *id_body(int64_t id)
 
 static int lease_gone(struct el_etcd *c, int64_t id, const char *what)
 {
-    return el__etcd_fail(c, EL_ENOTFOUND,
-                        "etcd %s: lease %" PRId64
-                        " not found (expired or revoked)", what, id);
+    return el__etcd_fail(
+        c, EL_ENOTFOUND,
+        "etcd %s: lease %" PRId64 " not found (expired or revoked)", what, id);
 }
 
 int el_etcd_lease_grant(struct el_etcd *c, int64_t ttl_s, int64_t id_hint,
@@ -48,7 +48,7 @@ int el_etcd_lease_grant(struct el_etcd *c, int64_t ttl_s, int64_t id_hint,
     if (!b)
         return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
     int rc = el__etcd_call(c, "/v3/lease/grant", b, EL_ETCD_RETRY_FLAG, &r,
-                          &ambiguous);
+                           &ambiguous);
     if (rc == -EEXIST && ambiguous && id_hint) {
         *id = id_hint; /* our first attempt made it */
         return 0;
@@ -71,8 +71,8 @@ int el_etcd_lease_revoke(struct el_etcd *c, int64_t id)
     json_t *b = id_body(id), *r;
     if (!b)
         return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
-    int rc = el__etcd_call(c, "/v3/lease/revoke", b, EL_ETCD_RETRY_ALWAYS, &r,
-                          NULL);
+    int rc =
+        el__etcd_call(c, "/v3/lease/revoke", b, EL_ETCD_RETRY_ALWAYS, &r, NULL);
     if (rc == EL_ENOTFOUND)
         return lease_gone(c, id, "lease revoke");
     if (rc)
@@ -87,7 +87,7 @@ int el_etcd_lease_keepalive(struct el_etcd *c, int64_t id, int64_t *ttl_s)
     if (!b)
         return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
     int rc = el__etcd_call(c, "/v3/lease/keepalive", b, EL_ETCD_RETRY_ALWAYS,
-                          &r, NULL);
+                           &r, NULL);
     if (rc == EL_ENOTFOUND)
         return lease_gone(c, id, "lease keepalive");
     if (rc)
@@ -112,7 +112,7 @@ int el_etcd_lease_ttl(struct el_etcd *c, int64_t id, int64_t *ttl_s,
     if (!b)
         return el__etcd_fail(c, -ENOMEM, "etcd: out of memory");
     int rc = el__etcd_call(c, "/v3/lease/timetolive", b, EL_ETCD_RETRY_ALWAYS,
-                          &r, NULL);
+                           &r, NULL);
     if (rc == EL_ENOTFOUND)
         return lease_gone(c, id, "lease ttl");
     if (rc)
@@ -132,16 +132,16 @@ int el_etcd_lease_ttl(struct el_etcd *c, int64_t id, int64_t *ttl_s,
 /* ---- the keeper thread ---- */
 
 struct el_etcd_keeper {
-    struct el_etcd *c;         /* the thread's own client                  */
+    struct el_etcd *c; /* the thread's own client                  */
     pthread_t thread;
     int64_t id, ttl_ms;
-    int lost_fd;               /* eventfd: readable once the lease is lost */
-    int stop_fd;               /* eventfd: el_etcd_keeper_stop             */
+    int lost_fd; /* eventfd: readable once the lease is lost */
+    int stop_fd; /* eventfd: el_etcd_keeper_stop             */
     el_etcd_lost_fn on_lost;
     void *arg;
     atomic_int status;
     atomic_uint_least64_t refreshes;
-    char why[1024];            /* written once, before status is set       */
+    char why[1024]; /* written once, before status is set       */
 };
 
 static void *keeper_main(void *arg)
@@ -177,8 +177,8 @@ static void *keeper_main(void *arg)
                 snprintf(k->why, sizeof k->why,
                          "etcd lease %" PRId64 " given up: no refresh "
                          "confirmed for %" PRId64 " ms (TTL %" PRId64 " ms "
-                         "+ %" PRId64 " ms grace); last error: %s", k->id,
-                         now - last_ok, k->ttl_ms, grace,
+                         "+ %" PRId64 " ms grace); last error: %s",
+                         k->id, now - last_ok, k->ttl_ms, grace,
                          el_etcd_errmsg(k->c));
             atomic_store(&k->status, rc);
             uint64_t one = 1;
@@ -222,9 +222,9 @@ int el_etcd_keeper_start(struct el_etcd_keeper **out, struct el_etcd *c,
     if (o.connect_timeout_ms > sixth)
         o.connect_timeout_ms = sixth > 0 ? sixth : 1;
     char eb[256];
-    int rc = k->lost_fd < 0 || k->stop_fd < 0 ? -errno
-                                              : el_etcd_open(&k->c, &o, eb,
-                                                             sizeof eb);
+    int rc = k->lost_fd < 0 || k->stop_fd < 0
+                 ? -errno
+                 : el_etcd_open(&k->c, &o, eb, sizeof eb);
     if (rc == 0) {
         el_etcd_set_cancel_fd(k->c, k->stop_fd);
         rc = -pthread_create(&k->thread, NULL, keeper_main, k);
@@ -237,7 +237,7 @@ int el_etcd_keeper_start(struct el_etcd_keeper **out, struct el_etcd *c,
             close(k->stop_fd);
         free(k);
         return el__etcd_fail(c, rc, "etcd keeper: cannot start: %s",
-                            el_strerror(rc));
+                             el_strerror(rc));
     }
     *out = k;
     return 0;

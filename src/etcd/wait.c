@@ -40,14 +40,18 @@ static int follow(struct el_etcd *c, const char *key, int64_t from,
         size_t n;
         int t = left_ms(deadline);
         if (t == 0) {
-            rc = el__etcd_fail(c, -ETIMEDOUT, "etcd wait %s: nothing within "
-                              "%d ms", key, timeout_ms);
+            rc = el__etcd_fail(c, -ETIMEDOUT,
+                               "etcd wait %s: nothing within "
+                               "%d ms",
+                               key, timeout_ms);
             break;
         }
         rc = el_etcd_watch_next(w, &evs, &n, t);
         if (rc == -ETIMEDOUT)
-            rc = el__etcd_fail(c, -ETIMEDOUT, "etcd wait %s: nothing within "
-                              "%d ms", key, timeout_ms);
+            rc = el__etcd_fail(c, -ETIMEDOUT,
+                               "etcd wait %s: nothing within "
+                               "%d ms",
+                               key, timeout_ms);
         if (rc)
             break;
         ssize_t pick = -1;
@@ -69,11 +73,11 @@ static int follow(struct el_etcd *c, const char *key, int64_t from,
     return rc;
 }
 
-int el_etcd_wait_key(struct el_etcd *c, const char *key,
-                     struct el_etcd_kv *kv, int timeout_ms)
+int el_etcd_wait_key(struct el_etcd *c, const char *key, struct el_etcd_kv *kv,
+                     int timeout_ms)
 {
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX
-                                      : el__etcd_now_ms() + timeout_ms;
+    int64_t deadline =
+        timeout_ms < 0 ? INT64_MAX : el__etcd_now_ms() + timeout_ms;
     int64_t rev = 0;
     int present = 0;
     int rc = el_etcd_get_kv(c, key, kv, &rev);
@@ -85,8 +89,8 @@ int el_etcd_wait_key(struct el_etcd *c, const char *key,
 int el_etcd_wait_change(struct el_etcd *c, const char *key, int64_t after,
                         int *present, struct el_etcd_kv *kv, int timeout_ms)
 {
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX
-                                      : el__etcd_now_ms() + timeout_ms;
+    int64_t deadline =
+        timeout_ms < 0 ? INT64_MAX : el__etcd_now_ms() + timeout_ms;
     memset(kv, 0, sizeof *kv);
     *present = 0;
     if (after < 0)
@@ -109,7 +113,9 @@ int el_etcd_wait_prefix(struct el_etcd *c, const char *prefix, int64_t after,
     el_etcd_events_free(evs, n);
     el_etcd_watch_close(w);
     if (rc == -ETIMEDOUT)
-        return el__etcd_fail(c, -ETIMEDOUT, "etcd wait %s: nothing within "
-                            "%d ms", prefix, timeout_ms);
+        return el__etcd_fail(c, -ETIMEDOUT,
+                             "etcd wait %s: nothing within "
+                             "%d ms",
+                             prefix, timeout_ms);
     return rc;
 }

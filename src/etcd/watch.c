@@ -22,25 +22,25 @@
 struct el_etcd_watch {
     struct el_etcd *c;
     CURLM *multi;
-    CURL *easy;                /* in multi while 'running'                 */
-    int running;               /* the stream is open                       */
-    CURLcode end_rc;           /* how it ended                             */
+    CURL *easy;      /* in multi while 'running'                 */
+    int running;     /* the stream is open                       */
+    CURLcode end_rc; /* how it ended                             */
     char *key;
     int prefix;
-    int filter;                /* EL_ETCD_WATCH_* (etcd's watch filters)   */
-    int64_t next_rev;          /* where a re-created watch starts (0: now) */
+    int filter;       /* EL_ETCD_WATCH_* (etcd's watch filters)   */
+    int64_t next_rev; /* where a re-created watch starts (0: now) */
     int64_t compact_rev;
     size_t member;             /* index of the member streaming to us      */
     struct el_etcd_buf line;   /* bytes of an unfinished line              */
     struct el_etcd_event *evs; /* received, not yet handed out             */
     size_t n, cap;
     int created, canceled;
-    char err[512];             /* an error line from the gateway           */
+    char err[512]; /* an error line from the gateway           */
     char *body;
     char curl_err[CURL_ERROR_SIZE];
-    struct curl_slist *hdrs;   /* el__etcd_headers() at the stream's start  */
-    int64_t last_data;         /* when the stream last sent bytes          */
-    CURL *probe;               /* checks a silent member (lazily made)     */
+    struct curl_slist *hdrs; /* el__etcd_headers() at the stream's start  */
+    int64_t last_data;       /* when the stream last sent bytes          */
+    CURL *probe;             /* checks a silent member (lazily made)     */
 };
 
 /* A silent stream is normal (nothing changes); but a hung member is silent
@@ -58,9 +58,9 @@ static void on_line(struct el_etcd_watch *w, const char *p, size_t len)
         len--;
     if (len == 0)
         return;
-    int rc = el__etcd_watch_parse(p, len, &w->evs, &w->n, &w->cap, &w->created,
-                                 &w->canceled, &w->compact_rev, &rev, &err,
-                                 &hold);
+    int rc =
+        el__etcd_watch_parse(p, len, &w->evs, &w->n, &w->cap, &w->created,
+                             &w->canceled, &w->compact_rev, &rev, &err, &hold);
     if ((rc || err) && !w->err[0])
         snprintf(w->err, sizeof w->err, "%s",
                  err ? err : "malformed watch message");
@@ -211,7 +211,7 @@ static void note_end(struct el_etcd_watch *w, size_t i)
         snprintf(m->last_err, sizeof m->last_err, "watch: %.180s", w->err);
     else if (w->end_rc != CURLE_OK)
         el__etcd_describe_curl(w->end_rc, w->curl_err, m->last_err,
-                              sizeof m->last_err);
+                               sizeof m->last_err);
     else
         snprintf(m->last_err, sizeof m->last_err,
                  "watch stream closed by the member");
@@ -254,8 +254,7 @@ static int establish(struct el_etcd_watch *w, size_t first)
                 c->cur = i;
                 return 0;
             }
-            if (w->err[0] && strstr(w->err, "invalid auth token") &&
-                !renewed) {
+            if (w->err[0] && strstr(w->err, "invalid auth token") && !renewed) {
                 /* the token expired: log in again, then retry here */
                 stop_stream(w);
                 renewed = 1;
@@ -268,7 +267,7 @@ static int establish(struct el_etcd_watch *w, size_t first)
                 /* etcd refused the watch itself: not a member failure. */
                 stop_stream(w);
                 return el__etcd_fail(c, EL_EPROTO, "etcd watch %s on %s: %s",
-                                    w->key, c->m[i].url, w->err);
+                                     w->key, c->m[i].url, w->err);
             }
             if (w->running && w->err[0]) {
                 stop_stream(w);
@@ -301,7 +300,7 @@ static int establish(struct el_etcd_watch *w, size_t first)
         backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
         first = (first + 1) % c->nm;
     }
-unreachable: {
+unreachable : {
     size_t off = (size_t)snprintf(
         c->errmsg, sizeof c->errmsg, "etcd %s: cannot watch %s, members tried:",
         tls_all ? "TLS failure" : "unreachable", w->key);
@@ -349,13 +348,12 @@ static int probe_member(struct el_etcd_watch *w)
 int el_etcd_watch_open(struct el_etcd *c, const char *key, int prefix,
                        int64_t start_revision, struct el_etcd_watch **out)
 {
-    return el_etcd_watch_open_filtered(c, key, prefix, start_revision, 0,
-                                       out);
+    return el_etcd_watch_open_filtered(c, key, prefix, start_revision, 0, out);
 }
 
-int el_etcd_watch_open_filtered(struct el_etcd *c, const char *key,
-                                int prefix, int64_t start_revision,
-                                int filter, struct el_etcd_watch **out)
+int el_etcd_watch_open_filtered(struct el_etcd *c, const char *key, int prefix,
+                                int64_t start_revision, int filter,
+                                struct el_etcd_watch **out)
 {
     *out = NULL;
     if (!key || (!*key && !prefix))
@@ -390,8 +388,8 @@ int el_etcd_watch_next(struct el_etcd_watch *w, struct el_etcd_event **evs,
                        size_t *n, int timeout_ms)
 {
     struct el_etcd *c = w->c;
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX
-                                      : el__etcd_now_ms() + timeout_ms;
+    int64_t deadline =
+        timeout_ms < 0 ? INT64_MAX : el__etcd_now_ms() + timeout_ms;
     *evs = NULL;
     *n = 0;
     for (;;) {
@@ -411,12 +409,10 @@ int el_etcd_watch_next(struct el_etcd_watch *w, struct el_etcd_event **evs,
                     "etcd watch %s: revision %" PRId64 " was compacted "
                     "(oldest left: %" PRId64 "); read again and re-watch",
                     w->key, w->next_rev, w->compact_rev);
-            return el__etcd_fail(c,
-                                strstr(w->err, "permission denied")
-                                    ? -EACCES
-                                    : EL_EPROTO,
-                                "etcd watch %s: canceled by etcd%s%s", w->key,
-                                w->err[0] ? ": " : "", w->err);
+            return el__etcd_fail(
+                c, strstr(w->err, "permission denied") ? -EACCES : EL_EPROTO,
+                "etcd watch %s: canceled by etcd%s%s", w->key,
+                w->err[0] ? ": " : "", w->err);
         }
         if (w->running && !w->err[0] &&
             el__etcd_now_ms() - w->last_data > PROBE_AFTER_MS) {
@@ -442,8 +438,10 @@ int el_etcd_watch_next(struct el_etcd_watch *w, struct el_etcd_event **evs,
         }
         int64_t left = deadline - el__etcd_now_ms();
         if (left <= 0)
-            return el__etcd_fail(c, -ETIMEDOUT, "etcd watch %s: no event "
-                                "within %d ms", w->key, timeout_ms);
+            return el__etcd_fail(c, -ETIMEDOUT,
+                                 "etcd watch %s: no event "
+                                 "within %d ms",
+                                 w->key, timeout_ms);
         if (pump(w, left > 1000 ? 1000 : (int)left) == -ECANCELED)
             return el__etcd_fail(c, -ECANCELED, "etcd watch: canceled");
     }

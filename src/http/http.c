@@ -92,22 +92,32 @@ static void on_written(uv_write_t *req, int status)
 static const char *reason(int status)
 {
     switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 414: return "URI Too Long";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Error";
+    case 200:
+        return "OK";
+    case 400:
+        return "Bad Request";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 414:
+        return "URI Too Long";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return "Error";
     }
 }
 
 /* Queue one response; the body is taken (freed here). */
-static void respond(struct conn *c, int status, const char *ctype,
-                    char *body, size_t len, int head_only, int keep_alive)
+static void respond(struct conn *c, int status, const char *ctype, char *body,
+                    size_t len, int head_only, int keep_alive)
 {
     if (c->closing) {
         free(body);
@@ -276,8 +286,10 @@ int el_http_open(struct el_http **out, uv_loop_t *loop, const char *host,
     if (rc < 0)
         rc = uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss);
     if (rc < 0) {
-        snprintf(err, errlen, "'%s' is not an IP address (give one, for "
-                 "example 127.0.0.1 or 0.0.0.0)", host);
+        snprintf(err, errlen,
+                 "'%s' is not an IP address (give one, for "
+                 "example 127.0.0.1 or 0.0.0.0)",
+                 host);
         free(s);
         return rc;
     }

@@ -14,18 +14,17 @@
 
 /* Called once per complete request, in order; keep_alive = 0: answer with
  * "Connection: close" and close. */
-typedef void (*el__http_on_request)(void *arg,
-                                    const struct el_http_request *rq,
+typedef void (*el__http_on_request)(void *arg, const struct el_http_request *rq,
                                     int keep_alive);
 
 struct el__http_req {
     http_parser p;
-    size_t max;                /* bytes of one request                      */
-    size_t seen;               /* bytes of the current request so far       */
+    size_t max;  /* bytes of one request                      */
+    size_t seen; /* bytes of the current request so far       */
     char url[EL__HTTP_URL_MAX + 1];
     size_t urllen;
     int url_too_long;
-    int stop;                  /* the callback asked to stop                */
+    int stop; /* the callback asked to stop                */
     el__http_on_request fn;
     void *arg;
 };

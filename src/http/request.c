@@ -73,7 +73,7 @@ static int deliver(struct el__http_req *r)
         path[u.field_data[UF_PATH].len] = 0;
     }
     if (path[0] != '/')
-        return 400;  /* "*" (asterisk-form): nothing here is served so */
+        return 400; /* "*" (asterisk-form): nothing here is served so */
     if (u.field_set & (1 << UF_QUERY)) {
         memcpy(query, r->url + u.field_data[UF_QUERY].off,
                u.field_data[UF_QUERY].len);
@@ -99,7 +99,7 @@ int el__http_req_feed(struct el__http_req *r, const char *data, size_t len)
             if (r->seen > r->max)
                 return 431;
             if (r->p.upgrade)
-                return 400;  /* CONNECT or Upgrade: never served */
+                return 400; /* CONNECT or Upgrade: never served */
             r->seen = 0;
             int rc = deliver(r);
             if (rc)
@@ -109,12 +109,11 @@ int el__http_req_feed(struct el__http_req *r, const char *data, size_t len)
             continue;
         }
         if (e != HPE_OK)
-            return r->url_too_long ? 414
-                 : e == HPE_HEADER_OVERFLOW ? 431 : 400;
+            return r->url_too_long ? 414 : e == HPE_HEADER_OVERFLOW ? 431 : 400;
         if (r->seen > r->max)
             return 431;
         if (r->p.upgrade || n != len)
-            return 400;  /* no upgrades, no CONNECT tunnels */
+            return 400; /* no upgrades, no CONNECT tunnels */
         break;
     }
     return 0;

@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/sbuf.h"
 #include "elrun/err.h"
 #include "elrun/job.h"
 #include "elrun/job_aws.h"
-#include "common/sbuf.h"
 
 #define put el__sbuf_printf /* the generator's one verb */
 

@@ -155,8 +155,10 @@ int el_job_hostlist_expand(const char *list, int max, char ***hosts, int *n,
             snprintf(err, errlen, "hostlist '%s' names more than %d hosts",
                      list, max);
         else if (rc == EL_EUSAGE)
-            snprintf(err, errlen, "'%s' is not a Slurm hostlist (like "
-                     "node[01-04,07],gpu1)", list);
+            snprintf(err, errlen,
+                     "'%s' is not a Slurm hostlist (like "
+                     "node[01-04,07],gpu1)",
+                     list);
         else
             snprintf(err, errlen, "out of memory");
         return rc == -ENOMEM ? rc : EL_EUSAGE;
@@ -166,8 +168,8 @@ int el_job_hostlist_expand(const char *list, int max, char ***hosts, int *n,
     return 0;
 }
 
-int el_job_hostlist_first(const char *list, char *out, size_t cap,
-                          char *err, size_t errlen)
+int el_job_hostlist_first(const char *list, char *out, size_t cap, char *err,
+                          size_t errlen)
 {
     /* Only the first item matters: cut at the first top-level comma, and
      * keep the first range of every bracket group. */
@@ -196,8 +198,10 @@ int el_job_hostlist_first(const char *list, char *out, size_t cap,
     int rc = el_job_hostlist_expand(first, 1 << 20, &hosts, &n, err, errlen);
     free(first);
     if (rc) {
-        snprintf(err, errlen, "'%s' is not a Slurm hostlist (like "
-                 "node[01-04,07],gpu1)", list);
+        snprintf(err, errlen,
+                 "'%s' is not a Slurm hostlist (like "
+                 "node[01-04,07],gpu1)",
+                 list);
         return rc;
     }
     if (strlen(hosts[0]) >= cap) {
@@ -229,8 +233,8 @@ static int nonneg(const char *s)
     return atoi(s);
 }
 
-static void add(struct el_job_slurm_defaults *out, char **env,
-                const char *name, const char *value, const char *from)
+static void add(struct el_job_slurm_defaults *out, char **env, const char *name,
+                const char *value, const char *from)
 {
     if (env_get(env, name))
         return; /* the user's PET_* (or a flag, which beats it) wins */
@@ -247,8 +251,8 @@ int el_job_slurm_defaults(char **env, struct el_job_slurm_defaults *out,
     const char *job = env_get(env, "SLURM_JOB_ID");
     if (!job || !env_get(env, "SLURM_STEP_ID"))
         return 0;
-    const char *nn_from = "SLURM_STEP_NUM_NODES", *nl_from =
-        "SLURM_STEP_NODELIST";
+    const char *nn_from = "SLURM_STEP_NUM_NODES",
+               *nl_from = "SLURM_STEP_NODELIST";
     const char *nn = env_get(env, nn_from), *nl = env_get(env, nl_from);
     if (!nn) {
         nn_from = "SLURM_JOB_NUM_NODES";
@@ -262,10 +266,11 @@ int el_job_slurm_defaults(char **env, struct el_job_slurm_defaults *out,
     int jobid = nonneg(job), nodes = nonneg(nn), r = nonneg(rank);
     char head[256], v[32];
     if (jobid < 0 || nodes < 1 || r < 0 || r >= nodes || !nl) {
-        snprintf(err, errlen, "inside a Slurm step, but SLURM_JOB_ID=%s, "
+        snprintf(err, errlen,
+                 "inside a Slurm step, but SLURM_JOB_ID=%s, "
                  "%s=%s, SLURM_NODEID=%s, %s=%s do not describe one; give "
-                 "--nnodes, --node-rank and --master-addr", job,
-                 nn_from, nn ? nn : "(unset)", rank ? rank : "(unset)",
+                 "--nnodes, --node-rank and --master-addr",
+                 job, nn_from, nn ? nn : "(unset)", rank ? rank : "(unset)",
                  nl_from, nl ? nl : "(unset)");
         return EL_EUSAGE;
     }

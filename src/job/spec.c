@@ -72,14 +72,16 @@ int el_job_parse_size(const char *spec, struct el_job_size *out, char *err,
         goto bad;
     }
     if (out->min_nodes > out->max_nodes) {
-        snprintf(err, errlen, "-j %s: the minimum node count %d is above the "
-                 "maximum %d; write MIN:MAXxNPROC with MIN <= MAX", spec,
-                 out->min_nodes, out->max_nodes);
+        snprintf(err, errlen,
+                 "-j %s: the minimum node count %d is above the "
+                 "maximum %d; write MIN:MAXxNPROC with MIN <= MAX",
+                 spec, out->min_nodes, out->max_nodes);
         return EL_EUSAGE;
     }
     return 0;
 bad:
-    snprintf(err, errlen, "-j '%s' is not a job size; write NODESxNPROC "
+    snprintf(err, errlen,
+             "-j '%s' is not a job size; write NODESxNPROC "
              "(2x4), MIN:MAXxNPROC (2:5x8) or NPROC (4), positive numbers",
              spec ? spec : "");
     return EL_EUSAGE;
@@ -90,7 +92,8 @@ int el_job_check_sched(const char *name, char *err, size_t errlen)
     if (name && (strcmp(name, "local") == 0 || strcmp(name, "slurm") == 0 ||
                  strcmp(name, "aws_batch") == 0))
         return 0;
-    snprintf(err, errlen, "unknown scheduler '%s'; use -s local, slurm or "
+    snprintf(err, errlen,
+             "unknown scheduler '%s'; use -s local, slurm or "
              "aws_batch",
              name ? name : "");
     return EL_EUSAGE;
@@ -173,8 +176,10 @@ int el_job_parse_handle(const char *text, struct el_job_handle *h, char *err,
     }
     return 0;
 bad:
-    snprintf(err, errlen, "'%s' is not a job handle; write SCHED://elrun/ID "
-             "as elrun submit printed it (elrun list shows them)", text);
+    snprintf(err, errlen,
+             "'%s' is not a job handle; write SCHED://elrun/ID "
+             "as elrun submit printed it (elrun list shows them)",
+             text);
     return EL_EUSAGE;
 }
 
@@ -228,8 +233,8 @@ int el_job_state_from_slurm(const char *s)
 }
 
 const char *const el_job_slurm_cfg_keys[] = {
-    "partition", "time", "account", "qos", "constraint", "cpus-per-task",
-    "mem", "gpus-per-node", NULL,
+    "partition",     "time", "account",       "qos", "constraint",
+    "cpus-per-task", "mem",  "gpus-per-node", NULL,
 };
 
 int el_job_check_cfg(const char *sched, const char *cfg, char *err,
@@ -250,8 +255,10 @@ int el_job_check_cfg(const char *sched, const char *cfg, char *err,
             continue;
         }
         if (!eq || kl == 0 || kl >= sizeof key || eq + 1 == p + n) {
-            snprintf(err, errlen, "--cfg '%.*s' is not key=value; write "
-                     "--cfg partition=debug,time=10", (int)n, p);
+            snprintf(err, errlen,
+                     "--cfg '%.*s' is not key=value; write "
+                     "--cfg partition=debug,time=10",
+                     (int)n, p);
             return EL_EUSAGE;
         }
         for (size_t i = 0; i < kl; i++)
@@ -262,17 +269,23 @@ int el_job_check_cfg(const char *sched, const char *cfg, char *err,
             known |= strcmp(key, keys[i]) == 0;
         if (!known) {
             if (keys && !slurm)
-                snprintf(err, errlen, "--cfg %s: not an option of the %s "
+                snprintf(err, errlen,
+                         "--cfg %s: not an option of the %s "
                          "scheduler; it knows queue, image, vcpus, memory, "
                          "gpus, job_role, execution_role, efs, efs_path, "
-                         "tags, elrun, privileged, share_id", key, sched);
+                         "tags, elrun, privileged, share_id",
+                         key, sched);
             else if (slurm)
-                snprintf(err, errlen, "--cfg %s: not an option of the slurm "
+                snprintf(err, errlen,
+                         "--cfg %s: not an option of the slurm "
                          "scheduler; it knows partition, time, account, qos, "
-                         "constraint, cpus-per-task, mem, gpus-per-node", key);
+                         "constraint, cpus-per-task, mem, gpus-per-node",
+                         key);
             else
-                snprintf(err, errlen, "--cfg %s: the %s scheduler has no "
-                         "options; drop --cfg", key, sched);
+                snprintf(err, errlen,
+                         "--cfg %s: the %s scheduler has no "
+                         "options; drop --cfg",
+                         key, sched);
             return EL_EUSAGE;
         }
         p += n;
@@ -353,7 +366,8 @@ void el_job_make_id(const char *name, char *out, size_t cap)
     size_t i = 0;
     for (; name && name[i] && i < 60; i++)
         nm[i] = isalnum((unsigned char)name[i]) || strchr("._-", name[i])
-                    ? name[i] : '_';
+                    ? name[i]
+                    : '_';
     nm[i] = 0;
     if (i == 0)
         snprintf(nm, sizeof nm, "job");

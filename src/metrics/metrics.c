@@ -18,11 +18,11 @@
 #include "elrun/metrics.h"
 
 struct series {
-    char *key;               /* label values joined by '\x1f'            */
-    char **values;           /* nlabels strings, into vbuf              */
-    char *vbuf;              /* a copy of key cut at each '\x1f'        */
-    double value;            /* counter, gauge                           */
-    double sum;              /* histogram                                */
+    char *key;     /* label values joined by '\x1f'            */
+    char **values; /* nlabels strings, into vbuf              */
+    char *vbuf;    /* a copy of key cut at each '\x1f'        */
+    double value;  /* counter, gauge                           */
+    double sum;    /* histogram                                */
     unsigned long long count;
     unsigned long long *buckets; /* nbuckets, not cumulative            */
 };
@@ -46,7 +46,7 @@ struct hook {
 
 struct el_metrics {
     pthread_mutex_t mu;
-    pthread_mutex_t hook_mu;  /* held while hooks run (off_collect waits) */
+    pthread_mutex_t hook_mu; /* held while hooks run (off_collect waits) */
     char **consts;           /* name, value, ... */
     int nconsts;
     struct el_metric **fam;
@@ -286,8 +286,8 @@ int el_metrics_register_table(struct el_metrics *reg, void *base,
     for (size_t i = 0; i < n; i++) {
         int rc = el_metrics_register(
             reg, (struct el_metric **)((char *)base + defs[i].off),
-            defs[i].type, defs[i].name, defs[i].help, defs[i].labels,
-            buckets, nbuckets);
+            defs[i].type, defs[i].name, defs[i].help, defs[i].labels, buckets,
+            nbuckets);
         if (rc < 0)
             return rc;
     }
@@ -335,8 +335,7 @@ int el_metric_set(struct el_metric *m, const char *const *values, double v)
     return update(m, values, v, OP_SET);
 }
 
-int el_metric_observe(struct el_metric *m, const char *const *values,
-                      double v)
+int el_metric_observe(struct el_metric *m, const char *const *values, double v)
 {
     return update(m, values, v, OP_OBSERVE);
 }
@@ -387,8 +386,10 @@ static void put_escaped(struct el__sbuf *b, const char *s, int quote)
 {
     const char *run = s;
     for (; *s; s++) {
-        const char *rep = *s == '\\' ? "\\\\" : *s == '\n' ? "\\n"
-                        : quote && *s == '"' ? "\\\"" : NULL;
+        const char *rep = *s == '\\'           ? "\\\\"
+                          : *s == '\n'         ? "\\n"
+                          : quote && *s == '"' ? "\\\""
+                                               : NULL;
         if (!rep)
             continue;
         el__sbuf_add(b, run, (size_t)(s - run));

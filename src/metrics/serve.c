@@ -115,8 +115,10 @@ int el_metrics_start(const char *addr, const char *const *consts,
     *reg = NULL;
     *srv = NULL;
     if (el_addr_parse(addr, -1, host, &port) < 0) {
-        snprintf(err, errlen, "--metrics-addr needs HOST:PORT (for example "
-                 "127.0.0.1:9400, or port 0 for a free one), got '%s'", addr);
+        snprintf(err, errlen,
+                 "--metrics-addr needs HOST:PORT (for example "
+                 "127.0.0.1:9400, or port 0 for a free one), got '%s'",
+                 addr);
         return EL_EUSAGE;
     }
     int rc = el_metrics_new(reg, consts);

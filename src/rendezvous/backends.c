@@ -23,12 +23,10 @@ static int c10d_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
 static const struct {
     const char *name;
     el_rdzv_open_fn open;
-    int user;                  /* a --rdzv-backend value (else internal)    */
+    int user; /* a --rdzv-backend value (else internal)    */
 } backends[] = {
-    {"static", el__rdzv_static_open, 1},
-    {"c10d", c10d_open, 1},
-    {"etcd", el__rdzv_etcd_open, 1},
-    {"etcd-v2", el__rdzv_etcd_open, 1},
+    {"static", el__rdzv_static_open, 1},     {"c10d", c10d_open, 1},
+    {"etcd", el__rdzv_etcd_open, 1},         {"etcd-v2", el__rdzv_etcd_open, 1},
     {"standalone", el__rdzv_static_open, 0}, /* --standalone */
 };
 

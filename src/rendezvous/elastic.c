@@ -38,14 +38,15 @@ void el__rdzv_elastic_init(struct el__rdzv_elastic *e,
     e->min_nodes = cfg->min_nodes;
     e->max_nodes = cfg->max_nodes;
     e->max_restarts = cfg->max_restarts;
-    e->join_timeout_ms = cfg->join_timeout_ms > 0 ? cfg->join_timeout_ms
-                                                  : 600000;
-    e->last_call_ms = cfg->last_call_timeout_ms > 0
-                          ? cfg->last_call_timeout_ms : 0;
-    e->keepalive_ms = cfg->keep_alive_interval_ms > 0
-                          ? cfg->keep_alive_interval_ms : 5000;
-    e->window_ms = e->keepalive_ms * (cfg->keep_alive_max_attempt > 0
-                                          ? cfg->keep_alive_max_attempt : 3);
+    e->join_timeout_ms =
+        cfg->join_timeout_ms > 0 ? cfg->join_timeout_ms : 600000;
+    e->last_call_ms =
+        cfg->last_call_timeout_ms > 0 ? cfg->last_call_timeout_ms : 0;
+    e->keepalive_ms =
+        cfg->keep_alive_interval_ms > 0 ? cfg->keep_alive_interval_ms : 5000;
+    e->window_ms =
+        e->keepalive_ms *
+        (cfg->keep_alive_max_attempt > 0 ? cfg->keep_alive_max_attempt : 3);
     e->step_ms = e->keepalive_ms;
     e->io_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 60000;
     e->cancel_fd = -1;
@@ -84,18 +85,21 @@ static int check_self(struct el__rdzv_elastic *e)
         return 0;
     double window = e->window_ms / 1000.0;
     if (!e->ops->reborn)
-        return FAIL(e, EL_EPEERLOST, "this node (%s) was declared dead by the "
+        return FAIL(e, EL_EPEERLOST,
+                    "this node (%s) was declared dead by the "
                     "others: it was silent for longer than the keep-alive "
-                    "window (%.3g s), e.g. paused or cut off", e->self.name,
-                    window);
+                    "window (%.3g s), e.g. paused or cut off",
+                    e->self.name, window);
     el__rdzv_node_new_id(&e->self);
     e->self.rank = -1;
     e->self.joined_round = -1;
     e->left_out = 0;
     e->rebirths++;
-    note(e, "this node (%s) was declared dead by the others: it was silent "
+    note(e,
+         "this node (%s) was declared dead by the others: it was silent "
          "for longer than the keep-alive window (%.3g s), e.g. paused or cut "
-         "off; it rejoins as a new member", e->self.name, window);
+         "off; it rejoins as a new member",
+         e->self.name, window);
     if ((rc = e->ops->reborn(e)))
         return rc;
     return 1;
@@ -174,8 +178,10 @@ static int next_round(struct el__rdzv_elastic *e, int lws, long long deadline,
             rc = el__rdzv_parse_members(st.members, &m, &n);
             free(st.members);
             if (rc)
-                return FAIL(e, rc, "round %" PRId64 ": unreadable member "
-                            "list in the rendezvous state", round);
+                return FAIL(e, rc,
+                            "round %" PRId64 ": unreadable member "
+                            "list in the rendezvous state",
+                            round);
             for (int i = 0; i < n && me < 0; i++)
                 if (strcmp(m[i].id, e->self.id) == 0)
                     me = i;
@@ -208,13 +214,14 @@ static int next_round(struct el__rdzv_elastic *e, int lws, long long deadline,
                 if (rc == 0 && backoff > 0 && backoff_round != round) {
                     backoff_round = round;
                     backoff_until = el_now_ms() + backoff;
-                    note(e, "round %" PRId64 " was sealed without this node "
+                    note(e,
+                         "round %" PRId64 " was sealed without this node "
                          "(%s) %d times in a row; waiting %d ms before asking "
-                         "for another", round, e->self.name, e->left_out,
-                         backoff);
+                         "for another",
+                         round, e->self.name, e->left_out, backoff);
                 }
-                long long wait = backoff_round == round
-                                     ? backoff_until - el_now_ms() : 0;
+                long long wait =
+                    backoff_round == round ? backoff_until - el_now_ms() : 0;
                 if (rc == 0 && wait > 0) {
                     free(m);
                     rc = o->wait(e, EL__RDZV_WAIT_ROUND, round, NULL, rrev,
@@ -232,8 +239,10 @@ static int next_round(struct el__rdzv_elastic *e, int lws, long long deadline,
             }
             free(m);
             if (!e->self.spare_logged) {
-                note(e, "round %" PRId64 " is full (%d nodes); this node "
-                     "(%s) waits as a hot spare", round, n, e->self.name);
+                note(e,
+                     "round %" PRId64 " is full (%d nodes); this node "
+                     "(%s) waits as a hot spare",
+                     round, n, e->self.name);
                 e->self.spare_logged = 1;
             }
             e->self.joined_round = -1;
@@ -262,9 +271,10 @@ static int next_round(struct el__rdzv_elastic *e, int lws, long long deadline,
          * seals while the others wait). */
         int all_in = e->expect_n > 0 && st.expected_in >= e->expect_n &&
                      st.joiners >= e->min_nodes;
-        long long until = st.deadline < 0 ? -1
-                          : st.deadline - el__rdzv_wall_ms() +
-                                (e->arrival < 50 ? e->arrival : 50) * 4;
+        long long until = st.deadline < 0
+                              ? -1
+                              : st.deadline - el__rdzv_wall_ms() +
+                                    (e->arrival < 50 ? e->arrival : 50) * 4;
         int due = st.joiners >= e->max_nodes || all_in ||
                   (st.deadline >= 0 && until <= 0);
         if (due && st.joiners > stale && !st.sealing) {
@@ -358,9 +368,10 @@ static int waiting(struct el__rdzv_elastic *e, int *n)
         if (dead(e, e->self.members[i].id))
             gone = e->self.members[i].name;
     if (gone)
-        note(e, "round %" PRId64 " (rank %d of %d nodes): node %s is gone; "
-             "re-forming", e->self.round, e->self.rank, e->self.nmembers,
-             gone);
+        note(e,
+             "round %" PRId64 " (rank %d of %d nodes): node %s is gone; "
+             "re-forming",
+             e->self.round, e->self.rank, e->self.nmembers, gone);
     *n = gone ? 1 : 0;
     return 0;
 }
@@ -401,14 +412,18 @@ static int report_failure(struct el__rdzv_elastic *e, const char *why)
             return rc;
         if (used > e->max_restarts) {
             char msg[300];
-            snprintf(msg, sizeof msg, "failed: restart budget of %d used up "
-                     "(last: %s)", e->max_restarts, why ? why : "failure");
+            snprintf(msg, sizeof msg,
+                     "failed: restart budget of %d used up "
+                     "(last: %s)",
+                     e->max_restarts, why ? why : "failure");
             o->close_job(e, msg);
             return FAIL(e, EL_ELIMIT, "%s", msg);
         }
-        note(e, "round %" PRId64 " (rank %d of %d nodes) failed (%s); "
-             "restart %" PRId64 " of %d", e->self.round, e->self.rank,
-             e->self.nmembers, why ? why : "failure", used, e->max_restarts);
+        note(e,
+             "round %" PRId64 " (rank %d of %d nodes) failed (%s); "
+             "restart %" PRId64 " of %d",
+             e->self.round, e->self.rank, e->self.nmembers,
+             why ? why : "failure", used, e->max_restarts);
     }
     if ((rc = o->read_job(e, &cur, &rev)) != 0)
         return rc < 0 ? rc : EL_ELIMIT;
@@ -428,8 +443,7 @@ int el__rdzv_elastic_report_failure(struct el_rdzv *base, const char *why)
 
 /* Members of this node's round through the barrier: arrived, or dead
  * without arriving (they never will). */
-static int exit_through(struct el__rdzv_elastic *e, int64_t arrived,
-                        int64_t *n)
+static int exit_through(struct el__rdzv_elastic *e, int64_t arrived, int64_t *n)
 {
     int rc;
     *n = arrived;
@@ -462,11 +476,13 @@ static int exit_barrier(struct el__rdzv_elastic *e, int timeout_ms)
             return rc;
         long long left = until - el_now_ms();
         if (left <= 0)
-            return FAIL(e, -ETIMEDOUT, "exit barrier: not every node "
-                        "finished within %d s", timeout_ms / 1000);
+            return FAIL(e, -ETIMEDOUT,
+                        "exit barrier: not every node "
+                        "finished within %d s",
+                        timeout_ms / 1000);
         /* A death wakes nobody here: look again each keep-alive interval. */
-        rc = o->exit_wait(e, round, left < e->keepalive_ms ? (int)left
-                                                           : e->keepalive_ms);
+        rc = o->exit_wait(e, round,
+                          left < e->keepalive_ms ? (int)left : e->keepalive_ms);
         if (rc != -ETIMEDOUT)
             return rc;
         if ((rc = o->exit_count(e, round, &arrived)))

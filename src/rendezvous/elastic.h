@@ -24,25 +24,25 @@
 #define EL__RDZV_ID_MAX 192
 
 struct el__rdzv_member {
-    char id[EL__RDZV_ID_MAX];  /* "<name>#<pid>#<random>": one agent's life  */
-    char name[EL_HOST_MAX];    /* --local-addr, else the hostname           */
-    int lws;                   /* its local world size                      */
-    int prev_rank;             /* its rank in the round before, -1 if none  */
-    int64_t seq;               /* arrival order (lower = earlier)           */
-    int port;                  /* etcd: the port of its workers' store      */
-    int64_t lease;             /* etcd: its lease                           */
+    char id[EL__RDZV_ID_MAX]; /* "<name>#<pid>#<random>": one agent's life  */
+    char name[EL_HOST_MAX];   /* --local-addr, else the hostname           */
+    int lws;                  /* its local world size                      */
+    int prev_rank;            /* its rank in the round before, -1 if none  */
+    int64_t seq;              /* arrival order (lower = earlier)           */
+    int port;                 /* etcd: the port of its workers' store      */
+    int64_t lease;            /* etcd: its lease                           */
 };
 
 /* This node as the elastic protocol sees it. */
 struct el__rdzv_node {
-    char id[EL__RDZV_ID_MAX];  /* "<name>#<pid>#<random>"                   */
-    char name[EL_HOST_MAX];    /* --local-addr, else the hostname           */
-    int64_t round;             /* last round this node was a member of      */
-    int rank;                  /* its rank in that round, -1 if none        */
+    char id[EL__RDZV_ID_MAX]; /* "<name>#<pid>#<random>"                   */
+    char name[EL_HOST_MAX];   /* --local-addr, else the hostname           */
+    int64_t round;            /* last round this node was a member of      */
+    int rank;                 /* its rank in that round, -1 if none        */
     struct el__rdzv_member *members; /* that round's members, rank order    */
     int nmembers;
-    int64_t joined_round;      /* round joined but not yet sealed, or -1    */
-    int spare_logged;          /* "waits as a hot spare" said this round    */
+    int64_t joined_round; /* round joined but not yet sealed, or -1    */
+    int spare_logged;     /* "waits as a hot spare" said this round    */
     void (*on_event)(void *arg, const char *msg);
     void *event_arg;
 };
@@ -98,16 +98,14 @@ int el__rdzv_member_order(const void *a, const void *b);
  * comma separated ("-" if none), for the one line per round change. */
 void el__rdzv_round_change(const struct el__rdzv_member *old, int nold,
                            const struct el__rdzv_member *now, int n,
-                           char *joined, size_t jcap, char *left,
-                           size_t lcap);
+                           char *joined, size_t jcap, char *left, size_t lcap);
 
 /* The expect list of a new round, "<count>\n<id>\n...": the members of m
  * for which alive(arg, id) says 1 (all if alive is NULL), plus 'extra' if
  * not NULL.  malloc'd; NULL if out of memory. */
 char *el__rdzv_expect_list(const struct el__rdzv_member *m, int n,
                            const char *extra,
-                           int (*alive)(void *arg, const char *id),
-                           void *arg);
+                           int (*alive)(void *arg, const char *id), void *arg);
 
 /* Is 'id' on a line of an expect list? */
 int el__rdzv_expected(const char *list, const char *id);
@@ -129,20 +127,20 @@ struct el__rdzv_elastic;
 
 /* What one read of an open round tells (read_round, then count). */
 struct el__rdzv_round {
-    char *members;             /* the sealed list (malloc'd), NULL if open  */
-    int64_t deadline;          /* wall-clock ms it completes at, -1: none   */
-    int sealing;               /* another node holds the right to seal it   */
-    int64_t rev;               /* backend token: the state as read          */
-    int64_t joiners;           /* count(): nodes that joined                */
-    int64_t expected_in;       /* count(): expected nodes that joined       */
-    int64_t jrev;              /* count(): backend token of the joiners     */
+    char *members;       /* the sealed list (malloc'd), NULL if open  */
+    int64_t deadline;    /* wall-clock ms it completes at, -1: none   */
+    int sealing;         /* another node holds the right to seal it   */
+    int64_t rev;         /* backend token: the state as read          */
+    int64_t joiners;     /* count(): nodes that joined                */
+    int64_t expected_in; /* count(): expected nodes that joined       */
+    int64_t jrev;        /* count(): backend token of the joiners     */
 };
 
 enum el__rdzv_wait {
-    EL__RDZV_WAIT_ROUND,       /* the job's round moves past 'round'        */
-    EL__RDZV_WAIT_STATE,       /* the open round's state (deadline set,
+    EL__RDZV_WAIT_ROUND,   /* the job's round moves past 'round'        */
+    EL__RDZV_WAIT_STATE,   /* the open round's state (deadline set,
                                 * sealer, member list) changes from st      */
-    EL__RDZV_WAIT_JOINERS,     /* someone joins after st->joiners / jrev    */
+    EL__RDZV_WAIT_JOINERS, /* someone joins after st->joiners / jrev    */
 };
 
 struct el__rdzv_state_ops {
@@ -151,13 +149,11 @@ struct el__rdzv_state_ops {
      * gone, etcd lease gone).  A node merely declared dead is not lost: the
      * rules see it through is_dead(self).  leave() undoes what enter did to
      * the connection (cancel fd). */
-    int (*enter)(struct el__rdzv_elastic *e, int cancel_fd,
-                 long long deadline);
+    int (*enter)(struct el__rdzv_elastic *e, int cancel_fd, long long deadline);
     void (*leave)(struct el__rdzv_elastic *e);
     /* The round in force (created as 0 if none) and a token for
      * WAIT_ROUND; returns 1 if the job is closed (errmsg: why). */
-    int (*read_job)(struct el__rdzv_elastic *e, int64_t *round,
-                    int64_t *rev);
+    int (*read_job)(struct el__rdzv_elastic *e, int64_t *round, int64_t *rev);
     /* Raise the round to at least target; *now gets the round in force.
      * If m != NULL and round target has no expect list yet, first write
      * one: the live nodes of m (n of them) plus 'extra' (may be NULL). */
@@ -191,8 +187,8 @@ struct el__rdzv_state_ops {
                    struct el__rdzv_member **m, int *n);
     /* Write the member list unless one exists (*created says if this call
      * did), and wake the round's waiters. */
-    int (*publish)(struct el__rdzv_elastic *e, int64_t round,
-                   const char *list, size_t len, int *created);
+    int (*publish)(struct el__rdzv_elastic *e, int64_t round, const char *list,
+                   size_t len, int *created);
     /* Best effort: delete round's keys (the sealer of round+1 calls it). */
     void (*forget)(struct el__rdzv_elastic *e, int64_t round);
     /* Block up to ms for 'what'; 0 or -ETIMEDOUT (look again) or error. */
@@ -216,8 +212,7 @@ struct el__rdzv_state_ops {
      * so far); count the arrivals; did 'id' arrive; wait for the verdict
      * (0: given, -ETIMEDOUT). */
     int (*exit_verdict)(struct el__rdzv_elastic *e, int64_t round, int ok);
-    int (*exit_arrive)(struct el__rdzv_elastic *e, int64_t round,
-                       int64_t *n);
+    int (*exit_arrive)(struct el__rdzv_elastic *e, int64_t round, int64_t *n);
     int (*exit_count)(struct el__rdzv_elastic *e, int64_t round, int64_t *n);
     int (*exit_arrived)(struct el__rdzv_elastic *e, int64_t round,
                         const char *id);
@@ -236,20 +231,20 @@ struct el__rdzv_state_ops {
 struct el__rdzv_elastic {
     struct el_rdzv base;
     const struct el__rdzv_state_ops *ops;
-    struct el__rdzv_node self;    /* id, name, round, rank, members        */
+    struct el__rdzv_node self; /* id, name, round, rank, members        */
     int min_nodes, max_nodes, max_restarts;
     int join_timeout_ms, last_call_ms;
-    int keepalive_ms;             /* keep_alive_interval                   */
-    int window_ms;                /* keep-alive window: silence = death    */
-    int step_ms;                  /* longest wait before looking again     */
-    int io_timeout_ms;            /* read_timeout                          */
-    int list_ports;               /* member lists carry store port, lease  */
-    int64_t arrival;              /* place in the round joined             */
-    int64_t expect_n;             /* nodes that round expects (0: none)    */
+    int keepalive_ms;  /* keep_alive_interval                   */
+    int window_ms;     /* keep-alive window: silence = death    */
+    int step_ms;       /* longest wait before looking again     */
+    int io_timeout_ms; /* read_timeout                          */
+    int list_ports;    /* member lists carry store port, lease  */
+    int64_t arrival;   /* place in the round joined             */
+    int64_t expect_n;  /* nodes that round expects (0: none)    */
     int closed;
-    int left_out;                 /* rounds in a row sealed without us     */
-    int rebirths;                 /* times declared dead and rejoined      */
-    int cancel_fd;                /* of the call in progress (backends)    */
+    int left_out;  /* rounds in a row sealed without us     */
+    int rebirths;  /* times declared dead and rejoined      */
+    int cancel_fd; /* of the call in progress (backends)    */
 };
 
 /* Settings from cfg (timeouts with their defaults), self from cfg. */

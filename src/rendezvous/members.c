@@ -46,8 +46,8 @@ int el__rdzv_parse_members(const char *text, struct el__rdzv_member **out,
         line[len] = '\0';
         memset(x, 0, sizeof *x);
         x->prev_rank = -1;
-        if (sscanf(line, "%191s %d %255s %d %" SCNd64, x->id, &x->lws,
-                   x->name, &x->port, &x->lease) < 3) {
+        if (sscanf(line, "%191s %d %255s %d %" SCNd64, x->id, &x->lws, x->name,
+                   &x->port, &x->lease) < 3) {
             free(m);
             return EL_EFORMAT;
         }
@@ -137,8 +137,7 @@ static void list_missing(const struct el__rdzv_member **a, int na,
 
 void el__rdzv_round_change(const struct el__rdzv_member *old, int nold,
                            const struct el__rdzv_member *now, int n,
-                           char *joined, size_t jcap, char *left,
-                           size_t lcap)
+                           char *joined, size_t jcap, char *left, size_t lcap)
 {
     const struct el__rdzv_member **a = malloc((size_t)(n + 1) * sizeof *a);
     const struct el__rdzv_member **b = malloc((size_t)(nold + 1) * sizeof *b);
@@ -160,8 +159,7 @@ void el__rdzv_round_change(const struct el__rdzv_member *old, int nold,
 
 char *el__rdzv_expect_list(const struct el__rdzv_member *m, int n,
                            const char *extra,
-                           int (*alive)(void *arg, const char *id),
-                           void *arg)
+                           int (*alive)(void *arg, const char *id), void *arg)
 {
     size_t cap = 32 + (size_t)(n + 1) * (EL__RDZV_ID_MAX + 1), len = 32;
     char *list = malloc(cap);
@@ -249,9 +247,10 @@ void el__rdzv_take_round(struct el__rdzv_node *self, int64_t round,
     char joined[512], left[512];
     el__rdzv_round_change(self->members, self->nmembers, m, n, joined,
                           sizeof joined, left, sizeof left);
-    el__rdzv_note(self, "round %" PRId64 ": %d nodes (joined: %s; left: %s); "
-                  "this node (%s) is rank %d", round, n, joined, left,
-                  self->name, me);
+    el__rdzv_note(self,
+                  "round %" PRId64 ": %d nodes (joined: %s; left: %s); "
+                  "this node (%s) is rank %d",
+                  round, n, joined, left, self->name, me);
     int base_rank = 0, world = 0;
     for (int i = 0; i < n; i++) {
         if (i < me)

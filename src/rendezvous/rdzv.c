@@ -53,8 +53,7 @@ int el_rdzv_exit_barrier(struct el_rdzv *r, int succeeded, int timeout_ms,
 int el_rdzv_report_failure(struct el_rdzv *r, const char *why)
 {
     r->errmsg[0] = 0;
-    return r->ops->report_failure ? r->ops->report_failure(r, why)
-                                  : -ENOTSUP;
+    return r->ops->report_failure ? r->ops->report_failure(r, why) : -ENOTSUP;
 }
 
 int el_rdzv_set_closed(struct el_rdzv *r)

@@ -37,29 +37,27 @@ typedef int (*el_rdzv_open_fn)(struct el_rdzv **out,
                                const struct el_rdzv_config *cfg, char *err,
                                size_t errlen);
 
-int el__rdzv_static_open(struct el_rdzv **out,
-                         const struct el_rdzv_config *cfg, char *err,
-                         size_t errlen);
+int el__rdzv_static_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
+                         char *err, size_t errlen);
 int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
                        char *err, size_t errlen);
-int el__rdzv_store_open(struct el_rdzv **out,
-                        const struct el_rdzv_config *cfg, char *err,
-                        size_t errlen);
+int el__rdzv_store_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
+                        char *err, size_t errlen);
 
 /* A backend's connection to the rendezvous store (store_link.c): where it
  * is, the job's key prefix, and the main client, connected lazily. */
 struct el__rdzv_link {
     char host[EL_HOST_MAX];
     int port;
-    char prefix[300];          /* "/elrun/<run_id>/"                        */
+    char prefix[300]; /* "/elrun/<run_id>/"                        */
     int io_timeout_ms;
-    const char *hint;          /* how to fix "cannot reach the store"       */
-    struct el_store *cl;       /* NULL until connected, or after a failure */
+    const char *hint;    /* how to fix "cannot reach the store"       */
+    struct el_store *cl; /* NULL until connected, or after a failure */
     uint8_t secret[EL_STORE_SECRET_MAX]; /* the job secret (secret_len > 0) */
     size_t secret_len;
     void (*on_event)(void *arg, const char *msg); /* retries are logged    */
     void *event_arg;
-    int seen_store;            /* a store answered here once: a handshake
+    int seen_store; /* a store answered here once: a handshake
                                   that times out later is a stopped or busy
                                   store, worth retrying, not another service */
 };

@@ -65,33 +65,33 @@
 #define KEY_MAX 700
 
 struct etcd_rdzv {
-    struct el__rdzv_elastic e;    /* first: the rules' state, then base   */
-    char prefix[512];             /* "<etcd_prefix>/<run_id>/"             */
-    struct el_etcd_opts eo;       /* strings owned by 'strs'               */
+    struct el__rdzv_elastic e; /* first: the rules' state, then base   */
+    char prefix[512];          /* "<etcd_prefix>/<run_id>/"             */
+    struct el_etcd_opts eo;    /* strings owned by 'strs'               */
     char *strs[7];
-    struct el_etcd *c;            /* the caller's thread's client          */
+    struct el_etcd *c; /* the caller's thread's client          */
     int64_t lease;
     int64_t ttl_s;
     struct el_etcd_keeper *keeper;
-    struct el_store_server *srv;  /* this agent's workers' store           */
+    struct el_store_server *srv; /* this agent's workers' store           */
     int srv_port;
-    int64_t served;               /* last round its workers used it, or -1 */
+    int64_t served; /* last round its workers used it, or -1 */
     /* The watcher threads (deaths: alive/ deletes; ctl: c/ changes). */
     pthread_t th[2];
     int th_running[2];
-    int64_t watch_from;           /* revision the watches start at         */
+    int64_t watch_from; /* revision the watches start at         */
     int stop_pipe[2];
     int evfd;
-    pthread_mutex_t mu;           /* guards dead[]                         */
-    char **dead;                  /* ids whose alive/ key was deleted      */
+    pthread_mutex_t mu; /* guards dead[]                         */
+    char **dead;        /* ids whose alive/ key was deleted      */
     int ndead, capdead;
     /* The ring thread watches one connection to the successor's store. */
     pthread_t ring_th;
     int ring_running;
-    int ring_evfd;                /* readable: a new successor to watch    */
-    struct el__rdzv_member succ;  /* guarded by mu; port 0: none           */
-    atomic_int lost;              /* the lease is gone: lost_why says why  */
-    char lost_why[300];           /* guarded by mu (the keeper writes it)  */
+    int ring_evfd;               /* readable: a new successor to watch    */
+    struct el__rdzv_member succ; /* guarded by mu; port 0: none           */
+    atomic_int lost;             /* the lease is gone: lost_why says why  */
+    char lost_why[300];          /* guarded by mu (the keeper writes it)  */
 };
 
 #define R(e) ((struct etcd_rdzv *)(e))
@@ -130,12 +130,16 @@ static int efail(struct etcd_rdzv *r, struct el_etcd *c, int rc,
     if (rc == EL_ENOTFOUND && atomic_load(&r->lost))
         return lease_gone(r, "");
     if (rc == EL_ENOTFOUND)
-        return FAIL(r, EL_EPEERLOST, "%s: this node's etcd lease %" PRId64
+        return FAIL(r, EL_EPEERLOST,
+                    "%s: this node's etcd lease %" PRId64
                     " expired (the node was cut off from etcd for longer "
-                    "than its %" PRId64 " s TTL)", what, r->lease, r->ttl_s);
+                    "than its %" PRId64 " s TTL)",
+                    what, r->lease, r->ttl_s);
     const char *m = el_etcd_errmsg(c);
-    return FAIL(r, rc == -EHOSTUNREACH || rc == EL_ETLS || rc == -EACCES
-                       ? EL_EPEERLOST : rc,
+    return FAIL(r,
+                rc == -EHOSTUNREACH || rc == EL_ETLS || rc == -EACCES
+                    ? EL_EPEERLOST
+                    : rc,
                 "%s: %s", what, *m ? m : el_strerror(rc));
 }
 
@@ -156,8 +160,8 @@ static void signal_agent(struct etcd_rdzv *r)
 
 /* Read a decimal key: *v = dflt if missing; *mod (may be NULL) gets its
  * mod_revision (0 if missing). */
-static int get_int(struct etcd_rdzv *r, const char *k, int64_t dflt,
-                   int64_t *v, int64_t *mod)
+static int get_int(struct etcd_rdzv *r, const char *k, int64_t dflt, int64_t *v,
+                   int64_t *mod)
 {
     void *val = NULL;
     int rc = el_etcd_get(r->c, k, &val, NULL, mod);
@@ -192,8 +196,7 @@ static int create(struct etcd_rdzv *r, const char *k, const char *val,
     return 0;
 }
 
-static int count(struct etcd_rdzv *r, const char *k, int64_t *n,
-                 int64_t *rev)
+static int count(struct etcd_rdzv *r, const char *k, int64_t *n, int64_t *rev)
 {
     int rc = el_etcd_count_prefix(r->c, k, n, rev);
     return rc ? efail(r, r->c, rc, "counting the joiners") : 0;
@@ -239,7 +242,8 @@ static int probe_members(struct etcd_rdzv *r)
     int gone = 0;
     for (int i = 0; i < r->e.self.nmembers; i++) {
         const struct el__rdzv_member *m = &r->e.self.members[i];
-        if (strcmp(m->id, r->e.self.id) == 0 || m->port <= 0 || is_dead(r, m->id))
+        if (strcmp(m->id, r->e.self.id) == 0 || m->port <= 0 ||
+            is_dead(r, m->id))
             continue;
         int fd = el_tcp_connect(m->name, m->port, 50);
         if (fd >= 0) {
@@ -250,9 +254,10 @@ static int probe_members(struct etcd_rdzv *r)
             continue;
         mark_dead(r, m->id);
         gone++;
-        note(r, "round %" PRId64 " (rank %d of %d nodes): node %s is gone "
-             "(its agent refuses connections); re-forming", r->e.self.round,
-             r->e.self.rank, r->e.self.nmembers, m->name);
+        note(r,
+             "round %" PRId64 " (rank %d of %d nodes): node %s is gone "
+             "(its agent refuses connections); re-forming",
+             r->e.self.round, r->e.self.rank, r->e.self.nmembers, m->name);
     }
     return gone;
 }
@@ -262,7 +267,7 @@ static int probe_members(struct etcd_rdzv *r)
 struct live_set {
     struct etcd_rdzv *r;
     struct el_etcd_kv *kvs;
-    size_t n, skip;               /* skip: the prefix length of the keys   */
+    size_t n, skip; /* skip: the prefix length of the keys   */
 };
 
 static int live_has(void *arg, const char *id)
@@ -306,8 +311,7 @@ static int raise_round(struct etcd_rdzv *r, int64_t target,
             char ak[KEY_MAX];
             key(r, ak, "alive/");
             live.skip = strlen(ak);
-            if ((rc = el_etcd_range_prefix(r->c, ak, &live.kvs, &live.n,
-                                           NULL)))
+            if ((rc = el_etcd_range_prefix(r->c, ak, &live.kvs, &live.n, NULL)))
                 return efail(r, r->c, rc, "listing the live nodes");
             char *list = el__rdzv_expect_list(m, n, extra, live_has, &live);
             el_etcd_kvs_free(live.kvs, live.n);
@@ -380,8 +384,7 @@ static int read_job(struct etcd_rdzv *r, int64_t *round, int64_t *mod)
     for (size_t i = 0; i < n; i++) {
         const char *name = kvs[i].key + skip;
         if (strcmp(name, "closed") == 0) {
-            FAIL(r, EL_ECLOSED, "the job is closed (%s)",
-                 (char *)kvs[i].value);
+            FAIL(r, EL_ECLOSED, "the job is closed (%s)", (char *)kvs[i].value);
             closed = 1;
         } else if (strcmp(name, "round") == 0) {
             *round = strtoll(kvs[i].value, NULL, 10);
@@ -412,17 +415,14 @@ static void watch_loop(struct etcd_rdzv *r, int deaths)
     el_etcd_set_cancel_fd(c, r->stop_pipe[0]);
     for (;;) {
         struct el_etcd_watch *w = NULL;
-        int rc = el_etcd_watch_open_filtered(c, k, 1, from,
-                                             deaths ? EL_ETCD_WATCH_NO_PUT
-                                                    : 0,
-                                             &w);
+        int rc = el_etcd_watch_open_filtered(
+            c, k, 1, from, deaths ? EL_ETCD_WATCH_NO_PUT : 0, &w);
         while (rc == 0) {
             struct el_etcd_event *evs = NULL;
             size_t n = 0;
             rc = el_etcd_watch_next(w, &evs, &n, -1);
             for (size_t i = 0; i < n && deaths; i++) {
-                if (evs[i].type != EL_ETCD_DELETE ||
-                    evs[i].kv.key_len <= skip)
+                if (evs[i].type != EL_ETCD_DELETE || evs[i].kv.key_len <= skip)
                     continue;
                 mark_dead(r, evs[i].kv.key + skip);
             }
@@ -488,8 +488,10 @@ static void *ring_main(void *arg)
             } else if (fd == -ECONNREFUSED) {
                 if (!is_dead(r, peer.id)) {
                     mark_dead(r, peer.id);
-                    note(r, "node %s is gone (its agent refuses "
-                         "connections); revoking its lease", peer.name);
+                    note(r,
+                         "node %s is gone (its agent refuses "
+                         "connections); revoking its lease",
+                         peer.name);
                     el_etcd_lease_revoke(c, peer.lease);
                     signal_agent(r);
                 }
@@ -673,7 +675,6 @@ static int wait_round(struct etcd_rdzv *r, int64_t round, const char *sub,
     return efail(r, r->c, rc, "waiting for the round");
 }
 
-
 /* ---- the rest of the state primitives (elastic.h) ---- */
 
 static int et_enter(struct el__rdzv_elastic *e, int cancel_fd,
@@ -693,8 +694,7 @@ static void et_leave(struct el__rdzv_elastic *e)
     e->cancel_fd = -1;
 }
 
-static int et_read_job(struct el__rdzv_elastic *e, int64_t *round,
-                       int64_t *rev)
+static int et_read_job(struct el__rdzv_elastic *e, int64_t *round, int64_t *rev)
 {
     return read_job(R(e), round, rev);
 }
@@ -791,8 +791,7 @@ static int et_joiners(struct el__rdzv_elastic *e, int64_t round,
     for (size_t i = 0; i < nk; i++) {
         struct el__rdzv_member *x = &m[n];
         if (sscanf(kvs[i].value, "v1 %191s %d %d %255s %d %" SCNd64, x->id,
-                   &x->lws, &x->prev_rank, x->name, &x->port,
-                   &x->lease) == 6) {
+                   &x->lws, &x->prev_rank, x->name, &x->port, &x->lease) == 6) {
             x->seq = kvs[i].create_revision;
             n++;
         }
@@ -888,12 +887,13 @@ static int et_exit_verdict(struct el__rdzv_elastic *e, int64_t round, int ok)
     char k[KEY_MAX];
     key(r, k, "r%" PRId64 "/exit/done", round);
     int rc = el_etcd_put(r->c, k, ok ? "ok" : "failed", ok ? 2 : 6, 0, NULL);
-    return rc ? efail(r, r->c, rc, ok ? "completing the exit barrier"
-                                      : "reporting the failure") : 0;
+    return rc ? efail(r, r->c, rc,
+                      ok ? "completing the exit barrier"
+                         : "reporting the failure")
+              : 0;
 }
 
-static int et_exit_count(struct el__rdzv_elastic *e, int64_t round,
-                         int64_t *n)
+static int et_exit_count(struct el__rdzv_elastic *e, int64_t round, int64_t *n)
 {
     struct etcd_rdzv *r = R(e);
     char k[KEY_MAX];
@@ -901,8 +901,7 @@ static int et_exit_count(struct el__rdzv_elastic *e, int64_t round,
     return count(r, k, n, NULL);
 }
 
-static int et_exit_arrive(struct el__rdzv_elastic *e, int64_t round,
-                          int64_t *n)
+static int et_exit_arrive(struct el__rdzv_elastic *e, int64_t round, int64_t *n)
 {
     struct etcd_rdzv *r = R(e);
     char k[KEY_MAX];
@@ -1051,10 +1050,9 @@ static const struct el_rdzv_ops etcd_ops = {
 static int copy_opts(struct etcd_rdzv *r, const struct el_rdzv_config *cfg,
                      const char *endpoints)
 {
-    const char *src[7] = {endpoints,      cfg->etcd.protocol,
-                          cfg->etcd.cacert, cfg->etcd.cert,
-                          cfg->etcd.key,  cfg->etcd.user,
-                          cfg->etcd.password};
+    const char *src[7] = {
+        endpoints,     cfg->etcd.protocol, cfg->etcd.cacert,  cfg->etcd.cert,
+        cfg->etcd.key, cfg->etcd.user,     cfg->etcd.password};
     for (int i = 0; i < 7; i++)
         if (src[i] && !(r->strs[i] = strdup(src[i])))
             return -ENOMEM;
@@ -1091,8 +1089,8 @@ static int start(struct etcd_rdzv *r, char *err, size_t errlen)
         return rc;
     }
     key(r, k, "alive/%s", r->e.self.id);
-    if ((rc = el_etcd_put(r->c, k, r->e.self.name, strlen(r->e.self.name), r->lease,
-                          &r->watch_from))) {
+    if ((rc = el_etcd_put(r->c, k, r->e.self.name, strlen(r->e.self.name),
+                          r->lease, &r->watch_from))) {
         efail(r, r->c, rc, "announcing this node");
         snprintf(err, errlen, "%s", r->e.base.errmsg);
         return rc;
@@ -1118,9 +1116,10 @@ static int start(struct etcd_rdzv *r, char *err, size_t errlen)
         return -rc;
     }
     r->ring_running = 1;
-    note(r, "etcd rendezvous at %s, keys under %s, lease %" PRId64 " (TTL "
-         "%" PRId64 " s); workers' store on port %d", r->eo.endpoints,
-         r->prefix, r->lease, r->ttl_s, r->srv_port);
+    note(r,
+         "etcd rendezvous at %s, keys under %s, lease %" PRId64 " (TTL "
+         "%" PRId64 " s); workers' store on port %d",
+         r->eo.endpoints, r->prefix, r->lease, r->ttl_s, r->srv_port);
     return 0;
 }
 
@@ -1130,13 +1129,16 @@ int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
     char ep[EL_HOST_MAX + 16];
     const char *endpoints = cfg->endpoints;
     if (cfg->min_nodes < 1 || cfg->max_nodes < cfg->min_nodes) {
-        snprintf(err, errlen, "--nnodes must be MIN:MAX with 1 <= MIN <= MAX "
-                 "(got %d:%d)", cfg->min_nodes, cfg->max_nodes);
+        snprintf(err, errlen,
+                 "--nnodes must be MIN:MAX with 1 <= MIN <= MAX "
+                 "(got %d:%d)",
+                 cfg->min_nodes, cfg->max_nodes);
         return EL_EUSAGE;
     }
     if (!endpoints || !*endpoints) {
         if (!cfg->host || !*cfg->host || cfg->port <= 0) {
-            snprintf(err, errlen, "the etcd rendezvous needs --rdzv-endpoint="
+            snprintf(err, errlen,
+                     "the etcd rendezvous needs --rdzv-endpoint="
                      "HOST:PORT[,HOST:PORT...] (etcd's client URLs)");
             return EL_EUSAGE;
         }
@@ -1144,11 +1146,12 @@ int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
                  cfg->host, cfg->port);
         endpoints = ep;
     }
-    const char *pfx = cfg->etcd.prefix && *cfg->etcd.prefix ? cfg->etcd.prefix
-                                                            : "/elrun";
+    const char *pfx =
+        cfg->etcd.prefix && *cfg->etcd.prefix ? cfg->etcd.prefix : "/elrun";
     const char *run_id = cfg->run_id ? cfg->run_id : "none";
     if (strlen(pfx) + strlen(run_id) > 300 || strchr(run_id, '/')) {
-        snprintf(err, errlen, "etcd_prefix and --rdzv-id must be at most 300 "
+        snprintf(err, errlen,
+                 "etcd_prefix and --rdzv-id must be at most 300 "
                  "bytes together, and the id must not contain '/'");
         return EL_EUSAGE;
     }

@@ -62,20 +62,20 @@
 #define ID_MAX EL__RDZV_ID_MAX
 
 struct store_rdzv {
-    struct el__rdzv_elastic e;    /* first: the rules' state, then base   */
+    struct el__rdzv_elastic e; /* first: the rules' state, then base   */
     char run_id[256];
-    struct el__rdzv_link link;    /* the store endpoint, prefix, client    */
-    struct el_store_server *srv;  /* when this agent hosts the store       */
-    char *events;                 /* the events log as last read (refresh) */
+    struct el__rdzv_link link;   /* the store endpoint, prefix, client    */
+    struct el_store_server *srv; /* when this agent hosts the store       */
+    char *events;                /* the events log as last read (refresh) */
     /* The keep-alive thread: it owns its connection and its id copy; it
      * tells the caller's thread only through 'lost' and evfd. */
     pthread_t th;
     int th_running;
-    char live_id[ID_MAX];         /* the id it keeps alive                 */
+    char live_id[ID_MAX];           /* the id it keeps alive                 */
     struct el__rdzv_link live_link; /* its copy: where, no client, no log  */
     int stop_pipe[2];
     int evfd;
-    atomic_int lost;              /* its connection ended (not stopped)    */
+    atomic_int lost; /* its connection ended (not stopped)    */
 };
 
 #define R(e) ((struct store_rdzv *)(e))
@@ -83,8 +83,8 @@ struct store_rdzv {
 #define note(r, ...) el__rdzv_note(&(r)->e.self, __VA_ARGS__)
 
 #define key(r, ...) el__rdzv_key(&(r)->link, __VA_ARGS__)
-#define store_fail(r, rc, what) el__rdzv_store_fail(&(r)->e.base, &(r)->link, \
-                                                    (rc), (what))
+#define store_fail(r, rc, what) \
+    el__rdzv_store_fail(&(r)->e.base, &(r)->link, (rc), (what))
 
 /* ---- store access ---- */
 
@@ -188,8 +188,7 @@ static void *live_main(void *arg)
     int seen_present = 0, rc;
     /* This connection's silence beyond the keep-alive window is a death. */
     int window = r->e.window_ms;
-    rc = el__rdzv_connect(&scratch, &r->live_link, &w, window,
-                          r->stop_pipe[0],
+    rc = el__rdzv_connect(&scratch, &r->live_link, &w, window, r->stop_pipe[0],
                           el_now_ms() + r->live_link.io_timeout_ms);
     if (rc == 0) {
         el_store_set_cancel_fd(w, r->stop_pipe[0]);
@@ -203,8 +202,8 @@ static void *live_main(void *arg)
         int present = 0;
         void *val = NULL;
         size_t len = 0;
-        rc = el_store_watch(w, k, seen_present, seen, seen_len, &present,
-                            &val, &len, r->e.keepalive_ms);
+        rc = el_store_watch(w, k, seen_present, seen, seen_len, &present, &val,
+                            &len, r->e.keepalive_ms);
         if (rc == -ETIMEDOUT) {
             rc = 0; /* that request was the heartbeat */
             continue;
@@ -233,8 +232,8 @@ static int start_live(struct store_rdzv *r)
     r->live_link.cl = NULL;
     r->live_link.on_event = NULL;
     atomic_store(&r->lost, 0);
-    return el__rdzv_thread_start(&r->e.base, &r->th, &r->th_running,
-                                 live_main, r, "keep-alive thread");
+    return el__rdzv_thread_start(&r->e.base, &r->th, &r->th_running, live_main,
+                                 r, "keep-alive thread");
 }
 
 static void stop_live(struct store_rdzv *r)
@@ -261,9 +260,11 @@ static int live_lost(struct store_rdzv *r)
     if (rc == EL_ENOTSTORE)
         return rc;
     if (rc)
-        return FAIL(r, EL_EPEERLOST, "lost the rendezvous store at %s:%d "
+        return FAIL(r, EL_EPEERLOST,
+                    "lost the rendezvous store at %s:%d "
                     "(its host is gone, or this node was cut off for longer "
-                    "than the keep-alive window)", r->link.host, r->link.port);
+                    "than the keep-alive window)",
+                    r->link.host, r->link.port);
     if (listed_dead(r->events, r->e.self.id))
         return 0; /* the rules' reborn() starts the keep-alive again */
     return start_live(r);
@@ -323,8 +324,7 @@ static int check_closed(struct store_rdzv *r)
     return 1;
 }
 
-static int st_read_job(struct el__rdzv_elastic *e, int64_t *round,
-                       int64_t *rev)
+static int st_read_job(struct el__rdzv_elastic *e, int64_t *round, int64_t *rev)
 {
     struct store_rdzv *r = R(e);
     char k[400];
@@ -492,10 +492,11 @@ static int st_set_deadline(struct el__rdzv_elastic *e, int64_t round,
     char k[400], d[32];
     key(r, k, sizeof k, "r%" PRId64 "/deadline", round);
     snprintf(d, sizeof d, "%lld", wall_ms);
-    int rc = el_store_compare_set(r->link.cl, k, "", 0, d, strlen(d), NULL,
-                                  NULL);
+    int rc =
+        el_store_compare_set(r->link.cl, k, "", 0, d, strlen(d), NULL, NULL);
     return rc && rc != EL_EMISMATCH
-               ? store_fail(r, rc, "setting the round's deadline") : 0;
+               ? store_fail(r, rc, "setting the round's deadline")
+               : 0;
 }
 
 static void st_clear_deadline(struct el__rdzv_elastic *e, int64_t round)
@@ -531,13 +532,12 @@ static int st_joiners(struct el__rdzv_elastic *e, int64_t round,
     int batch = m && vals && lens && kbuf && keys ? 0 : -ENOMEM;
     for (int64_t s = 0; s < count && !batch; s++) {
         keys[s] = kbuf + s * 400;
-        key(r, kbuf + s * 400, 400, "r%" PRId64 "/node/%" PRId64, round,
-            s + 1);
+        key(r, kbuf + s * 400, 400, "r%" PRId64 "/node/%" PRId64, round, s + 1);
     }
     if (!batch)
-        batch = el_store_multi_get(r->link.cl, keys, (size_t)count, vals, lens,
-                                   r->link.io_timeout_ms < 1000
-                                       ? r->link.io_timeout_ms : 1000);
+        batch = el_store_multi_get(
+            r->link.cl, keys, (size_t)count, vals, lens,
+            r->link.io_timeout_ms < 1000 ? r->link.io_timeout_ms : 1000);
     free(keys);
     free(kbuf);
     free(lens);
@@ -635,8 +635,8 @@ static int st_wait(struct el__rdzv_elastic *e, enum el__rdzv_wait what,
     case EL__RDZV_WAIT_JOINERS:
         snprintf(cur, sizeof cur, "%" PRId64, st->joiners);
         key(r, k, sizeof k, "r%" PRId64 "/joined", round);
-        rc = el_store_watch(r->link.cl, k, 1, cur, strlen(cur), &present,
-                            NULL, NULL, ms);
+        rc = el_store_watch(r->link.cl, k, 1, cur, strlen(cur), &present, NULL,
+                            NULL, ms);
         break;
     default:
         /* No deadline yet: wait for it (a seal sets it too); else for the
@@ -680,8 +680,8 @@ static int st_close_job(struct el__rdzv_elastic *e, const char *why)
     struct store_rdzv *r = R(e);
     char k[400];
     key(r, k, sizeof k, "closed");
-    int rc = el_store_compare_set(r->link.cl, k, "", 0, why, strlen(why),
-                                  NULL, NULL);
+    int rc = el_store_compare_set(r->link.cl, k, "", 0, why, strlen(why), NULL,
+                                  NULL);
     if (rc && rc != EL_EMISMATCH)
         return store_fail(r, rc, "closing");
     return append_event(r, "closed %s", why);
@@ -693,12 +693,13 @@ static int st_exit_verdict(struct el__rdzv_elastic *e, int64_t round, int ok)
     char k[400];
     key(r, k, sizeof k, "r%" PRId64 "/exit/done", round);
     int rc = el_store_set(r->link.cl, k, ok ? "ok" : "failed", ok ? 2 : 6);
-    return rc ? store_fail(r, rc, ok ? "completing the exit barrier"
-                                     : "reporting the failure") : 0;
+    return rc ? store_fail(r, rc,
+                           ok ? "completing the exit barrier"
+                              : "reporting the failure")
+              : 0;
 }
 
-static int st_exit_arrive(struct el__rdzv_elastic *e, int64_t round,
-                          int64_t *n)
+static int st_exit_arrive(struct el__rdzv_elastic *e, int64_t round, int64_t *n)
 {
     struct store_rdzv *r = R(e);
     char k[400 + ID_MAX];
@@ -711,8 +712,7 @@ static int st_exit_arrive(struct el__rdzv_elastic *e, int64_t round,
     return rc ? store_fail(r, rc, "entering the exit barrier") : 0;
 }
 
-static int st_exit_count(struct el__rdzv_elastic *e, int64_t round,
-                         int64_t *n)
+static int st_exit_count(struct el__rdzv_elastic *e, int64_t round, int64_t *n)
 {
     struct store_rdzv *r = R(e);
     char k[400];
@@ -836,13 +836,13 @@ static int maybe_host(struct store_rdzv *r, int is_host, char *err,
 {
     if (is_host < 0)
         return 0;
-    struct el_store_server_opts so = {.host = r->link.host,
-                                      .port = r->link.port,
-                                      .secret = r->link.secret_len
-                                                    ? r->link.secret : NULL,
-                                      .secret_len = r->link.secret_len,
-                                      .on_event = r->link.on_event,
-                                      .event_arg = r->link.event_arg};
+    struct el_store_server_opts so = {
+        .host = r->link.host,
+        .port = r->link.port,
+        .secret = r->link.secret_len ? r->link.secret : NULL,
+        .secret_len = r->link.secret_len,
+        .on_event = r->link.on_event,
+        .event_arg = r->link.event_arg};
     if (strcmp(r->link.host, "localhost") == 0)
         so.host = "127.0.0.1";
     int rc = el_store_server_start(&r->srv, &so);
@@ -852,25 +852,27 @@ static int maybe_host(struct store_rdzv *r, int is_host, char *err,
         return 0;
     }
     r->srv = NULL;
-    if (is_host == 0 && (rc == -EADDRINUSE || rc == -EADDRNOTAVAIL ||
-                        rc == EL_EUSAGE))
+    if (is_host == 0 &&
+        (rc == -EADDRINUSE || rc == -EADDRNOTAVAIL || rc == EL_EUSAGE))
         return 0; /* someone else hosts it, or the address is not ours */
     snprintf(err, errlen, "cannot host the rendezvous store on %s:%d: %s",
              r->link.host, r->link.port, el_strerror(rc));
     return rc;
 }
 
-int el__rdzv_store_open(struct el_rdzv **out,
-                        const struct el_rdzv_config *cfg, char *err,
-                        size_t errlen)
+int el__rdzv_store_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
+                        char *err, size_t errlen)
 {
     if (cfg->min_nodes < 1 || cfg->max_nodes < cfg->min_nodes) {
-        snprintf(err, errlen, "--nnodes must be MIN:MAX with 1 <= MIN <= MAX "
-                 "(got %d:%d)", cfg->min_nodes, cfg->max_nodes);
+        snprintf(err, errlen,
+                 "--nnodes must be MIN:MAX with 1 <= MIN <= MAX "
+                 "(got %d:%d)",
+                 cfg->min_nodes, cfg->max_nodes);
         return EL_EUSAGE;
     }
     if (!cfg->host || !*cfg->host || cfg->port <= 0) {
-        snprintf(err, errlen, "the c10d rendezvous needs --rdzv-endpoint="
+        snprintf(err, errlen,
+                 "the c10d rendezvous needs --rdzv-endpoint="
                  "HOST:PORT (every node gives the same one)");
         return EL_EUSAGE;
     }

@@ -38,14 +38,14 @@
 struct st_rdzv {
     struct el_rdzv base;
     char run_id[256];
-    struct el__rdzv_link link;    /* the store: where, key prefix, client */
+    struct el__rdzv_link link;     /* the store: where, key prefix, client */
     char master_addr[EL_HOST_MAX]; /* what workers get as MASTER_ADDR */
     int nodes, node_rank, standalone;
     int join_timeout_ms;
     struct el_store_server *srv;
-    int64_t round;                /* last completed round, -1 before */
-    int64_t joining;              /* round being joined, -1 if none */
-    int stage;                    /* progress in joining (resumable) */
+    int64_t round;   /* last completed round, -1 before */
+    int64_t joining; /* round being joined, -1 if none */
+    int stage;       /* progress in joining (resumable) */
     int closed;
     /* Watcher of the "round" key (multi-node only). */
     pthread_t th;
@@ -53,7 +53,7 @@ struct st_rdzv {
     int stop_pipe[2];
     int evfd;
     int64_t watch_from;
-    atomic_int lost;              /* the watcher lost the store           */
+    atomic_int lost; /* the watcher lost the store           */
     void (*on_event)(void *, const char *);
     void *event_arg;
 };
@@ -61,10 +61,10 @@ struct st_rdzv {
 #define FAIL(r, rc, ...) el__rdzv_fail(&(r)->base, (rc), __VA_ARGS__)
 
 #define key(r, ...) el__rdzv_key(&(r)->link, __VA_ARGS__)
-#define ensure_client(r, cancel_fd, deadline)                               \
+#define ensure_client(r, cancel_fd, deadline) \
     el__rdzv_ensure(&(r)->base, &(r)->link, (cancel_fd), (deadline))
-#define store_fail(r, rc, what) el__rdzv_store_fail(&(r)->base, &(r)->link, \
-                                                    (rc), (what))
+#define store_fail(r, rc, what) \
+    el__rdzv_store_fail(&(r)->base, &(r)->link, (rc), (what))
 
 static int is_loopback(const char *h)
 {
@@ -97,8 +97,8 @@ static void *watch_main(void *arg)
             void *val = NULL;
             size_t len = 0;
             snprintf(exp, sizeof exp, "%" PRId64, seen);
-            rc = el_store_watch(w, k, 1, exp, strlen(exp), &present, &val,
-                                &len, -1);
+            rc = el_store_watch(w, k, 1, exp, strlen(exp), &present, &val, &len,
+                                -1);
             if (rc)
                 break;
             if (present && val)
@@ -186,8 +186,10 @@ static int st_next(struct el_rdzv *base, int lws, int cancel_fd,
              * this job cannot finish as a whole any more. */
             key(r, k, sizeof k, "exit/done");
             el_store_set(r->link.cl, k, "failed", 6);
-            return FAIL(r, EL_ECLOSED, "another node already finished the "
-                        "job, so round %" PRId64 " cannot start", target);
+            return FAIL(r, EL_ECLOSED,
+                        "another node already finished the "
+                        "job, so round %" PRId64 " cannot start",
+                        target);
         }
         key(r, k, sizeof k, "closed");
         if ((rc = get_int(r, k, &done)))
@@ -209,9 +211,11 @@ static int st_next(struct el_rdzv *base, int lws, int cancel_fd,
             return store_fail(r, rc, "claiming the node rank");
         if (claims > 1) {
             r->joining = -1;
-            return FAIL(r, EL_EUSAGE, "another agent already joined round "
+            return FAIL(r, EL_EUSAGE,
+                        "another agent already joined round "
                         "%" PRId64 " as node rank %d; give every node its "
-                        "own --node-rank", k_round, r->node_rank);
+                        "own --node-rank",
+                        k_round, r->node_rank);
         }
         r->stage = 1;
     }
@@ -249,14 +253,17 @@ static int st_next(struct el_rdzv *base, int lws, int cancel_fd,
         free(val);
         if (closed) {
             r->joining = -1;
-            return FAIL(r, EL_ECLOSED, "another node already finished the "
-                        "job, so round %" PRId64 " cannot start", k_round);
+            return FAIL(r, EL_ECLOSED,
+                        "another node already finished the "
+                        "job, so round %" PRId64 " cannot start",
+                        k_round);
         }
         if (rc == -ETIMEDOUT)
-            return FAIL(r, rc, "round %" PRId64 ": not all %d nodes joined "
+            return FAIL(r, rc,
+                        "round %" PRId64 ": not all %d nodes joined "
                         "within %d s; start the missing nodes or raise "
-                        "--rdzv-conf=join_timeout", k_round, r->nodes,
-                        r->join_timeout_ms / 1000);
+                        "--rdzv-conf=join_timeout",
+                        k_round, r->nodes, r->join_timeout_ms / 1000);
         if (rc)
             return store_fail(r, rc, "waiting for the round");
     }
@@ -270,12 +277,15 @@ static int st_next(struct el_rdzv *base, int lws, int cancel_fd,
         void **vals = calloc((size_t)r->nodes, sizeof *vals);
         size_t *lens = calloc((size_t)r->nodes, sizeof *lens);
         if (!keys || !kbuf || !vals || !lens) {
-            free(keys); free(kbuf); free(vals); free(lens);
+            free(keys);
+            free(kbuf);
+            free(vals);
+            free(lens);
             return FAIL(r, -ENOMEM, "out of memory");
         }
         for (int i = 0; i < r->nodes; i++) {
-            key(r, kbuf + (size_t)i * 400, 400, "r%" PRId64 "/lws/%d",
-                k_round, i);
+            key(r, kbuf + (size_t)i * 400, 400, "r%" PRId64 "/lws/%d", k_round,
+                i);
             keys[i] = kbuf + (size_t)i * 400;
         }
         rc = el_store_multi_get(r->link.cl, keys, (size_t)r->nodes, vals, lens,
@@ -289,9 +299,13 @@ static int st_next(struct el_rdzv *base, int lws, int cancel_fd,
                 free(vals[i]);
             }
         }
-        free(keys); free(kbuf); free(vals); free(lens);
+        free(keys);
+        free(kbuf);
+        free(vals);
+        free(lens);
         if (rc)
-            return store_fail(r, rc, "reading the other nodes' worker "
+            return store_fail(r, rc,
+                              "reading the other nodes' worker "
                               "counts");
     }
     r->round = k_round;
@@ -318,9 +332,10 @@ static int st_num_nodes_waiting(struct el_rdzv *base, int *n)
     if (r->nodes <= 1)
         return 0;
     if (atomic_load(&r->lost))
-        return FAIL(r, EL_EPEERLOST, "lost the connection to the rendezvous "
-                    "store at %s:%d (node 0 gone?)", r->link.host,
-                    r->link.port);
+        return FAIL(r, EL_EPEERLOST,
+                    "lost the connection to the rendezvous "
+                    "store at %s:%d (node 0 gone?)",
+                    r->link.host, r->link.port);
     if (!r->link.cl && (rc = ensure_client(r, -1, el_now_ms() + 1000)))
         return rc;
     key(r, k, sizeof k, "round");
@@ -350,8 +365,8 @@ static void st_ack_notify(struct el_rdzv *base)
     }
 }
 
-static int st_exit_barrier(struct el_rdzv *base, int succeeded,
-                           int timeout_ms, int cancel_fd)
+static int st_exit_barrier(struct el_rdzv *base, int succeeded, int timeout_ms,
+                           int cancel_fd)
 {
     struct st_rdzv *r = (struct st_rdzv *)base;
     char k[400];
@@ -378,10 +393,9 @@ static int st_exit_barrier(struct el_rdzv *base, int succeeded,
         snprintf(d, sizeof d, "%" PRId64, r->round + 1);
         if (!rc) {
             rc = el_store_compare_set(r->link.cl, kr, e, strlen(e), d,
-                                      strlen(d),
-                                      NULL, NULL);
+                                      strlen(d), NULL, NULL);
             if (rc == EL_EMISMATCH)
-                rc = 0;  /* someone raised it already */
+                rc = 0; /* someone raised it already */
         }
         return rc ? store_fail(r, rc, "reporting the failure") : 0;
     }
@@ -414,8 +428,10 @@ static int st_exit_barrier(struct el_rdzv *base, int succeeded,
         el_store_set_cancel_fd(r->link.cl, -1);
     free(val);
     if (rc == -ETIMEDOUT)
-        return FAIL(r, rc, "exit barrier: not every node finished within "
-                    "%d s", timeout_ms / 1000);
+        return FAIL(r, rc,
+                    "exit barrier: not every node finished within "
+                    "%d s",
+                    timeout_ms / 1000);
     return rc ? store_fail(r, rc, "waiting in the exit barrier") : 0;
 }
 
@@ -504,26 +520,30 @@ static const struct el_rdzv_ops standalone_ops = {
     .close = st_close,
 };
 
-int el__rdzv_static_open(struct el_rdzv **out,
-                         const struct el_rdzv_config *cfg, char *err,
-                         size_t errlen)
+int el__rdzv_static_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
+                         char *err, size_t errlen)
 {
     int standalone = strcmp(cfg->backend, "static") != 0;
     if (standalone && cfg->max_nodes > 1) {
-        snprintf(err, errlen, "the %s rendezvous with --nnodes=%d:%d is not "
+        snprintf(err, errlen,
+                 "the %s rendezvous with --nnodes=%d:%d is not "
                  "available yet; use --rdzv-backend=static with "
-                 "--node-rank on each node", cfg->backend, cfg->min_nodes,
-                 cfg->max_nodes);
+                 "--node-rank on each node",
+                 cfg->backend, cfg->min_nodes, cfg->max_nodes);
         return EL_EUSAGE;
     }
     if (!standalone && cfg->min_nodes != cfg->max_nodes) {
-        snprintf(err, errlen, "the static rendezvous needs a fixed number of "
-                 "nodes (got %d:%d)", cfg->min_nodes, cfg->max_nodes);
+        snprintf(err, errlen,
+                 "the static rendezvous needs a fixed number of "
+                 "nodes (got %d:%d)",
+                 cfg->min_nodes, cfg->max_nodes);
         return EL_EUSAGE;
     }
     if (!standalone && cfg->port == 0 && cfg->max_nodes > 1) {
-        snprintf(err, errlen, "the static rendezvous of %d nodes needs a "
-                 "fixed --master-port (not 0)", cfg->max_nodes);
+        snprintf(err, errlen,
+                 "the static rendezvous of %d nodes needs a "
+                 "fixed --master-port (not 0)",
+                 cfg->max_nodes);
         return EL_EUSAGE;
     }
     struct st_rdzv *r = calloc(1, sizeof *r);
@@ -541,8 +561,8 @@ int el__rdzv_static_open(struct el_rdzv **out,
     r->round = -1;
     r->joining = -1;
     r->stop_pipe[0] = r->stop_pipe[1] = -1;
-    r->join_timeout_ms = cfg->join_timeout_ms > 0 ? cfg->join_timeout_ms
-                                                  : 600000;
+    r->join_timeout_ms =
+        cfg->join_timeout_ms > 0 ? cfg->join_timeout_ms : 600000;
     r->link.io_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 60000;
     r->on_event = cfg->on_event;
     r->event_arg = cfg->event_arg;
@@ -550,7 +570,8 @@ int el__rdzv_static_open(struct el_rdzv **out,
              cfg->run_id ? cfg->run_id : "none");
     snprintf(r->link.prefix, sizeof r->link.prefix, "/elrun/%s/", r->run_id);
     const char *host = cfg->host && *cfg->host ? cfg->host
-                       : standalone ? "127.0.0.1" : "127.0.0.1";
+                       : standalone            ? "127.0.0.1"
+                                               : "127.0.0.1";
     if (standalone && strcmp(host, "localhost") == 0)
         host = "127.0.0.1";
     snprintf(r->link.host, sizeof r->link.host, "%s", host);
@@ -572,9 +593,8 @@ int el__rdzv_static_open(struct el_rdzv **out,
         char bind[EL_HOST_MAX];
         /* Loopback stays loopback (a single node needs no more), unless
          * the workers are told another address with --local-addr. */
-        int local_only = is_loopback(host) &&
-                         !(standalone && cfg->local_addr &&
-                           !is_loopback(cfg->local_addr));
+        int local_only = is_loopback(host) && !(standalone && cfg->local_addr &&
+                                                !is_loopback(cfg->local_addr));
         snprintf(bind, sizeof bind, "%s",
                  local_only ? r->link.host : "0.0.0.0");
         if (strcmp(bind, "localhost") == 0)
@@ -587,10 +607,11 @@ int el__rdzv_static_open(struct el_rdzv **out,
         so.event_arg = r->event_arg;
         int rc = el_store_server_start(&r->srv, &so);
         if (rc) {
-            snprintf(err, errlen, "cannot host the store on %s:%d: %s%s",
-                     bind, cfg->port, el_strerror(rc),
+            snprintf(err, errlen, "cannot host the store on %s:%d: %s%s", bind,
+                     cfg->port, el_strerror(rc),
                      rc == -EADDRINUSE ? "; pick another --master-port or "
-                                         "stop what uses it" : "");
+                                         "stop what uses it"
+                                       : "");
             close(r->evfd);
             close(r->stop_pipe[0]);
             close(r->stop_pipe[1]);

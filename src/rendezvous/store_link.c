@@ -36,9 +36,10 @@ int el__rdzv_link_secret(struct el__rdzv_link *l,
         return 0;
     if (cfg->secret_len < EL_STORE_SECRET_MIN ||
         cfg->secret_len > EL_STORE_SECRET_MAX) {
-        snprintf(err, errlen, "the job secret has %zu bytes; it needs %d to "
-                 "%d", cfg->secret_len, EL_STORE_SECRET_MIN,
-                 EL_STORE_SECRET_MAX);
+        snprintf(err, errlen,
+                 "the job secret has %zu bytes; it needs %d to "
+                 "%d",
+                 cfg->secret_len, EL_STORE_SECRET_MIN, EL_STORE_SECRET_MAX);
         return EL_EUSAGE;
     }
     memcpy(l->secret, cfg->secret, cfg->secret_len);
@@ -69,14 +70,17 @@ int el__rdzv_connect(struct el_rdzv *r, struct el__rdzv_link *l,
     for (;;) {
         long long now = el_now_ms(), left = deadline - now;
         if (left <= 0 && rc == EL_ENOTSTORE)
-            return el__rdzv_fail(r, -ETIMEDOUT, "the rendezvous store at "
+            return el__rdzv_fail(r, -ETIMEDOUT,
+                                 "the rendezvous store at "
                                  "%s:%d accepts connections but does not "
                                  "answer (its host stopped or overloaded?); "
-                                 "%s", l->host, l->port, l->hint);
+                                 "%s",
+                                 l->host, l->port, l->hint);
         if (left <= 0)
             return el__rdzv_fail(r, rc ? rc : -ETIMEDOUT,
                                  "cannot reach the rendezvous store at %s:%d "
-                                 "(%s); %s", l->host, l->port,
+                                 "(%s); %s",
+                                 l->host, l->port,
                                  el_strerror(rc ? rc : -ETIMEDOUT), l->hint);
         /* Between attempts (a refusal comes back at once): 5 ms doubling
          * to 200 ms, watching cancel_fd. */
@@ -92,19 +96,23 @@ int el__rdzv_connect(struct el_rdzv *r, struct el__rdzv_link *l,
             return l->secret_len ? authenticate(r, l, out) : 0;
         }
         if (rc == EL_EUSAGE)
-            return el__rdzv_fail(r, rc, "rendezvous host '%s' does not "
-                                 "resolve", l->host);
+            return el__rdzv_fail(r, rc,
+                                 "rendezvous host '%s' does not "
+                                 "resolve",
+                                 l->host);
         /* Not up yet, or its backlog overflowed: try again.  Anything else
          * will not get better. */
         if (rc != -ECONNREFUSED && rc != -ETIMEDOUT && rc != -EPIPE &&
             rc != -ECONNRESET && rc != -EHOSTUNREACH && rc != -ENETUNREACH &&
             rc != EL_EPROTO && !(rc == EL_ENOTSTORE && l->seen_store))
-            return el__rdzv_fail(r, rc, "cannot reach the rendezvous store "
-                                 "at %s:%d: %s", l->host, l->port,
-                                 el_strerror(rc));
+            return el__rdzv_fail(r, rc,
+                                 "cannot reach the rendezvous store "
+                                 "at %s:%d: %s",
+                                 l->host, l->port, el_strerror(rc));
         if (l->on_event && (told ? now - told >= 10000 : now - start >= 1000)) {
             char msg[EL_HOST_MAX + 200];
-            snprintf(msg, sizeof msg, "waiting for the rendezvous store at "
+            snprintf(msg, sizeof msg,
+                     "waiting for the rendezvous store at "
                      "%s:%d (%s) for %lld s; giving up in %lld s",
                      l->host, l->port, el_strerror(rc), (now - start) / 1000,
                      left / 1000);
@@ -145,8 +153,8 @@ int el__rdzv_thread_start(struct el_rdzv *r, pthread_t *th, int *running,
 {
     int rc = pthread_create(th, NULL, fn, arg);
     if (rc)
-        return el__rdzv_fail(r, -rc, "cannot start the rendezvous %s: %s",
-                             what, strerror(rc));
+        return el__rdzv_fail(r, -rc, "cannot start the rendezvous %s: %s", what,
+                             strerror(rc));
     *running = 1;
     return 0;
 }

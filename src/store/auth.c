@@ -18,8 +18,8 @@
 #include "store/proto.h"
 
 void el__auth_mac(const void *secret, size_t slen, const char *tag,
-                  const uint8_t *b, size_t blen, const uint8_t *c,
-                  size_t clen, uint8_t mac[EL_AUTH_MAC])
+                  const uint8_t *b, size_t blen, const uint8_t *c, size_t clen,
+                  uint8_t mac[EL_AUTH_MAC])
 {
     struct hmac_sha256_ctx ctx;
     hmac_sha256_set_key(&ctx, slen, secret);
@@ -56,14 +56,15 @@ int el_store_read_secret(const char *path, uint8_t *buf, size_t cap,
         return e;
     }
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "the secret file %s is not a regular file",
-                 path);
+        snprintf(err, errlen, "the secret file %s is not a regular file", path);
         close(fd);
         return EL_EUSAGE;
     }
     if (st.st_mode & (S_IROTH | S_IWOTH)) {
-        snprintf(err, errlen, "the secret file %s can be read or written by "
-                 "every user; chmod 600 it (or 640 for a group)", path);
+        snprintf(err, errlen,
+                 "the secret file %s can be read or written by "
+                 "every user; chmod 600 it (or 640 for a group)",
+                 path);
         close(fd);
         return EL_EUSAGE;
     }
@@ -83,8 +84,10 @@ int el_store_read_secret(const char *path, uint8_t *buf, size_t cap,
             break;
         n += (size_t)r;
         if (n == cap) {
-            snprintf(err, errlen, "the secret file %s is longer than %zu "
-                     "bytes", path, cap - 1);
+            snprintf(err, errlen,
+                     "the secret file %s is longer than %zu "
+                     "bytes",
+                     path, cap - 1);
             close(fd);
             return EL_EUSAGE;
         }
@@ -96,7 +99,8 @@ int el_store_read_secret(const char *path, uint8_t *buf, size_t cap,
     if (n && buf[n - 1] == '\r')
         n--;
     if (n < EL_STORE_SECRET_MIN) {
-        snprintf(err, errlen, "the secret in %s has %zu bytes; use at least "
+        snprintf(err, errlen,
+                 "the secret in %s has %zu bytes; use at least "
                  "%d (for example: head -c 32 /dev/urandom | base64 > %s)",
                  path, n, EL_STORE_SECRET_MIN, path);
         return EL_EUSAGE;

@@ -25,10 +25,10 @@
 #include "store/proto.h"
 
 struct el_store {
-    int fd;                 /* -1 once broken                              */
+    int fd; /* -1 once broken                              */
     int cancel_fd;
     int io_timeout_ms;
-    uint8_t *req;           /* request being built                         */
+    uint8_t *req; /* request being built                         */
     size_t req_len, req_cap;
     char errmsg[256];
 };
@@ -75,8 +75,14 @@ static int put(struct el_store *s, const void *p, size_t n)
     return 0;
 }
 
-static int put_u8(struct el_store *s, uint8_t v) { return put(s, &v, 1); }
-static int put_i64(struct el_store *s, int64_t v) { return put(s, &v, 8); }
+static int put_u8(struct el_store *s, uint8_t v)
+{
+    return put(s, &v, 1);
+}
+static int put_i64(struct el_store *s, int64_t v)
+{
+    return put(s, &v, 8);
+}
 
 static int put_str(struct el_store *s, const void *p, size_t n)
 {
@@ -94,8 +100,9 @@ static int begin(struct el_store *s, uint8_t code)
 {
     s->req_len = 0;
     if (s->fd < 0)
-        return fail(s, -EPIPE, "store connection is closed (a previous "
-                               "call failed); connect again");
+        return fail(s, -EPIPE,
+                    "store connection is closed (a previous "
+                    "call failed); connect again");
     return put_u8(s, code);
 }
 
@@ -197,8 +204,8 @@ static int recv_i64(struct el_store *s, int64_t *v, long long dl,
 }
 
 /* Read a length-prefixed value into a new NUL-terminated buffer. */
-static int recv_bytes(struct el_store *s, void **val, size_t *len,
-                      long long dl, const char *what)
+static int recv_bytes(struct el_store *s, void **val, size_t *len, long long dl,
+                      const char *what)
 {
     uint64_t n;
     int rc = recv_all(s, &n, 8, dl, what);
@@ -291,11 +298,11 @@ void el_store_set_cancel_fd(struct el_store *s, int fd)
 
 /* ---- operations ---- */
 
-#define TRY(expr)                                                           \
-    do {                                                                    \
-        int rc_ = (expr);                                                   \
-        if (rc_ < 0)                                                        \
-            return rc_;                                                     \
+#define TRY(expr)         \
+    do {                  \
+        int rc_ = (expr); \
+        if (rc_ < 0)      \
+            return rc_;   \
     } while (0)
 
 static int put_keys(struct el_store *s, const char *const keys[], size_t n)
@@ -378,9 +385,8 @@ int el_store_add(struct el_store *s, const char *key, int64_t delta,
 }
 
 int el_store_compare_set(struct el_store *s, const char *key,
-                         const void *expected, size_t elen,
-                         const void *desired, size_t dlen, void **cur,
-                         size_t *curlen)
+                         const void *expected, size_t elen, const void *desired,
+                         size_t dlen, void **cur, size_t *curlen)
 {
     void *v = NULL;
     size_t n = 0;
@@ -398,8 +404,9 @@ int el_store_compare_set(struct el_store *s, const char *key,
     } else {
         free(v);
     }
-    return same ? 0 : fail(s, EL_EMISMATCH,
-                           "compare-and-set of '%s': value did not match", key);
+    return same ? 0
+                : fail(s, EL_EMISMATCH,
+                       "compare-and-set of '%s': value did not match", key);
 }
 
 int el_store_check(struct el_store *s, const char *const keys[], size_t n,
@@ -476,8 +483,7 @@ int el_store_multi_get(struct el_store *s, const char *const keys[], size_t n,
     TRY(put_keys(s, keys, n));
     TRY(await_status(s, "MULTI_GET", n ? keys[0] : "", timeout_ms));
     for (size_t i = 0; i < n; i++) {
-        int rc = recv_bytes(s, &vals[i], &lens[i], io_deadline(s),
-                            "MULTI_GET");
+        int rc = recv_bytes(s, &vals[i], &lens[i], io_deadline(s), "MULTI_GET");
         if (rc < 0) {
             while (i > 0)
                 free(vals[--i]);
@@ -500,8 +506,8 @@ int el_store_multi_set(struct el_store *s, const char *const keys[],
 }
 
 int el_store_watch(struct el_store *s, const char *key, int expect_present,
-                   const void *expected, size_t elen, int *present,
-                   void **val, size_t *len, int timeout_ms)
+                   const void *expected, size_t elen, int *present, void **val,
+                   size_t *len, int timeout_ms)
 {
     uint8_t pr;
     TRY(begin_wait(s, EL_CODE_X_WATCH, timeout_ms));
@@ -575,14 +581,16 @@ int el_store_auth(struct el_store *s, const void *secret, size_t len)
     TRY(send_req(s, "AUTH"));
     int rc = recv_bytes(s, &nonce, &nlen, io_deadline(s), "AUTH");
     if (rc == -ECONNRESET || rc == -EPIPE)
-        return fail(s, EL_EPROTO, "the store closed the connection when "
+        return fail(s, EL_EPROTO,
+                    "the store closed the connection when "
                     "asked to authenticate: it knows no job secrets (an "
                     "older elrun?)");
     if (rc)
         return rc;
     if (nlen == 0) {
         free(nonce);
-        return fail(s, -EACCES, "the store has no job secret but this side "
+        return fail(s, -EACCES,
+                    "the store has no job secret but this side "
                     "has one: start the store with the same secret "
                     "(elrun store --secret-file PATH), otherwise anyone who "
                     "reaches it can write the job's keys");
@@ -608,7 +616,8 @@ int el_store_auth(struct el_store *s, const void *secret, size_t len)
         rc = recv_bytes(s, &proof, &plen, io_deadline(s), "AUTH");
     if (rc == -ECONNRESET || rc == -EPIPE || (rc == 0 && st != 0)) {
         broken(s, -EACCES, "AUTH");
-        return fail(s, -EACCES, "the store refused this side's job secret: "
+        return fail(s, -EACCES,
+                    "the store refused this side's job secret: "
                     "the secret files differ");
     }
     if (rc)
@@ -617,7 +626,8 @@ int el_store_auth(struct el_store *s, const void *secret, size_t len)
     free(proof);
     if (!ok) {
         broken(s, -EACCES, "AUTH");
-        return fail(s, -EACCES, "the store's answer does not prove it knows "
+        return fail(s, -EACCES,
+                    "the store's answer does not prove it knows "
                     "the job secret: it is not the job's store");
     }
     return 0;

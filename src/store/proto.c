@@ -19,27 +19,32 @@ struct op_desc {
 
 /* 1.13: SET=0 CAS=1 GET=2 ADD=3 CHECK=4 WAIT=5 NUMKEYS=6 WATCH_KEY=7 DEL=8 */
 static const struct op_desc v1_ops[] = {
-    {EL_OP_SET, "kv"},   {EL_OP_COMPARE_SET, "kvv"}, {EL_OP_GET, "k"},
-    {EL_OP_ADD, "ki"},   {EL_OP_CHECK, "L"},         {EL_OP_WAIT, "L"},
-    {EL_OP_NUM_KEYS, ""}, {EL_OP_NONE, NULL},        {EL_OP_DELETE, "k"},
+    {EL_OP_SET, "kv"},    {EL_OP_COMPARE_SET, "kvv"}, {EL_OP_GET, "k"},
+    {EL_OP_ADD, "ki"},    {EL_OP_CHECK, "L"},         {EL_OP_WAIT, "L"},
+    {EL_OP_NUM_KEYS, ""}, {EL_OP_NONE, NULL},         {EL_OP_DELETE, "k"},
 };
 
 /* 2.3+: VALIDATE=0 SET=1 ... PING=13 (QUEUE_* 14..16 are not served). */
 static const struct op_desc v2_ops[] = {
-    {EL_OP_VALIDATE, "u"},  {EL_OP_SET, "kv"},       {EL_OP_COMPARE_SET, "kvv"},
-    {EL_OP_GET, "k"},       {EL_OP_ADD, "ki"},       {EL_OP_CHECK, "L"},
-    {EL_OP_WAIT, "L"},      {EL_OP_NUM_KEYS, ""},    {EL_OP_DELETE, "k"},
-    {EL_OP_APPEND, "kv"},   {EL_OP_MULTI_GET, "L"},  {EL_OP_MULTI_SET, "P"},
+    {EL_OP_VALIDATE, "u"},   {EL_OP_SET, "kv"},      {EL_OP_COMPARE_SET, "kvv"},
+    {EL_OP_GET, "k"},        {EL_OP_ADD, "ki"},      {EL_OP_CHECK, "L"},
+    {EL_OP_WAIT, "L"},       {EL_OP_NUM_KEYS, ""},   {EL_OP_DELETE, "k"},
+    {EL_OP_APPEND, "kv"},    {EL_OP_MULTI_GET, "L"}, {EL_OP_MULTI_SET, "P"},
     {EL_OP_CANCEL_WAIT, ""}, {EL_OP_PING, "u"},
 };
 
 /* elrun's own, codes 64.. in every dialect. */
 static const struct op_desc x_ops[] = {
-    {EL_OP_X_GET, "ik"},          {EL_OP_X_WAIT, "iL"},
-    {EL_OP_X_MULTI_GET, "iL"},    {EL_OP_X_WATCH, "ikbv"},
-    {EL_OP_X_DELETE_PREFIX, "k"}, {EL_OP_X_ON_CLOSE_SET, "kv"},
-    {EL_OP_X_TRY_GET, "k"},       {EL_OP_X_IDLE_TIMEOUT, "i"},
-    {EL_OP_X_ON_CLOSE_APPEND, "kv"}, {EL_OP_X_AUTH_CHALLENGE, ""},
+    {EL_OP_X_GET, "ik"},
+    {EL_OP_X_WAIT, "iL"},
+    {EL_OP_X_MULTI_GET, "iL"},
+    {EL_OP_X_WATCH, "ikbv"},
+    {EL_OP_X_DELETE_PREFIX, "k"},
+    {EL_OP_X_ON_CLOSE_SET, "kv"},
+    {EL_OP_X_TRY_GET, "k"},
+    {EL_OP_X_IDLE_TIMEOUT, "i"},
+    {EL_OP_X_ON_CLOSE_APPEND, "kv"},
+    {EL_OP_X_AUTH_CHALLENGE, ""},
     {EL_OP_X_AUTH, "kk"},
 };
 
@@ -69,12 +74,32 @@ void el__proto_limits_fill(struct el_store_limits *l)
 
 const char *el__proto_op_name(enum el_op op)
 {
-    static const char *const names[] = {
-        "NONE", "VALIDATE", "SET", "COMPARE_SET", "GET", "ADD", "CHECK",
-        "WAIT", "GETNUMKEYS", "DELETE_KEY", "APPEND", "MULTI_GET",
-        "MULTI_SET", "CANCEL_WAIT", "PING", "X_GET", "X_WAIT", "X_MULTI_GET",
-        "X_WATCH", "X_DELETE_PREFIX", "X_ON_CLOSE_SET", "X_TRY_GET",
-        "X_IDLE_TIMEOUT", "X_ON_CLOSE_APPEND", "X_AUTH_CHALLENGE", "X_AUTH"};
+    static const char *const names[] = {"NONE",
+                                        "VALIDATE",
+                                        "SET",
+                                        "COMPARE_SET",
+                                        "GET",
+                                        "ADD",
+                                        "CHECK",
+                                        "WAIT",
+                                        "GETNUMKEYS",
+                                        "DELETE_KEY",
+                                        "APPEND",
+                                        "MULTI_GET",
+                                        "MULTI_SET",
+                                        "CANCEL_WAIT",
+                                        "PING",
+                                        "X_GET",
+                                        "X_WAIT",
+                                        "X_MULTI_GET",
+                                        "X_WATCH",
+                                        "X_DELETE_PREFIX",
+                                        "X_ON_CLOSE_SET",
+                                        "X_TRY_GET",
+                                        "X_IDLE_TIMEOUT",
+                                        "X_ON_CLOSE_APPEND",
+                                        "X_AUTH_CHALLENGE",
+                                        "X_AUTH"};
     return (unsigned)op < NELEM(names) ? names[op] : "?";
 }
 
@@ -85,11 +110,11 @@ static uint64_t rd64(const uint8_t *p)
     return v;
 }
 
-#define BAD(...)                                                            \
-    do {                                                                    \
-        if (errlen)                                                         \
-            snprintf(err, errlen, __VA_ARGS__);                             \
-        return EL_EBADFRAME;                                                \
+#define BAD(...)                                \
+    do {                                        \
+        if (errlen)                             \
+            snprintf(err, errlen, __VA_ARGS__); \
+        return EL_EBADFRAME;                    \
     } while (0)
 
 /* Parse one string at *pos; 1 = done, 0 = need more, <0 = bad. */
@@ -114,8 +139,8 @@ static int take_str(const uint8_t *buf, size_t len, size_t *pos, uint64_t max,
 }
 
 int el__proto_parse(const uint8_t *buf, size_t len, enum el_dialect dialect,
-                   const struct el_store_limits *lim, struct el_req *req,
-                   char *err, size_t errlen)
+                    const struct el_store_limits *lim, struct el_req *req,
+                    char *err, size_t errlen)
 {
     static const uint8_t magic[4] = {0xCE, 0xF7, 0x85, 0x3C};
     const struct op_desc *d = NULL;

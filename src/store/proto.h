@@ -21,8 +21,8 @@
  * first request: a 2.3+ client opens with VALIDATE (00 CE F7 85 3C). */
 enum el_dialect {
     EL_DIALECT_UNKNOWN = 0,
-    EL_DIALECT_V1,     /* torch 1.13: SET=0 ... DELETE_KEY=8 */
-    EL_DIALECT_V2,     /* torch 2.3+: VALIDATE=0, SET=1 ... PING=13 */
+    EL_DIALECT_V1, /* torch 1.13: SET=0 ... DELETE_KEY=8 */
+    EL_DIALECT_V2, /* torch 2.3+: VALIDATE=0, SET=1 ... PING=13 */
 };
 
 /* Operations, independent of dialect. */
@@ -43,14 +43,14 @@ enum el_op {
     EL_OP_CANCEL_WAIT,
     EL_OP_PING,
     /* elrun's own operations (same codes in every dialect). */
-    EL_OP_X_GET,           /* get with a server-side timeout            */
-    EL_OP_X_WAIT,          /* wait with a server-side timeout           */
-    EL_OP_X_MULTI_GET,     /* multi_get with a server-side timeout      */
-    EL_OP_X_WATCH,         /* wait until a key's value changes          */
-    EL_OP_X_DELETE_PREFIX, /* delete every key with a prefix            */
-    EL_OP_X_ON_CLOSE_SET,  /* set a key when this connection closes     */
-    EL_OP_X_TRY_GET,       /* get without waiting                       */
-    EL_OP_X_IDLE_TIMEOUT,  /* close this connection when it goes quiet  */
+    EL_OP_X_GET,             /* get with a server-side timeout            */
+    EL_OP_X_WAIT,            /* wait with a server-side timeout           */
+    EL_OP_X_MULTI_GET,       /* multi_get with a server-side timeout      */
+    EL_OP_X_WATCH,           /* wait until a key's value changes          */
+    EL_OP_X_DELETE_PREFIX,   /* delete every key with a prefix            */
+    EL_OP_X_ON_CLOSE_SET,    /* set a key when this connection closes     */
+    EL_OP_X_TRY_GET,         /* get without waiting                       */
+    EL_OP_X_IDLE_TIMEOUT,    /* close this connection when it goes quiet  */
     EL_OP_X_ON_CLOSE_APPEND, /* append to a key when this connection closes */
     EL_OP_X_AUTH_CHALLENGE,  /* the server's nonce for this connection      */
     EL_OP_X_AUTH,            /* prove the job secret (HMAC of the nonce)    */
@@ -85,8 +85,8 @@ enum {
 
 /* HMAC-SHA256(secret, a || b || c) into mac (EL_AUTH_MAC bytes). */
 void el__auth_mac(const void *secret, size_t slen, const char *tag,
-                  const uint8_t *b, size_t blen, const uint8_t *c,
-                  size_t clen, uint8_t mac[EL_AUTH_MAC]);
+                  const uint8_t *b, size_t blen, const uint8_t *c, size_t clen,
+                  uint8_t mac[EL_AUTH_MAC]);
 /* EL_AUTH_NONCE random bytes; 0 or -errno. */
 int el__auth_nonce(uint8_t nonce[EL_AUTH_NONCE]);
 
@@ -129,9 +129,9 @@ struct el_req {
      * back to back from 'list'.  MULTI_SET: 'count' key/value pairs. */
     uint64_t count;
     const uint8_t *list;
-    int64_t num;             /* ADD delta; X_* timeout in ms (<0: none)   */
-    uint32_t u32;            /* VALIDATE magic, PING nonce                 */
-    uint8_t flag;            /* X_WATCH: expect_present                    */
+    int64_t num;  /* ADD delta; X_* timeout in ms (<0: none)   */
+    uint32_t u32; /* VALIDATE magic, PING nonce                 */
+    uint8_t flag; /* X_WATCH: expect_present                    */
 };
 
 /* Parse one request from buf[0..len).  'dialect' is the connection's so far.
@@ -143,8 +143,8 @@ struct el_req {
  * request is rejected before its body arrives.  limits must be filled
  * (see el__proto_limits_fill). */
 int el__proto_parse(const uint8_t *buf, size_t len, enum el_dialect dialect,
-                   const struct el_store_limits *limits, struct el_req *req,
-                   char *err, size_t errlen);
+                    const struct el_store_limits *limits, struct el_req *req,
+                    char *err, size_t errlen);
 
 /* Replace the zero fields of *l by the defaults. */
 void el__proto_limits_fill(struct el_store_limits *l);
@@ -152,7 +152,7 @@ void el__proto_limits_fill(struct el_store_limits *l);
 /* Read the next length-prefixed string at *cursor (inside a frame that
  * el__proto_parse accepted) and advance the cursor. */
 static inline const uint8_t *el__proto_next_str(const uint8_t **cursor,
-                                               uint64_t *len)
+                                                uint64_t *len)
 {
     uint64_t n;
     __builtin_memcpy(&n, *cursor, 8);

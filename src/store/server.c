@@ -75,8 +75,8 @@ struct close_hook {
 
 /* Connections from one peer address. */
 struct peer {
-    struct peer *next;       /* hash chain                                 */
-    uint8_t addr[16];        /* IPv4 in the first 4 bytes                  */
+    struct peer *next; /* hash chain                                 */
+    uint8_t addr[16];  /* IPv4 in the first 4 bytes                  */
     int family;
     int loopback;
     unsigned bucket;
@@ -96,12 +96,12 @@ struct write_req {
 struct conn {
     uv_tcp_t tcp; /* first: handle pointers cast to struct conn */
     struct el_store_server *srv;
-    struct conn *prev, *next;        /* all connections                   */
-    struct conn *dirty_next;         /* connections with replies to flush */
+    struct conn *prev, *next; /* all connections                   */
+    struct conn *dirty_next;  /* connections with replies to flush */
     enum el_dialect dialect;
-    uint8_t *in;                     /* unparsed bytes (partial request)  */
+    uint8_t *in; /* unparsed bytes (partial request)  */
     size_t in_len, in_cap;
-    uint8_t *out;                    /* replies not yet handed to libuv   */
+    uint8_t *out; /* replies not yet handed to libuv   */
     size_t out_len, out_cap;
     size_t inflight, inflight_cap;   /* the buffer of the write in flight */
     size_t mem;                      /* what this adds to srv->buffered   */
@@ -114,16 +114,16 @@ struct conn {
     uint8_t *parked;                 /* copy of the parked request        */
     size_t parked_len;
     struct el_waiter *waiters;
-    uv_timer_t *timer;               /* deadline of a parked X_* request  */
-    uv_timer_t *idle;                /* closes a quiet connection         */
-    uint64_t idle_ms;                /* X_IDLE_TIMEOUT; 0 = never         */
+    uv_timer_t *timer; /* deadline of a parked X_* request  */
+    uv_timer_t *idle;  /* closes a quiet connection         */
+    uint64_t idle_ms;  /* X_IDLE_TIMEOUT; 0 = never         */
     struct close_hook *hooks;
-    int handles;                     /* open libuv handles (tcp, timer)   */
+    int handles; /* open libuv handles (tcp, timer)   */
     unsigned writing : 1, closing : 1, dirty : 1, waking : 1;
-    unsigned paused : 1;             /* not reading: replies unread       */
+    unsigned paused : 1; /* not reading: replies unread       */
     unsigned challenged : 1, authed : 1;
-    unsigned native : 1;             /* used elrun's own ops (an agent)   */
-    uint8_t nonce[EL_AUTH_NONCE];    /* the challenge sent to it          */
+    unsigned native : 1;          /* used elrun's own ops (an agent)   */
+    uint8_t nonce[EL_AUTH_NONCE]; /* the challenge sent to it          */
 };
 
 struct el_store_server {
@@ -136,7 +136,7 @@ struct el_store_server {
     struct close_hook *pending_hooks; /* from closed connections          */
     struct conn **wake;               /* scratch for wake()               */
     size_t wake_cap;
-    uint8_t *rbuf;                    /* shared read buffer               */
+    uint8_t *rbuf; /* shared read buffer               */
     int port;
     uint64_t fd_limit;                /* RLIMIT_NOFILE when opened        */
     int fd_warned;                    /* said so once near the limit      */
@@ -148,7 +148,7 @@ struct el_store_server {
     uint64_t refused_quiet;           /* refused since that line          */
     uint8_t *secret;                  /* the job secret, or NULL          */
     size_t secret_len;
-    int handles;                      /* listener + async                 */
+    int handles; /* listener + async                 */
     int closing;
     /* Threaded mode (el_store_server_start). */
     int own_loop;
@@ -157,7 +157,7 @@ struct el_store_server {
     /* Counters, read from any thread. */
     uint64_t n_conns, n_requests, n_rejected, n_keys, n_parked;
     uint64_t buffered, buffered_peak, n_paused, n_limited, n_data;
-    uint64_t n_ops[32];  /* by enum el_op */
+    uint64_t n_ops[32]; /* by enum el_op */
 };
 
 static void conn_close(struct conn *c, const char *why);
@@ -225,8 +225,8 @@ static struct peer *peer_of(struct el_store_server *srv, struct conn *c)
     } else if (ss.ss_family == AF_INET6) {
         struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
         memcpy(addr, &a->sin6_addr, 16);
-        static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                           0xff, 0xff};
+        static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
+                                           0, 0, 0, 0, 0xff, 0xff};
         static const uint8_t one[16] = {[15] = 1};
         loopback = memcmp(addr, one, 16) == 0 ||
                    (memcmp(addr, mapped, 12) == 0 && addr[12] == 127);
@@ -302,11 +302,12 @@ static int total_allows(struct conn *c, size_t grow, const char *what,
     size_t max = srv->opts.limits.max_total_buffer;
     if (c->mem + grow <= CONN_FLOOR || srv->buffered + grow <= max)
         return 1;
-    snprintf(why, cap, "%s of %zu bytes would take the buffers of all "
+    snprintf(why, cap,
+             "%s of %zu bytes would take the buffers of all "
              "connections past max_total_buffer (%zu bytes, %llu held); "
              "raise it (--max-total-buffer) if clients really move that "
-             "much at once", what, grow, max,
-             (unsigned long long)srv->buffered);
+             "much at once",
+             what, grow, max, (unsigned long long)srv->buffered);
     return 0;
 }
 
@@ -334,9 +335,11 @@ static uint8_t *out_reserve(struct conn *c, size_t n)
         return NULL;
     if (c->inflight > max || n > max - c->inflight ||
         c->out_len > max - c->inflight - n) {
-        snprintf(why, sizeof why, "unsent replies would exceed "
+        snprintf(why, sizeof why,
+                 "unsent replies would exceed "
                  "max_conn_buffer (%zu bytes; %zu queued, %zu in flight, "
-                 "%zu more)", max, c->out_len, c->inflight, n);
+                 "%zu more)",
+                 max, c->out_len, c->inflight, n);
         limit_close(c, why);
         return NULL;
     }
@@ -649,7 +652,7 @@ static void wake(struct el_store_server *srv, struct el_entry *e)
         if (c->closing || !c->parked)
             continue;
         int rc = el__proto_parse(c->parked, c->parked_len, c->dialect,
-                                &srv->opts.limits, &rq, err, sizeof err);
+                                 &srv->opts.limits, &rq, err, sizeof err);
         if (rc <= 0) {
             conn_close(c, "internal: parked request no longer parses");
             continue;
@@ -678,7 +681,8 @@ static int data_allows(struct conn *c, uint64_t add, uint64_t drop)
     if (c->authed || add <= drop || have - drop + add <= max)
         return 1;
     char why[256];
-    snprintf(why, sizeof why, "storing %llu more bytes would take the keys "
+    snprintf(why, sizeof why,
+             "storing %llu more bytes would take the keys "
              "and values stored past max_total_data (%zu bytes, %zu "
              "stored); delete keys, or raise it (--max-total-data)",
              (unsigned long long)(add - drop), max, have);
@@ -789,8 +793,8 @@ static void op_add(struct conn *c, const struct el_req *rq)
         return;
     }
     int n = snprintf(txt, sizeof txt, "%lld", (long long)sum);
-    if (set_key(c, rq->str[0], rq->len[0], (const uint8_t *)txt,
-                (uint64_t)n) == 0)
+    if (set_key(c, rq->str[0], rq->len[0], (const uint8_t *)txt, (uint64_t)n) ==
+        0)
         out_i64(c, sum);
 }
 
@@ -918,10 +922,10 @@ static void op_watch(struct conn *c, const struct el_req *rq,
                      const uint8_t *frame)
 {
     struct el_entry *e = present(c->srv, rq->str[0], rq->len[0]);
-    int changed = rq->flag ? !e || e->vlen != rq->len[1] ||
-                                 (e->vlen && memcmp(e->val, rq->str[1],
-                                                    e->vlen) != 0)
-                           : e != NULL;
+    int changed =
+        rq->flag ? !e || e->vlen != rq->len[1] ||
+                       (e->vlen && memcmp(e->val, rq->str[1], e->vlen) != 0)
+                 : e != NULL;
     if (changed) {
         park_end(c);
         out_u8(c, EL_X_OK);
@@ -956,7 +960,8 @@ static void run_pending_hooks(struct el_store_server *srv)
     srv->pending_hooks = NULL;
     for (; h; h = next) {
         next = h->next;
-        struct el_entry *e = el__table_get_or_add(&srv->table, h->data, h->klen);
+        struct el_entry *e =
+            el__table_get_or_add(&srv->table, h->data, h->klen);
         const uint8_t *v = h->data + h->klen;
         int ok = 0;
         if (e && h->append && e->present) {
@@ -986,16 +991,16 @@ static void run_pending_hooks(struct el_store_server *srv)
 /* May c write key (or, with prefix, delete every key starting with it)?
  * Refuses (closing c with a message) a write under EL_AUTH_PREFIX by a
  * connection that did not prove the job secret. */
-static int may_write(struct conn *c, const uint8_t *key, uint64_t n,
-                     int prefix, const char *what)
+static int may_write(struct conn *c, const uint8_t *key, uint64_t n, int prefix,
+                     const char *what)
 {
     static const char p[] = EL_AUTH_PREFIX;
     const size_t pn = sizeof p - 1;
     struct el_store_server *srv = c->srv;
     if (!srv->secret || c->authed)
         return 1;
-    int hit = n >= pn ? memcmp(key, p, pn) == 0
-                      : prefix && memcmp(key, p, n) == 0;
+    int hit =
+        n >= pn ? memcmp(key, p, pn) == 0 : prefix && memcmp(key, p, n) == 0;
     if (!hit)
         return 1;
     char text[80], why[256];
@@ -1003,9 +1008,11 @@ static int may_write(struct conn *c, const uint8_t *key, uint64_t n,
     for (i = 0; i < m; i++)
         text[i] = key[i] >= 0x20 && key[i] < 0x7f ? (char)key[i] : '?';
     text[i] = '\0';
-    snprintf(why, sizeof why, "refused: %s of '%s%s' needs a connection "
+    snprintf(why, sizeof why,
+             "refused: %s of '%s%s' needs a connection "
              "authenticated with the job secret (only the job's agents "
-             "write under %s)", what, text, n > m ? "..." : "", p);
+             "write under %s)",
+             what, text, n > m ? "..." : "", p);
     reject(c, why);
     return 0;
 }
@@ -1064,8 +1071,7 @@ static int handle(struct conn *c, const struct el_req *rq)
         c->native = 1;
     c->active_ms = uv_now(srv->loop);
     _Static_assert(EL_OP_X_AUTH < 32, "n_ops has a slot per op");
-    __atomic_add_fetch(&srv->n_ops[(unsigned)rq->op % 32], 1,
-                       __ATOMIC_RELAXED);
+    __atomic_add_fetch(&srv->n_ops[(unsigned)rq->op % 32], 1, __ATOMIC_RELAXED);
     if (c->parked && frame != c->parked) {
         /* A new request while one is parked: the client gave up waiting
          * (a 1.13 client's socket timeout) or cancels (2.x CANCEL_WAIT).
@@ -1128,8 +1134,7 @@ static int handle(struct conn *c, const struct el_req *rq)
         break;
     case EL_OP_MULTI_SET: {
         const uint8_t *cur = rq->list;
-        for (uint64_t i = 0; i < rq->count && srv->secret && !c->authed;
-             i++) {
+        for (uint64_t i = 0; i < rq->count && srv->secret && !c->authed; i++) {
             uint64_t kn, vn;
             const uint8_t *k = el__proto_next_str(&cur, &kn);
             el__proto_next_str(&cur, &vn);
@@ -1181,8 +1186,9 @@ static int handle(struct conn *c, const struct el_req *rq)
         break;
     case EL_OP_X_ON_CLOSE_SET:
     case EL_OP_X_ON_CLOSE_APPEND:
-        if (may_write(c, rq->str[0], rq->len[0], 0, el__proto_op_name(rq->op))
-            && add_close_hook(c, rq) == 0)
+        if (may_write(c, rq->str[0], rq->len[0], 0,
+                      el__proto_op_name(rq->op)) &&
+            add_close_hook(c, rq) == 0)
             out_u8(c, EL_X_OK);
         break;
     case EL_OP_X_AUTH_CHALLENGE:
@@ -1304,13 +1310,15 @@ static void on_stall(uv_timer_t *t)
         return;
     }
     if (c->writing)
-        snprintf(why, sizeof why, "%zu bytes of replies unread for %zu ms "
-                 "(stall timeout)", c->inflight + c->out_len,
-                 srv->opts.limits.stall_timeout_ms);
+        snprintf(why, sizeof why,
+                 "%zu bytes of replies unread for %zu ms "
+                 "(stall timeout)",
+                 c->inflight + c->out_len, srv->opts.limits.stall_timeout_ms);
     else
-        snprintf(why, sizeof why, "a partial request of %zu bytes with "
-                 "nothing more for %zu ms (stall timeout)", c->in_len,
-                 srv->opts.limits.stall_timeout_ms);
+        snprintf(why, sizeof why,
+                 "a partial request of %zu bytes with "
+                 "nothing more for %zu ms (stall timeout)",
+                 c->in_len, srv->opts.limits.stall_timeout_ms);
     limit_close(c, why);
     flush_dirty(srv);
 }
@@ -1338,8 +1346,8 @@ static void stall_arm(struct conn *c, int progress)
     }
     if (progress || !uv_is_active((uv_handle_t *)c->stall)) {
         c->stall_queue = c->tcp.write_queue_size;
-        uv_timer_start(c->stall, on_stall,
-                       c->srv->opts.limits.stall_timeout_ms, 0);
+        uv_timer_start(c->stall, on_stall, c->srv->opts.limits.stall_timeout_ms,
+                       0);
     }
 }
 
@@ -1417,7 +1425,7 @@ static ssize_t process(struct conn *c, const uint8_t *buf, size_t len)
         if (!may_serve(c))
             break;
         int rc = el__proto_parse(buf + pos, len - pos, c->dialect,
-                                &srv->opts.limits, &rq, err, sizeof err);
+                                 &srv->opts.limits, &rq, err, sizeof err);
         if (rc == 0)
             break;
         if (rc < 0) {
@@ -1440,7 +1448,8 @@ static void keep_rest(struct conn *c, const uint8_t *data, size_t len,
     size_t rest = len - used;
     if (!c->paused && rest >= srv->opts.limits.max_conn_buffer) {
         char why[160];
-        snprintf(why, sizeof why, "a partial request exceeds "
+        snprintf(why, sizeof why,
+                 "a partial request exceeds "
                  "max_conn_buffer (%zu bytes)",
                  srv->opts.limits.max_conn_buffer);
         __atomic_add_fetch(&srv->n_limited, 1, __ATOMIC_RELAXED);
@@ -1504,8 +1513,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread < 0) {
         char why[320];
         if (nread == UV_ENOBUFS && c->refused &&
-            !total_allows(c, c->refused, "a partial request", why,
-                          sizeof why))
+            !total_allows(c, c->refused, "a partial request", why, sizeof why))
             limit_close(c, why);
         else
             conn_close(c, nread == UV_EOF || nread == UV_ECONNRESET
@@ -1550,8 +1558,8 @@ static struct conn *pick_victim(struct el_store_server *srv,
     struct conn *stuck = NULL, *idle = NULL, *waiting = NULL;
     uint64_t now = uv_now(srv->loop);
     for (struct conn *c = srv->conns; c; c = c->next) {
-        if (c == except || c->closing || c->hooks || c->idle_ms ||
-            c->authed || (c->native && !srv->secret))
+        if (c == except || c->closing || c->hooks || c->idle_ms || c->authed ||
+            (c->native && !srv->secret))
             continue;
         if (now - (c->served ? c->active_ms : c->accepted_ms) < DROP_GRACE_MS)
             continue;
@@ -1596,11 +1604,13 @@ static int admit(struct el_store_server *srv, struct conn *c)
         size_t max = c->peer->loopback ? lim->max_conns_per_loopback
                                        : lim->max_conns_per_peer;
         if (max && c->peer->conns >= max) {
-            snprintf(why, sizeof why, "refused: %zu connections from this "
-                     "%saddress already (%s %zu)", c->peer->conns,
-                     c->peer->loopback ? "loopback " : "",
+            snprintf(why, sizeof why,
+                     "refused: %zu connections from this "
+                     "%saddress already (%s %zu)",
+                     c->peer->conns, c->peer->loopback ? "loopback " : "",
                      c->peer->loopback ? "--max-conns-per-loopback"
-                                       : "--max-conns-per-peer", max);
+                                       : "--max-conns-per-peer",
+                     max);
             c->peer = NULL; /* not counted */
             limit_close(c, why);
             return -1;
@@ -1629,7 +1639,8 @@ static int admit(struct el_store_server *srv, struct conn *c)
     for (; open > room; open--) {
         /* Nothing to drop a moment ago: refuse without another scan. */
         struct conn *v = srv->no_victim_ms && now - srv->no_victim_ms < 100
-                             ? NULL : pick_victim(srv, c);
+                             ? NULL
+                             : pick_victim(srv, c);
         if (!v) {
             srv->no_victim_ms = now;
             if (srv->refused_logged_ms && now - srv->refused_logged_ms < 1000) {
@@ -1637,11 +1648,13 @@ static int admit(struct el_store_server *srv, struct conn *c)
                 limit_close(c, NULL);
                 return -1;
             }
-            snprintf(why, sizeof why, "refused: %llu descriptors open, "
+            snprintf(why, sizeof why,
+                     "refused: %llu descriptors open, "
                      "within the reserve of %zu of this process's limit of "
                      "%llu, and no idle connection to drop; raise the limit "
                      "(ulimit -n) [%llu more refused since the last such "
-                     "line]", (unsigned long long)open, lim->fd_reserve,
+                     "line]",
+                     (unsigned long long)open, lim->fd_reserve,
                      (unsigned long long)srv->fd_limit,
                      (unsigned long long)srv->refused_quiet);
             srv->refused_logged_ms = now;
@@ -1649,10 +1662,12 @@ static int admit(struct el_store_server *srv, struct conn *c)
             limit_close(c, why);
             return -1;
         }
-        snprintf(why, sizeof why, "dropped to make room for a new client "
+        snprintf(why, sizeof why,
+                 "dropped to make room for a new client "
                  "(%s) near the descriptor limit of %llu: this connection "
-                 "%s for %llu ms", peer, (unsigned long long)srv->fd_limit,
-                 !v->served ? "had sent no request"
+                 "%s for %llu ms",
+                 peer, (unsigned long long)srv->fd_limit,
+                 !v->served                ? "had sent no request"
                  : v->in_len || v->writing ? "was stuck mid-request"
                  : v->parked               ? "had waited for a key"
                                            : "had been idle",
@@ -1699,7 +1714,8 @@ static void on_connection(uv_stream_t *l, int status)
     if (!srv->fd_warned && srv->fd_limit &&
         srv->n_conns >= srv->fd_limit / 10 * 9) {
         srv->fd_warned = 1;
-        event(srv, "%llu connections, near this process's descriptor limit "
+        event(srv,
+              "%llu connections, near this process's descriptor limit "
               "of %llu: idle clients are dropped for new ones, and new ones "
               "refused when none is idle; raise it (ulimit -n)",
               (unsigned long long)srv->n_conns,
@@ -1767,7 +1783,8 @@ int el_store_server_open(struct el_store_server **out, struct uv_loop_s *loop,
             free(srv);
             return opts->secret_len < EL_STORE_SECRET_MIN ||
                            opts->secret_len > EL_STORE_SECRET_MAX
-                       ? EL_EUSAGE : -ENOMEM;
+                       ? EL_EUSAGE
+                       : -ENOMEM;
         }
         memcpy(srv->secret, opts->secret, opts->secret_len);
         srv->secret_len = opts->secret_len;
@@ -1805,9 +1822,9 @@ int el_store_server_open(struct el_store_server **out, struct uv_loop_s *loop,
     }
     int n = sizeof ss;
     uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&ss, &n);
-    srv->port = ntohs(ss.ss_family == AF_INET6
-                          ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                          : ((struct sockaddr_in *)&ss)->sin_port);
+    srv->port =
+        ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                       : ((struct sockaddr_in *)&ss)->sin_port);
     *out = srv;
     return 0;
 }

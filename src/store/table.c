@@ -39,11 +39,10 @@ void el__table_free(struct el_table *t)
 }
 
 struct el_entry *el__table_find(const struct el_table *t, const uint8_t *key,
-                               size_t klen)
+                                size_t klen)
 {
     uint64_t h = hash_key(key, klen);
-    for (struct el_entry *e = t->buckets[h & (t->nbuckets - 1)]; e;
-         e = e->next)
+    for (struct el_entry *e = t->buckets[h & (t->nbuckets - 1)]; e; e = e->next)
         if (e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0)
             return e;
     return NULL;
@@ -69,7 +68,7 @@ static void grow(struct el_table *t)
 }
 
 struct el_entry *el__table_get_or_add(struct el_table *t, const uint8_t *key,
-                                     size_t klen)
+                                      size_t klen)
 {
     struct el_entry *e = el__table_find(t, key, klen);
     if (e)
@@ -105,7 +104,7 @@ void el__table_maybe_drop(struct el_table *t, struct el_entry *e)
 }
 
 int el__table_set_value(struct el_table *t, struct el_entry *e,
-                       const uint8_t *val, size_t vlen)
+                        const uint8_t *val, size_t vlen)
 {
     uint8_t *copy = NULL;
     if (vlen) {
@@ -140,7 +139,7 @@ void el__table_clear_value(struct el_table *t, struct el_entry *e)
 }
 
 void el__table_foreach(struct el_table *t,
-                      void (*fn)(struct el_entry *e, void *arg), void *arg)
+                       void (*fn)(struct el_entry *e, void *arg), void *arg)
 {
     for (size_t i = 0; i < t->nbuckets; i++)
         for (struct el_entry *e = t->buckets[i]; e; e = e->next)

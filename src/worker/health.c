@@ -20,7 +20,7 @@
 #include "elrun/worker.h"
 
 static int hb_fd = -1;
-static int hb_off;                      /* 1: no file to beat into */
+static int hb_off; /* 1: no file to beat into */
 static volatile sig_atomic_t preempted;
 
 int el_worker_heartbeat(int64_t step)

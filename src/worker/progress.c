@@ -22,10 +22,11 @@ int el_worker_progress(int64_t step, int64_t samples)
     if (*end || fd < 0 || fd > 1 << 20)
         return -EBADF;
     char line[80];
-    int n = samples >= 0
-                ? snprintf(line, sizeof line, "step %" PRId64 " samples %" PRId64
-                           "\n", step, samples)
-                : snprintf(line, sizeof line, "step %" PRId64 "\n", step);
+    int n =
+        samples >= 0
+            ? snprintf(line, sizeof line,
+                       "step %" PRId64 " samples %" PRId64 "\n", step, samples)
+            : snprintf(line, sizeof line, "step %" PRId64 "\n", step);
     ssize_t w;
     while ((w = write((int)fd, line, (size_t)n)) < 0 && errno == EINTR) {
     }

@@ -14,10 +14,10 @@
 
 struct el_shard {
     struct el_shard_opts o;
-    uint32_t *perm;   /* the order of epoch 'epoch'                      */
+    uint32_t *perm; /* the order of epoch 'epoch'                      */
     uint64_t epoch;
-    uint64_t offset;  /* next global sample offset within the epoch      */
-    int have_perm;    /* perm holds 'epoch' already                      */
+    uint64_t offset; /* next global sample offset within the epoch      */
+    int have_perm;   /* perm holds 'epoch' already                      */
 };
 
 static uint64_t splitmix64(uint64_t *x)
@@ -91,9 +91,9 @@ void el_shard_split(uint64_t total, int rank, int world, uint64_t *begin,
 
 int el_shard_open(struct el_shard **out, const struct el_shard_opts *o)
 {
-    if (!out || !o || o->num_samples == 0 ||
-        o->num_samples > UINT32_MAX || o->global_batch == 0 ||
-        o->world < 1 || o->rank < 0 || o->rank >= o->world)
+    if (!out || !o || o->num_samples == 0 || o->num_samples > UINT32_MAX ||
+        o->global_batch == 0 || o->world < 1 || o->rank < 0 ||
+        o->rank >= o->world)
         return EL_EUSAGE;
     struct el_shard *s = calloc(1, sizeof *s);
     if (!s)
@@ -152,8 +152,7 @@ int el_shard_next(struct el_shard *s, struct el_shard_batch *b)
     return 0;
 }
 
-void el_shard_tell(const struct el_shard *s, uint64_t *epoch,
-                   uint64_t *offset)
+void el_shard_tell(const struct el_shard *s, uint64_t *epoch, uint64_t *offset)
 {
     *epoch = s->epoch;
     *offset = s->offset;

@@ -23,10 +23,10 @@
 
 struct el_worker {
     struct el_worker_info info;
-    struct el_store *store;          /* NULL with EL_WORKER_NO_STORE      */
-    struct el_store_server *server;  /* the store this process serves     */
+    struct el_store *store;         /* NULL with EL_WORKER_NO_STORE      */
+    struct el_store_server *server; /* the store this process serves     */
     char prefix[64];
-    uint64_t barriers;               /* barriers entered so far           */
+    uint64_t barriers; /* barriers entered so far           */
     char errmsg[256];
 };
 
@@ -71,8 +71,8 @@ static int env_int(const char *name, int required, int def, int lo, int hi,
     return 0;
 }
 
-static int env_str(const char *name, int required, const char *def,
-                   char *dst, size_t cap, char *err, size_t errlen)
+static int env_str(const char *name, int required, const char *def, char *dst,
+                   size_t cap, char *err, size_t errlen)
 {
     const char *s = getenv(name);
     if (!s) {
@@ -82,8 +82,8 @@ static int env_str(const char *name, int required, const char *def,
         s = def;
     }
     if (strlen(s) >= cap)
-        return say(err, errlen, EL_EUSAGE, "%s is longer than %zu bytes",
-                   name, cap - 1);
+        return say(err, errlen, EL_EUSAGE, "%s is longer than %zu bytes", name,
+                   cap - 1);
     memcpy(dst, s, strlen(s) + 1);
     return 0;
 }
@@ -95,8 +95,8 @@ static int want_standalone(unsigned flags)
            (s && strcmp(s, "") != 0 && strcmp(s, "0") != 0);
 }
 
-int el_worker_parse_env(struct el_worker_info *info, unsigned flags,
-                        char *err, size_t errlen)
+int el_worker_parse_env(struct el_worker_info *info, unsigned flags, char *err,
+                        size_t errlen)
 {
     if (err && errlen)
         err[0] = '\0';
@@ -111,11 +111,11 @@ int el_worker_parse_env(struct el_worker_info *info, unsigned flags,
     const int big = 1 << 24;
     int rc = env_int("RANK", 1, 0, 0, big, &info->rank, err, errlen);
     if (rc == 0)
-        rc = env_int("LOCAL_RANK", 1, 0, 0, big, &info->local_rank, err,
-                     errlen);
+        rc =
+            env_int("LOCAL_RANK", 1, 0, 0, big, &info->local_rank, err, errlen);
     if (rc == 0)
-        rc = env_int("WORLD_SIZE", 1, 0, 1, big, &info->world_size, err,
-                     errlen);
+        rc =
+            env_int("WORLD_SIZE", 1, 0, 1, big, &info->world_size, err, errlen);
     if (rc == 0)
         rc = env_str("MASTER_ADDR", 1, "", info->master_addr,
                      sizeof info->master_addr, err, errlen);
@@ -126,11 +126,11 @@ int el_worker_parse_env(struct el_worker_info *info, unsigned flags,
         rc = env_int("LOCAL_WORLD_SIZE", 0, info->world_size, 1, big,
                      &info->local_world_size, err, errlen);
     if (rc == 0)
-        rc = env_int("GROUP_RANK", 0, 0, 0, big, &info->group_rank, err,
-                     errlen);
+        rc =
+            env_int("GROUP_RANK", 0, 0, 0, big, &info->group_rank, err, errlen);
     if (rc == 0)
-        rc = env_int("GROUP_WORLD_SIZE", 0, 1, 1, big,
-                     &info->group_world_size, err, errlen);
+        rc = env_int("GROUP_WORLD_SIZE", 0, 1, 1, big, &info->group_world_size,
+                     err, errlen);
     if (rc == 0)
         rc = env_int("TORCHELASTIC_RESTART_COUNT", 0, 0, 0, INT32_MAX,
                      &info->restart_count, err, errlen);
@@ -145,9 +145,8 @@ int el_worker_parse_env(struct el_worker_info *info, unsigned flags,
     if (info->master_addr[0] == '\0')
         return say(err, errlen, EL_EUSAGE, "MASTER_ADDR is empty");
     if (info->rank >= info->world_size)
-        return say(err, errlen, EL_EUSAGE,
-                   "RANK=%d is not below WORLD_SIZE=%d", info->rank,
-                   info->world_size);
+        return say(err, errlen, EL_EUSAGE, "RANK=%d is not below WORLD_SIZE=%d",
+                   info->rank, info->world_size);
     if (info->local_rank >= info->local_world_size)
         return say(err, errlen, EL_EUSAGE,
                    "LOCAL_RANK=%d is not below LOCAL_WORLD_SIZE=%d",
@@ -167,8 +166,8 @@ int el_worker_parse_env(struct el_worker_info *info, unsigned flags,
         return say(err, errlen, EL_EUSAGE,
                    "TORCHELASTIC_USE_AGENT_STORE=\"%s\" is not True or False",
                    u);
-    info->use_agent_store = u && (strcmp(u, "True") == 0 ||
-                                  strcmp(u, "1") == 0);
+    info->use_agent_store =
+        u && (strcmp(u, "True") == 0 || strcmp(u, "1") == 0);
     return 0;
 }
 
@@ -182,8 +181,8 @@ int el_worker_open(struct el_worker **out, const struct el_worker_opts *opts,
     struct el_worker_opts o = opts ? *opts : (struct el_worker_opts){0};
     if (!out)
         return say(err, errlen, EL_EUSAGE, "out is NULL");
-    int connect_ms = o.connect_timeout_ms ? o.connect_timeout_ms
-                                          : DEFAULT_CONNECT_MS;
+    int connect_ms =
+        o.connect_timeout_ms ? o.connect_timeout_ms : DEFAULT_CONNECT_MS;
     int io_ms = o.io_timeout_ms ? o.io_timeout_ms : DEFAULT_IO_MS;
     struct el_worker *w = calloc(1, sizeof *w);
     if (!w)
@@ -215,8 +214,8 @@ int el_worker_open(struct el_worker **out, const struct el_worker_opts *opts,
     }
     rc = el_store_connect(&w->store, host, port, connect_ms, io_ms);
     if (rc != 0) {
-        say(err, errlen, rc, "cannot reach the job's store at %s:%d: %s",
-            host, port, el_strerror(rc));
+        say(err, errlen, rc, "cannot reach the job's store at %s:%d: %s", host,
+            port, el_strerror(rc));
         goto fail;
     }
 done:
@@ -271,8 +270,7 @@ int el_worker_barrier(struct el_worker *w, const char *name, int timeout_ms)
                    "no store (opened with EL_WORKER_NO_STORE)");
     uint64_t gen = ++w->barriers;
     char sub[400];
-    snprintf(sub, sizeof sub, "barrier/%s/%" PRIu64, name ? name : "",
-             gen);
+    snprintf(sub, sizeof sub, "barrier/%s/%" PRIu64, name ? name : "", gen);
     if (el_worker_key(w, sub, base, sizeof base) != 0)
         return say(w->errmsg, sizeof w->errmsg, EL_ELIMIT,
                    "barrier name too long");
@@ -286,8 +284,8 @@ int el_worker_barrier(struct el_worker *w, const char *name, int timeout_ms)
     if (n == w->info.world_size) {
         rc = el_store_set(w->store, done_key, "1", 1);
         if (rc != 0)
-            return say(w->errmsg, sizeof w->errmsg, rc, "barrier %s: %s",
-                       base, el_store_errmsg(w->store));
+            return say(w->errmsg, sizeof w->errmsg, rc, "barrier %s: %s", base,
+                       el_store_errmsg(w->store));
         return 0;
     }
     void *v;

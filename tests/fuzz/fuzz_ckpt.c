@@ -70,8 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = 0;
     if (info.step == 1) {
         /* Accepted as good: it must load, with the size reported. */
-        if (el_ckpt_load(dir, 1, 0, &buf, &len, NULL) != 0 ||
-            len != info.bytes)
+        if (el_ckpt_load(dir, 1, 0, &buf, &len, NULL) != 0 || len != info.bytes)
             abort();
     } else if (info.step != 0) {
         abort();

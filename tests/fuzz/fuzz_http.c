@@ -35,8 +35,7 @@ static void on_req(void *arg, const struct el_http_request *rq, int ka)
     s->hash = s->hash * 31 + (unsigned long)ka;
 }
 
-static int feed(const uint8_t *data, size_t size, size_t step,
-                struct seen *s)
+static int feed(const uint8_t *data, size_t size, size_t step, struct seen *s)
 {
     struct el__http_req r;
     el__http_req_init(&r, 4096, on_req, s);

@@ -22,7 +22,7 @@ static void parse_stream(const uint8_t *data, size_t size, enum el_dialect d,
         struct el_req rq;
         char err[160];
         int rc = el__proto_parse(data + pos, size - pos, d, lim, &rq, err,
-                                sizeof err);
+                                 sizeof err);
         if (rc <= 0)
             return;
         if ((size_t)rc > size - pos || rq.frame_len != (size_t)rc)
@@ -51,7 +51,8 @@ static void parse_stream(const uint8_t *data, size_t size, enum el_dialect d,
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct el_store_limits tight = {.max_key_len = 64, .max_value_len = 256,
+    struct el_store_limits tight = {.max_key_len = 64,
+                                    .max_value_len = 256,
                                     .max_keys_per_req = 8,
                                     .max_conn_buffer = 4096};
     struct el_store_limits dflt = {0};
@@ -64,13 +65,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct el_req rq;
     char err[160];
     int full = el__proto_parse(data, size, EL_DIALECT_UNKNOWN, &dflt, &rq, err,
-                              sizeof err);
+                               sizeof err);
     if (full > 0) {
         for (size_t cut = 0; cut < (size_t)full && cut < 4096; cut++) {
             uint8_t *copy = malloc(cut ? cut : 1);
             memcpy(copy, data, cut);
             int rc = el__proto_parse(copy, cut, EL_DIALECT_UNKNOWN, &dflt, &rq,
-                                    err, sizeof err);
+                                     err, sizeof err);
             free(copy);
             if (rc > 0)
                 abort(); /* a prefix of a request cannot be complete */

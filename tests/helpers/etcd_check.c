@@ -50,10 +50,10 @@ static struct el_etcd *cur_client; /* for failure messages */
         }                                                                   \
     } while (0)
 
-#define OK(call)                                                            \
-    do {                                                                    \
-        int rc_ = (call);                                                   \
-        CHECK(rc_ == 0, "%s -> %d %s", #call, rc_, el_strerror(rc_));       \
+#define OK(call)                                                      \
+    do {                                                              \
+        int rc_ = (call);                                             \
+        CHECK(rc_ == 0, "%s -> %d %s", #call, rc_, el_strerror(rc_)); \
     } while (0)
 
 static const char *eps;
@@ -196,8 +196,8 @@ static int cmd_basic(void)
     CHECK(el_etcd_delete_prefix(c, "", &n) == EL_EUSAGE, "empty prefix");
 
     /* compare-and-set: create-if-absent */
-    struct el_etcd_cas cas = {.cond = EL_ETCD_IF_ABSENT, .desired = "v1",
-                              .desired_len = 2};
+    struct el_etcd_cas cas = {
+        .cond = EL_ETCD_IF_ABSENT, .desired = "v1", .desired_len = 2};
     int succ;
     OK(el_etcd_cas(c, k("state"), &cas, &succ, &kv));
     CHECK(succ && kv.key && strcmp(kv.value, "v1") == 0, "create");
@@ -208,8 +208,10 @@ static int cmd_basic(void)
     CHECK(!succ && strcmp(kv.value, "v1") == 0, "second create fails, sees v1");
     el_etcd_kv_clear(&kv);
     /* swap if value equals */
-    cas = (struct el_etcd_cas){.cond = EL_ETCD_IF_VALUE, .expected = "v1",
-                               .expected_len = 2, .desired = "v2",
+    cas = (struct el_etcd_cas){.cond = EL_ETCD_IF_VALUE,
+                               .expected = "v1",
+                               .expected_len = 2,
+                               .desired = "v2",
                                .desired_len = 2};
     OK(el_etcd_cas(c, k("state"), &cas, &succ, &kv));
     CHECK(succ && strcmp(kv.value, "v2") == 0 && kv.version == 2,
@@ -226,7 +228,8 @@ static int cmd_basic(void)
     /* swap if mod_revision equals */
     cas = (struct el_etcd_cas){.cond = EL_ETCD_IF_MOD,
                                .mod_revision = created_rev,
-                               .desired = "v3", .desired_len = 2};
+                               .desired = "v3",
+                               .desired_len = 2};
     OK(el_etcd_cas(c, k("state"), &cas, &succ, NULL));
     CHECK(!succ, "swap on an old mod_revision fails");
     cas.mod_revision = v2_rev;
@@ -234,23 +237,34 @@ static int cmd_basic(void)
     CHECK(succ && strcmp(kv.value, "v3") == 0, "swap on mod_revision");
     el_etcd_kv_clear(&kv);
     /* delete if value equals */
-    cas = (struct el_etcd_cas){.cond = EL_ETCD_IF_VALUE, .expected = "v3",
-                               .expected_len = 2, .remove = 1};
+    cas = (struct el_etcd_cas){.cond = EL_ETCD_IF_VALUE,
+                               .expected = "v3",
+                               .expected_len = 2,
+                               .remove = 1};
     OK(el_etcd_cas(c, k("state"), &cas, &succ, &kv));
     CHECK(succ && kv.key == NULL, "delete if value");
 
     /* a general transaction over several keys */
-    struct el_etcd_cmp cm[2] = {{.key = k("t/round"), .cond = EL_ETCD_IF_ABSENT}};
+    struct el_etcd_cmp cm[2] = {
+        {.key = k("t/round"), .cond = EL_ETCD_IF_ABSENT}};
     struct el_etcd_op th[3] = {
-        {.type = EL_ETCD_OP_PUT, .key = k("t/round"), .value = "1",
+        {.type = EL_ETCD_OP_PUT,
+         .key = k("t/round"),
+         .value = "1",
          .value_len = 1},
-        {.type = EL_ETCD_OP_PUT, .key = k("t/expect"), .value = "3",
+        {.type = EL_ETCD_OP_PUT,
+         .key = k("t/expect"),
+         .value = "3",
          .value_len = 1},
-        {.type = EL_ETCD_OP_PUT, .key = k("t/dir/a"), .value = "a",
+        {.type = EL_ETCD_OP_PUT,
+         .key = k("t/dir/a"),
+         .value = "a",
          .value_len = 1},
     };
     struct el_etcd_op el[1] = {
-        {.type = EL_ETCD_OP_PUT, .key = k("t/lost"), .value = "x",
+        {.type = EL_ETCD_OP_PUT,
+         .key = k("t/lost"),
+         .value = "x",
          .value_len = 1},
     };
     int64_t trev;
@@ -265,12 +279,17 @@ static int cmd_basic(void)
     CHECK(!succ, "txn compare fails the second time");
     OK(el_etcd_get(c, k("t/lost"), &v, &len, NULL));
     free(v);
-    cm[0] = (struct el_etcd_cmp){.key = k("t/round"), .cond = EL_ETCD_IF_VALUE,
-                                 .value = "1", .value_len = 1};
-    cm[1] = (struct el_etcd_cmp){.key = k("t/expect"), .cond = EL_ETCD_IF_MOD,
+    cm[0] = (struct el_etcd_cmp){.key = k("t/round"),
+                                 .cond = EL_ETCD_IF_VALUE,
+                                 .value = "1",
+                                 .value_len = 1};
+    cm[1] = (struct el_etcd_cmp){.key = k("t/expect"),
+                                 .cond = EL_ETCD_IF_MOD,
                                  .mod_revision = expect_mod};
     struct el_etcd_op th2[3] = {
-        {.type = EL_ETCD_OP_PUT, .key = k("t/round"), .value = "2",
+        {.type = EL_ETCD_OP_PUT,
+         .key = k("t/round"),
+         .value = "2",
          .value_len = 1},
         {.type = EL_ETCD_OP_DELETE, .key = k("t/expect")},
         {.type = EL_ETCD_OP_DELETE_PREFIX, .key = k("t/dir/")},
@@ -309,8 +328,10 @@ static int cmd_basic(void)
     CHECK(granted == 30 && ttl > 0 && ttl <= 30, "ttl %" PRId64, ttl);
     OK(el_etcd_lease_keepalive(c, lease, &ttl));
     CHECK(ttl == 30, "keepalive ttl %" PRId64, ttl);
-    cas = (struct el_etcd_cas){.cond = EL_ETCD_IF_ABSENT, .desired = "y",
-                               .desired_len = 1, .lease = lease};
+    cas = (struct el_etcd_cas){.cond = EL_ETCD_IF_ABSENT,
+                               .desired = "y",
+                               .desired_len = 1,
+                               .lease = lease};
     OK(el_etcd_cas(c, k("leased2"), &cas, &succ, &kv));
     CHECK(succ && kv.lease == lease, "cas with a lease");
     el_etcd_kv_clear(&kv);
@@ -342,8 +363,9 @@ static int cmd_basic(void)
     size_t ne;
     OK(el_etcd_watch_open(c, k("w/one"), 0, rev, &w));
     OK(el_etcd_watch_next(w, &evs, &ne, 5000));
-    CHECK(ne == 1 && evs[0].type == EL_ETCD_PUT && evs[0].kv.mod_revision == rev
-              && strcmp(evs[0].kv.value, "1") == 0,
+    CHECK(ne == 1 && evs[0].type == EL_ETCD_PUT &&
+              evs[0].kv.mod_revision == rev &&
+              strcmp(evs[0].kv.value, "1") == 0,
           "history event");
     el_etcd_events_free(evs, ne);
     rc = el_etcd_watch_next(w, &evs, &ne, 100);
@@ -440,8 +462,8 @@ static int cmd_basic(void)
     struct el_etcd_watch *dels, *puts;
     OK(el_etcd_watch_open_filtered(c, k("cnt/"), 1, 0, EL_ETCD_WATCH_NO_PUT,
                                    &dels));
-    OK(el_etcd_watch_open_filtered(c, k("cnt/"), 1, 0,
-                                   EL_ETCD_WATCH_NO_DELETE, &puts));
+    OK(el_etcd_watch_open_filtered(c, k("cnt/"), 1, 0, EL_ETCD_WATCH_NO_DELETE,
+                                   &puts));
     for (int i = 0; i < 3; i++) {
         char key[16];
         snprintf(key, sizeof key, "cnt/%d", i);
@@ -488,10 +510,10 @@ static int cmd_basic(void)
 
 struct racer {
     int id, n;
-    int created;            /* won the create-if-absent race              */
-    int swaps;              /* swaps won                                  */
+    int created; /* won the create-if-absent race              */
+    int swaps;   /* swaps won                                  */
     int64_t last_add;
-    int64_t *results;       /* what each ADD returned                     */
+    int64_t *results; /* what each ADD returned                     */
 };
 static atomic_int race_go;
 
@@ -503,7 +525,8 @@ static void *race_main(void *arg)
     snprintf(mine, sizeof mine, "owner-%d", r->id);
     while (!atomic_load(&race_go))
         ;
-    struct el_etcd_cas cas = {.cond = EL_ETCD_IF_ABSENT, .desired = mine,
+    struct el_etcd_cas cas = {.cond = EL_ETCD_IF_ABSENT,
+                              .desired = mine,
                               .desired_len = strlen(mine)};
     int succ;
     struct el_etcd_kv kv;
@@ -532,8 +555,10 @@ static void *race_main(void *arg)
             continue;
         char next[32];
         snprintf(next, sizeof next, "%lld", atoll(v) + 1);
-        struct el_etcd_cas sw = {.cond = EL_ETCD_IF_MOD, .mod_revision = mod,
-                                 .desired = next, .desired_len = strlen(next)};
+        struct el_etcd_cas sw = {.cond = EL_ETCD_IF_MOD,
+                                 .mod_revision = mod,
+                                 .desired = next,
+                                 .desired_len = strlen(next)};
         if (el_etcd_cas(c, k("race/tok"), &sw, &succ, NULL) == 0 && succ)
             r->swaps++;
         free(v);
@@ -578,8 +603,8 @@ static int cmd_race(int n)
     CHECK(atoll(v) == 2 * n, "counter %s, want %d", (char *)v, 2 * n);
     free(v);
     OK(el_etcd_get(c, k("race/tok"), &v, &len, NULL));
-    CHECK(atoll(v) == r[0].swaps + r[1].swaps,
-          "token %s, swaps won %d + %d", (char *)v, r[0].swaps, r[1].swaps);
+    CHECK(atoll(v) == r[0].swaps + r[1].swaps, "token %s, swaps won %d + %d",
+          (char *)v, r[0].swaps, r[1].swaps);
     printf("race: client %d created the key, the other saw its value; %d "
            "ADDs each gave distinct results, counter %d; mod_revision swaps "
            "won %d + %d (token %s); %.0f ms\n",
@@ -641,8 +666,8 @@ static int cmd_lease(int ttl_s)
     free(v);
     uint64_t refreshes = el_etcd_keeper_refreshes(kp);
     CHECK(refreshes >= 7, "refreshes in 3 TTLs: %" PRIu64, refreshes);
-    printf("lease: keeper kept the key for %d s with %" PRIu64
-           " refreshes\n", 3 * ttl_s, refreshes);
+    printf("lease: keeper kept the key for %d s with %" PRIu64 " refreshes\n",
+           3 * ttl_s, refreshes);
 
     /* 3. the lease revoked behind the keeper's back: it reports the loss */
     OK(el_etcd_lease_revoke(c, l2));
@@ -653,8 +678,8 @@ static int cmd_lease(int ttl_s)
     rc = el_etcd_keeper_status(kp, &why);
     CHECK(rc == EL_ENOTFOUND && atomic_load(&lost_calls) == 1,
           "keeper status %d, callbacks %d", rc, atomic_load(&lost_calls));
-    printf("lease: keeper reported the revoked lease after %.0f ms: %s\n",
-           seen, why);
+    printf("lease: keeper reported the revoked lease after %.0f ms: %s\n", seen,
+           why);
     el_etcd_keeper_stop(kp);
     el_etcd_close(c);
     return 0;
@@ -666,7 +691,7 @@ struct watcher {
     struct el_etcd_watch *w;
     struct el_etcd *c;
     int want;
-    double *lat;     /* per event: receive time - write time in value     */
+    double *lat; /* per event: receive time - write time in value     */
     int got, dels;
 };
 
@@ -738,10 +763,10 @@ struct fo_watch {
     struct el_etcd *c;
     struct el_etcd_watch *w;
     atomic_int stop;
-    int64_t seen;           /* puts seen                                  */
-    int64_t last_idx;       /* value of the last put seen                 */
+    int64_t seen;     /* puts seen                                  */
+    int64_t last_idx; /* value of the last put seen                 */
     int out_of_order;
-    int dups;               /* a put applied twice (retried in flight)    */
+    int dups; /* a put applied twice (retried in flight)    */
     int err;
 };
 
@@ -804,7 +829,7 @@ static int cmd_failover(int ms, const char *file)
         if (rc == 0)
             puts++;
         int64_t res;
-        int rc2 = rc ? rc
+        int rc2 = rc       ? rc
                   : no_add ? (res = 0, 0)
                            : el_etcd_add(c, k("fo/ctr"), 1, &res);
         if (rc == 0 && rc2 == 0)
@@ -849,10 +874,10 @@ static int cmd_failover(int ms, const char *file)
     }
     printf("failover: %" PRId64 " rounds (put + add) in %d ms, %" PRId64
            " errors, %" PRId64 " adds in doubt; longest gap %.0f ms (at "
-           "%.0f ms); client failovers %" PRIu64 ", now on %s; watch saw %"
-           PRId64 " of %" PRId64 " puts in order (%d out of order, %d "
-           "applied twice), watch failovers %" PRIu64 "; counter %" PRId64
-           "\n",
+           "%.0f ms); client failovers %" PRIu64
+           ", now on %s; watch saw %" PRId64 " of %" PRId64
+           " puts in order (%d out of order, %d "
+           "applied twice), watch failovers %" PRIu64 "; counter %" PRId64 "\n",
            ops, ms, errors, ambiguous, max_gap, gap_at, el_etcd_failovers(c),
            el_etcd_endpoint(c), fw.seen - fw.dups, puts, fw.out_of_order,
            fw.dups, el_etcd_failovers(fw.c), ctr);
@@ -1004,8 +1029,10 @@ static int cmd_bench(int n)
         OK(el_etcd_get(c, k("bench/k"), &v, &len, NULL));
         lat[1][i] = now_ms() - t;
         free(v);
-        struct el_etcd_cas cas = {.cond = EL_ETCD_IF_VALUE, .expected = "v",
-                                  .expected_len = 1, .desired = "v",
+        struct el_etcd_cas cas = {.cond = EL_ETCD_IF_VALUE,
+                                  .expected = "v",
+                                  .expected_len = 1,
+                                  .desired = "v",
                                   .desired_len = 1};
         int ok;
         t = now_ms();
@@ -1017,8 +1044,8 @@ static int cmd_bench(int n)
     }
     for (int o = 0; o < 4; o++) {
         qsort(lat[o], 200, sizeof(double), cmp_d);
-        printf("bench: %s median %.2f ms, p99 %.2f ms\n", names[o],
-               lat[o][100], lat[o][198]);
+        printf("bench: %s median %.2f ms, p99 %.2f ms\n", names[o], lat[o][100],
+               lat[o][198]);
     }
     for (int m = 16; m <= n; m *= 4) {
         OK(el_etcd_delete_prefix(c, k("bench/"), NULL));
@@ -1036,7 +1063,8 @@ static int cmd_bench(int n)
     for (int m = 16; m <= n; m *= 4) {
         double med, last = fan_out(c, m, &med);
         printf("bench: one put seen by %d watchers (each its own stream): "
-               "median %.1f ms, last %.1f ms\n", m, med, last);
+               "median %.1f ms, last %.1f ms\n",
+               m, med, last);
     }
     OK(el_etcd_delete_prefix(c, prefix, NULL));
     el_etcd_close(c);

@@ -28,7 +28,8 @@ static pid_t store_proc(int *port, int *keepalive)
         struct el_store_server *srv = NULL;
         struct el_store_server_opts so = {.host = "127.0.0.1"};
         int p = el_store_server_start(&srv, &so) == 0
-                    ? el_store_server_port(srv) : -1;
+                    ? el_store_server_port(srv)
+                    : -1;
         if (write(up[1], &p, sizeof p) != (ssize_t)sizeof p || p < 0)
             _exit(1);
         char c;
@@ -51,8 +52,8 @@ static pid_t store_proc(int *port, int *keepalive)
     return pid;
 }
 
-static int rank_proc(int port, int keepalive, int world, int rank,
-                     int nullcomm, ranks_body body, void *arg)
+static int rank_proc(int port, int keepalive, int world, int rank, int nullcomm,
+                     ranks_body body, void *arg)
 {
     close(keepalive);
     unsetenv("MASTER_ADDR"); /* loopback only */
@@ -78,8 +79,7 @@ static int rank_proc(int port, int keepalive, int world, int rank,
     return rc;
 }
 
-int ranks_run(int world, int nullcomm, ranks_body body, void *arg,
-              int *status)
+int ranks_run(int world, int nullcomm, ranks_body body, void *arg, int *status)
 {
     int port = -1, keepalive = -1;
     pid_t srv = nullcomm ? 0 : store_proc(&port, &keepalive);
@@ -90,8 +90,7 @@ int ranks_run(int world, int nullcomm, ranks_body body, void *arg,
     for (int r = 0; r < world; r++) {
         pids[r] = fork();
         if (pids[r] == 0) {
-            int rc = rank_proc(port, keepalive, world, r, nullcomm, body,
-                               arg);
+            int rc = rank_proc(port, keepalive, world, r, nullcomm, body, arg);
             fflush(NULL);
             _exit(rc);
         }

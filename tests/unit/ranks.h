@@ -16,16 +16,15 @@ typedef int (*ranks_body)(struct el_comm *c, int rank, int world, void *arg);
  * Each rank's exit status goes to status[rank]: its body's return value, or
  * 100 + the signal that killed it, or 99 if it could not join.  Returns how
  * many ranks did not return 0. */
-int ranks_run(int world, int nullcomm, ranks_body body, void *arg,
-              int *status);
+int ranks_run(int world, int nullcomm, ranks_body body, void *arg, int *status);
 
 /* Print "  rank R: ..." on stderr and return 1 from the body. */
-#define RANK_FAIL(...)                                                      \
-    do {                                                                    \
-        fprintf(stderr, "  rank %d (line %d): ", rank, __LINE__);           \
-        fprintf(stderr, __VA_ARGS__);                                       \
-        fputc('\n', stderr);                                                \
-        return 1;                                                           \
+#define RANK_FAIL(...)                                            \
+    do {                                                          \
+        fprintf(stderr, "  rank %d (line %d): ", rank, __LINE__); \
+        fprintf(stderr, __VA_ARGS__);                             \
+        fputc('\n', stderr);                                      \
+        return 1;                                                 \
     } while (0)
 
 #endif

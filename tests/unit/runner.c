@@ -63,7 +63,7 @@ static int run_one(int idx, int timeout_s)
     int wait_errno = errno;
     if (r < 0)
         kill(pid, SIGKILL); /* before its setpgid, the group is not its own */
-    kill(-pid, SIGKILL); /* whatever the test forked and left behind */
+    kill(-pid, SIGKILL);    /* whatever the test forked and left behind */
     if (r < 0) {
         fprintf(stderr, "  %s: waitpid: %s\n", tests[idx].name,
                 strerror(wait_errno));
@@ -114,8 +114,8 @@ int main(int argc, char **argv)
         clock_gettime(CLOCK_MONOTONIC, &b);
         double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 +
                     (double)(b.tv_nsec - a.tv_nsec) / 1e6;
-        printf("%sok %d - %s (%.0f ms)\n", bad ? "not " : "", n,
-               tests[i].name, ms);
+        printf("%sok %d - %s (%.0f ms)\n", bad ? "not " : "", n, tests[i].name,
+               ms);
         fflush(stdout);
         if (bad)
             failed++;

@@ -27,12 +27,13 @@ static inline struct el_store_server *start(const struct el_store_limits *lim)
 static inline struct el_store *client(struct el_store_server *srv)
 {
     struct el_store *s = NULL;
-    CHECK_OK(el_store_connect(&s, "127.0.0.1", el_store_server_port(srv),
-                              5000, 5000));
+    CHECK_OK(el_store_connect(&s, "127.0.0.1", el_store_server_port(srv), 5000,
+                              5000));
     return s;
 }
 
-static inline void check_value(struct el_store *s, const char *key, const char *want)
+static inline void check_value(struct el_store *s, const char *key,
+                               const char *want)
 {
     void *v = NULL;
     size_t n = 0;

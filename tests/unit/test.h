@@ -17,41 +17,41 @@
 typedef void (*test_fn)(void);
 void test_register_(const char *name, test_fn fn);
 
-#define TEST(name)                                                          \
-    static void test_##name(void);                                          \
-    __attribute__((constructor)) static void test_reg_##name(void)          \
-    {                                                                       \
-        test_register_(#name, test_##name);                                 \
-    }                                                                       \
+#define TEST(name)                                                 \
+    static void test_##name(void);                                 \
+    __attribute__((constructor)) static void test_reg_##name(void) \
+    {                                                              \
+        test_register_(#name, test_##name);                        \
+    }                                                              \
     static void test_##name(void)
 
-#define TEST_FAIL_(...)                                                     \
-    do {                                                                    \
-        fprintf(stderr, "  %s:%d: ", __FILE__, __LINE__);                   \
-        fprintf(stderr, __VA_ARGS__);                                       \
-        fputc('\n', stderr);                                                \
-        exit(1);                                                            \
+#define TEST_FAIL_(...)                                   \
+    do {                                                  \
+        fprintf(stderr, "  %s:%d: ", __FILE__, __LINE__); \
+        fprintf(stderr, __VA_ARGS__);                     \
+        fputc('\n', stderr);                              \
+        exit(1);                                          \
     } while (0)
 
-#define CHECK(cond)                                                         \
-    do {                                                                    \
-        if (!(cond))                                                        \
-            TEST_FAIL_("CHECK(%s) failed", #cond);                          \
+#define CHECK(cond)                                \
+    do {                                           \
+        if (!(cond))                               \
+            TEST_FAIL_("CHECK(%s) failed", #cond); \
     } while (0)
 
-#define CHECK_EQ(a, b)                                                      \
-    do {                                                                    \
-        long long a_ = (long long)(a), b_ = (long long)(b);                 \
-        if (a_ != b_)                                                       \
-            TEST_FAIL_("%s == %s failed: %lld != %lld", #a, #b, a_, b_);    \
+#define CHECK_EQ(a, b)                                                   \
+    do {                                                                 \
+        long long a_ = (long long)(a), b_ = (long long)(b);              \
+        if (a_ != b_)                                                    \
+            TEST_FAIL_("%s == %s failed: %lld != %lld", #a, #b, a_, b_); \
     } while (0)
 
-#define CHECK_STR(a, b)                                                     \
-    do {                                                                    \
-        const char *a_ = (a), *b_ = (b);                                    \
-        if (!a_ || !b_ || strcmp(a_, b_) != 0)                              \
-            TEST_FAIL_("%s == %s failed: \"%s\" != \"%s\"", #a, #b,         \
-                       a_ ? a_ : "(null)", b_ ? b_ : "(null)");             \
+#define CHECK_STR(a, b)                                             \
+    do {                                                            \
+        const char *a_ = (a), *b_ = (b);                            \
+        if (!a_ || !b_ || strcmp(a_, b_) != 0)                      \
+            TEST_FAIL_("%s == %s failed: \"%s\" != \"%s\"", #a, #b, \
+                       a_ ? a_ : "(null)", b_ ? b_ : "(null)");     \
     } while (0)
 
 #define CHECK_MEM(p, n, q, m)                                               \
@@ -62,12 +62,11 @@ void test_register_(const char *name, test_fn fn);
     } while (0)
 
 /* 0 from an elrun call, else print el_strerror and the extra message. */
-#define CHECK_OK(expr)                                                      \
-    do {                                                                    \
-        int rc_ = (expr);                                                   \
-        if (rc_ != 0)                                                       \
-            TEST_FAIL_("%s returned %d (%s)", #expr, rc_,                   \
-                       el_strerror(rc_));                                   \
+#define CHECK_OK(expr)                                                       \
+    do {                                                                     \
+        int rc_ = (expr);                                                    \
+        if (rc_ != 0)                                                        \
+            TEST_FAIL_("%s returned %d (%s)", #expr, rc_, el_strerror(rc_)); \
     } while (0)
 
 #endif

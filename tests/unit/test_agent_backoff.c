@@ -14,8 +14,7 @@ TEST(agent_backoff_first_restart_is_immediate)
 
 TEST(agent_backoff_doubles_from_the_base_up_to_the_cap)
 {
-    static const int want[] = {0, 1000, 2000, 4000, 8000, 16000, 30000,
-                               30000};
+    static const int want[] = {0, 1000, 2000, 4000, 8000, 16000, 30000, 30000};
     for (int k = 1; k <= 8; k++)
         CHECK_EQ(el__agent_backoff_ms(k, 1000, 30000), want[k - 1]);
     CHECK_EQ(el__agent_backoff_ms(1000, 1000, 30000), 30000); /* no overflow */

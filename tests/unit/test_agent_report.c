@@ -26,48 +26,50 @@ static void write_error_file(const char *path, int rank)
     char cs[1024];
     FILE *f = fopen(path, "w");
     snprintf(cs, sizeof cs, callstack_fmt, rank);
-    fprintf(f, "{\"message\": {\"message\": \"RuntimeError: boom from rank "
-               "%d\", \"extraInfo\": {\"py_callstack\": \"%s\", "
-               "\"timestamp\": \"1795989802\"}}}", rank, cs);
+    fprintf(f,
+            "{\"message\": {\"message\": \"RuntimeError: boom from rank "
+            "%d\", \"extraInfo\": {\"py_callstack\": \"%s\", "
+            "\"timestamp\": \"1795989802\"}}}",
+            rank, cs);
     fclose(f);
 }
 
 static const char *const expected_7_3 =
-"============================================================\n"
-"/opt/bench/lib/raiser.py FAILED\n"
-"------------------------------------------------------------\n"
-"Failures:\n"
-"[1]:\n"
-"  time      : 2026-11-29_22:03:22\n"
-"  host      : localhost\n"
-"  rank      : 1 (local_rank: 1)\n"
-"  exitcode  : 1 (pid: 4743)\n"
-"  error_file: DIR/attempt_0/1/error.json\n"
-"  traceback : Traceback (most recent call last):\n"
-"    File \"/usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py\", line 346, in wrapper\n"
-"      return f(*args, **kwargs)\n"
-"             ^^^^^^^^^^^^^^^^^^\n"
-"    File \"/opt/bench/lib/raiser.py\", line 16, in main\n"
-"      raise RuntimeError(f\"boom from rank {rank}\")\n"
-"  RuntimeError: boom from rank 1\n"
-"  \n"
-"------------------------------------------------------------\n"
-"Root Cause (first observed failure):\n"
-"[0]:\n"
-"  time      : 2026-11-29_22:03:22\n"
-"  host      : localhost\n"
-"  rank      : 0 (local_rank: 0)\n"
-"  exitcode  : 1 (pid: 4742)\n"
-"  error_file: DIR/attempt_0/0/error.json\n"
-"  traceback : Traceback (most recent call last):\n"
-"    File \"/usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py\", line 346, in wrapper\n"
-"      return f(*args, **kwargs)\n"
-"             ^^^^^^^^^^^^^^^^^^\n"
-"    File \"/opt/bench/lib/raiser.py\", line 16, in main\n"
-"      raise RuntimeError(f\"boom from rank {rank}\")\n"
-"  RuntimeError: boom from rank 0\n"
-"  \n"
-"============================================================\n";
+    "============================================================\n"
+    "/opt/bench/lib/raiser.py FAILED\n"
+    "------------------------------------------------------------\n"
+    "Failures:\n"
+    "[1]:\n"
+    "  time      : 2026-11-29_22:03:22\n"
+    "  host      : localhost\n"
+    "  rank      : 1 (local_rank: 1)\n"
+    "  exitcode  : 1 (pid: 4743)\n"
+    "  error_file: DIR/attempt_0/1/error.json\n"
+    "  traceback : Traceback (most recent call last):\n"
+    "    File \"/usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py\", line 346, in wrapper\n"
+    "      return f(*args, **kwargs)\n"
+    "             ^^^^^^^^^^^^^^^^^^\n"
+    "    File \"/opt/bench/lib/raiser.py\", line 16, in main\n"
+    "      raise RuntimeError(f\"boom from rank {rank}\")\n"
+    "  RuntimeError: boom from rank 1\n"
+    "  \n"
+    "------------------------------------------------------------\n"
+    "Root Cause (first observed failure):\n"
+    "[0]:\n"
+    "  time      : 2026-11-29_22:03:22\n"
+    "  host      : localhost\n"
+    "  rank      : 0 (local_rank: 0)\n"
+    "  exitcode  : 1 (pid: 4742)\n"
+    "  error_file: DIR/attempt_0/0/error.json\n"
+    "  traceback : Traceback (most recent call last):\n"
+    "    File \"/usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py\", line 346, in wrapper\n"
+    "      return f(*args, **kwargs)\n"
+    "             ^^^^^^^^^^^^^^^^^^\n"
+    "    File \"/opt/bench/lib/raiser.py\", line 16, in main\n"
+    "      raise RuntimeError(f\"boom from rank {rank}\")\n"
+    "  RuntimeError: boom from rank 0\n"
+    "  \n"
+    "============================================================\n";
 
 TEST(agent_report_two_failures_as_torchrun)
 {
@@ -98,8 +100,8 @@ TEST(agent_report_two_failures_as_torchrun)
     res.failures = f;
     res.nfailures = 2;
     res.root = 0;
-    char *box = el_agent_format_failures(&res, "/opt/bench/lib/raiser.py",
-                                         "localhost");
+    char *box =
+        el_agent_format_failures(&res, "/opt/bench/lib/raiser.py", "localhost");
     CHECK(box != NULL);
     /* DIR stands for the temp dir in the expected text. */
     size_t o = 0;
@@ -123,7 +125,8 @@ TEST(agent_report_two_failures_as_torchrun)
     char buf[4096] = {0};
     CHECK(fread(buf, 1, sizeof buf - 1, fp) > 0);
     fclose(fp);
-    CHECK(strstr(buf, "\"message\": \"RuntimeError: boom from rank 0\"") != NULL);
+    CHECK(strstr(buf, "\"message\": \"RuntimeError: boom from rank 0\"") !=
+          NULL);
     CHECK(strstr(buf, "\"errorCode\": 1") != NULL);
     for (int r = 0; r < 2; r++) {
         free(f[r].error_file);
@@ -164,13 +167,16 @@ TEST(agent_report_width_follows_the_longest_line)
     struct el_agent_result res = {0};
     res.failures = &f;
     res.nfailures = 1;
-    char *box = el_agent_format_failures(&res, "/opt/bench/lib/failer.sh",
-                                         "localhost");
+    char *box =
+        el_agent_format_failures(&res, "/opt/bench/lib/failer.sh", "localhost");
     CHECK(box != NULL);
-    CHECK(strncmp(box, "=====================================================\n"
-                       "/opt/bench/lib/failer.sh FAILED\n", 86) == 0);
-    CHECK(strstr(box, "  traceback : Signal 9 (SIGKILL) received by PID 4767\n"
-                      "=====================================================\n"));
+    CHECK(strncmp(box,
+                  "=====================================================\n"
+                  "/opt/bench/lib/failer.sh FAILED\n",
+                  86) == 0);
+    CHECK(strstr(box,
+                 "  traceback : Signal 9 (SIGKILL) received by PID 4767\n"
+                 "=====================================================\n"));
     free(box);
     free(f.message);
 }

@@ -19,9 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ckpt/ckpt_int.h"
 #include "elrun/ckpt.h"
 #include "elrun/err.h"
-#include "ckpt/ckpt_int.h"
 #include "ranks.h"
 #include "test.h"
 
@@ -132,8 +132,8 @@ static void fill(void *buf, size_t n, unsigned seed)
 
 static struct el_ckpt_opts whole_opts(int keep)
 {
-    return (struct el_ckpt_opts){.dir = tmpdir, .rank = 0, .world = 1,
-                                 .keep = keep};
+    return (struct el_ckpt_opts){
+        .dir = tmpdir, .rank = 0, .world = 1, .keep = keep};
 }
 
 /* Save a 1000-byte payload derived from step. */
@@ -279,8 +279,7 @@ TEST(ckpt_sigkill_before_rename)
     CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     /* The temporary file is there, complete, but not under its name. */
     char prefix[128], tmpname[128];
-    snprintf(prefix, sizeof prefix, ".ckpt-%010d.elck.tmp.%ld.", 20,
-             (long)pid);
+    snprintf(prefix, sizeof prefix, ".ckpt-%010d.elck.tmp.%ld.", 20, (long)pid);
     CHECK(find_prefixed(prefix, tmpname, sizeof tmpname) == 1);
     CHECK(exists(tmpname));
     CHECK(!exists("ckpt-0000000020.elck"));
@@ -425,8 +424,7 @@ static int proc_barrier(void *arg)
 
 /* Fork 'world' ranks, each saving a distinct 1000-byte shard for each step
  * in steps[0..nsteps); returns when they all exited 0. */
-static void sharded_run(int world, const int64_t *steps, int nsteps,
-                        int keep)
+static void sharded_run(int world, const int64_t *steps, int nsteps, int keep)
 {
     struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -441,9 +439,12 @@ static void sharded_run(int world, const int64_t *steps, int nsteps,
         pids[r] = fork();
         CHECK(pids[r] >= 0);
         if (pids[r] == 0) {
-            struct el_ckpt_opts o = {.dir = tmpdir, .rank = r,
-                                     .world = world, .sharded = 1,
-                                     .keep = keep, .barrier = proc_barrier,
+            struct el_ckpt_opts o = {.dir = tmpdir,
+                                     .rank = r,
+                                     .world = world,
+                                     .sharded = 1,
+                                     .keep = keep,
+                                     .barrier = proc_barrier,
                                      .barrier_arg = sh};
             for (int i = 0; i < nsteps; i++) {
                 unsigned char buf[1000];
@@ -557,8 +558,11 @@ TEST(ckpt_sharded_rank_dies)
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
-        struct el_ckpt_opts o = {.dir = tmpdir, .rank = 1, .world = 2,
-                                 .sharded = 1, .barrier = peer_lost_barrier};
+        struct el_ckpt_opts o = {.dir = tmpdir,
+                                 .rank = 1,
+                                 .world = 2,
+                                 .sharded = 1,
+                                 .barrier = peer_lost_barrier};
         unsigned char buf[1000] = {0};
         el__ckpt_before_rename = die_now;
         el_ckpt_save(&o, 6, buf, sizeof buf);
@@ -567,8 +571,11 @@ TEST(ckpt_sharded_rank_dies)
     int st;
     CHECK_EQ(waitpid(pid, &st, 0), pid);
     CHECK(WIFSIGNALED(st));
-    struct el_ckpt_opts o = {.dir = tmpdir, .rank = 0, .world = 2,
-                             .sharded = 1, .barrier = peer_lost_barrier};
+    struct el_ckpt_opts o = {.dir = tmpdir,
+                             .rank = 0,
+                             .world = 2,
+                             .sharded = 1,
+                             .barrier = peer_lost_barrier};
     unsigned char buf[1000] = {0};
     CHECK_EQ(el_ckpt_save(&o, 6, buf, sizeof buf), EL_EPEERLOST);
     CHECK(exists("ckpt-0000000006.r00000.elck"));
@@ -600,8 +607,9 @@ static void damage(int64_t step, int sharded, uint32_t *rnd)
     *rnd = *rnd * 1103515245u + 12345u;
     int how = (int)((*rnd >> 16) % 4);
     if (sharded)
-        snprintf(name, sizeof name, (*rnd >> 4) % 2 ? "ckpt-%010lld.done"
-                                                    : "ckpt-%010lld.r00000.elck",
+        snprintf(name, sizeof name,
+                 (*rnd >> 4) % 2 ? "ckpt-%010lld.done"
+                                 : "ckpt-%010lld.r00000.elck",
                  (long long)step);
     else
         snprintf(name, sizeof name, "ckpt-%010lld.elck", (long long)step);
@@ -636,7 +644,9 @@ TEST(ckpt_random_damage)
         for (int s = 1; s <= 6; s++) {
             rnd = rnd * 1103515245u + 12345u;
             sharded[s] = (int)((rnd >> 16) & 1);
-            struct el_ckpt_opts o = {.dir = tmpdir, .world = 1, .keep = -1,
+            struct el_ckpt_opts o = {.dir = tmpdir,
+                                     .world = 1,
+                                     .keep = -1,
                                      .sharded = sharded[s],
                                      .barrier = no_barrier};
             unsigned char buf[300];
@@ -709,17 +719,25 @@ TEST(ckpt_sharded_failed_rewrite)
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
-        struct el_ckpt_opts o = {.dir = tmpdir, .rank = 1, .world = 2,
-                                 .sharded = 1, .keep = -1,
-                                 .barrier = proc_barrier, .barrier_arg = sh};
+        struct el_ckpt_opts o = {.dir = tmpdir,
+                                 .rank = 1,
+                                 .world = 2,
+                                 .sharded = 1,
+                                 .keep = -1,
+                                 .barrier = proc_barrier,
+                                 .barrier_arg = sh};
         unsigned char buf[1000];
         fill(buf, sizeof buf, 12345);
         el__ckpt_before_rename = lose_tmp;
         _exit(el_ckpt_save(&o, 9, buf, sizeof buf) == -ENOENT ? 0 : 1);
     }
-    struct el_ckpt_opts o = {.dir = tmpdir, .rank = 0, .world = 2,
-                             .sharded = 1, .keep = -1,
-                             .barrier = proc_barrier, .barrier_arg = sh};
+    struct el_ckpt_opts o = {.dir = tmpdir,
+                             .rank = 0,
+                             .world = 2,
+                             .sharded = 1,
+                             .keep = -1,
+                             .barrier = proc_barrier,
+                             .barrier_arg = sh};
     unsigned char buf[1000];
     fill(buf, sizeof buf, 9 * 100 + 0); /* the same bytes as before */
     CHECK_EQ(el_ckpt_save(&o, 9, buf, sizeof buf), -ENOENT);
@@ -744,15 +762,15 @@ TEST(ckpt_sharded_failed_rewrite)
 /* Where each rank keeps its checkpoints, and what a run does. */
 struct dp_case {
     char dir[16][160];
-    int64_t steps[4];   /* steps to save, in order; -1 ends the list       */
-    size_t bytes;       /* payload size of each save                       */
-    int resume;         /* resume first and check what comes back          */
-    int64_t want_step;  /* the step resume must find (-1: -ENOENT)         */
+    int64_t steps[4];  /* steps to save, in order; -1 ends the list       */
+    size_t bytes;      /* payload size of each save                       */
+    int resume;        /* resume first and check what comes back          */
+    int64_t want_step; /* the step resume must find (-1: -ENOENT)         */
     int want_src, want_holders, want_dirs, want_world;
-    int fsize_rank;     /* this rank gets RLIMIT_FSIZE = fsize_limit       */
+    int fsize_rank; /* this rank gets RLIMIT_FSIZE = fsize_limit       */
     long fsize_limit;
-    int fail_expected;  /* saves must fail, agreed, with this error        */
-    int want_saved;     /* and this many directories holding the step      */
+    int fail_expected; /* saves must fail, agreed, with this error        */
+    int want_saved;    /* and this many directories holding the step      */
 };
 
 static int wrote_here; /* the rename hook counts this process's writes */
@@ -780,8 +798,7 @@ static int dp_body(struct el_comm *c, int rank, int world, void *arg)
     if (rc != 0)
         RANK_FAIL("el_ckpt_dp_open: %s: %s", el_strerror(rc), err);
     if (el_ckpt_dp_dirs(dp) != k->want_dirs)
-        RANK_FAIL("%d directories, want %d", el_ckpt_dp_dirs(dp),
-                  k->want_dirs);
+        RANK_FAIL("%d directories, want %d", el_ckpt_dp_dirs(dp), k->want_dirs);
     /* The writer of a directory is the lowest rank that uses it. */
     int writer = 1;
     for (int r = 0; r < rank; r++)
@@ -811,11 +828,11 @@ static int dp_body(struct el_comm *c, int rank, int world, void *arg)
                 RANK_FAIL("resumed payload differs (%zu bytes)", len);
             if (f.info.step != k->want_step || f.src != k->want_src ||
                 f.holders != k->want_holders || f.dirs != k->want_dirs ||
-                f.info.world != k->want_world ||
-                f.info.bytes != k->bytes)
+                f.info.world != k->want_world || f.info.bytes != k->bytes)
                 RANK_FAIL("found step %lld src %d holders %d dirs %d world "
-                          "%d", (long long)f.info.step, f.src, f.holders,
-                          f.dirs, f.info.world);
+                          "%d",
+                          (long long)f.info.step, f.src, f.holders, f.dirs,
+                          f.info.world);
         }
     }
     unsigned char *buf = malloc(k->bytes);
@@ -839,16 +856,16 @@ static int dp_body(struct el_comm *c, int rank, int world, void *arg)
         if (rc != 0) {
             /* Every rank says the same thing: who failed, where, why. */
             char want[256];
-            snprintf(want, sizeof want, "checkpoint step %lld is not saved "
+            snprintf(want, sizeof want,
+                     "checkpoint step %lld is not saved "
                      "in %d of %d checkpoint directories: rank %d (%s): %s",
                      (long long)k->steps[i], k->want_dirs - want_saved,
                      k->want_dirs, k->fsize_rank, k->dir[k->fsize_rank],
                      el_strerror(k->fail_expected));
             if (strcmp(el_ckpt_dp_errmsg(dp), want) != 0)
-                RANK_FAIL("message \"%s\", want \"%s\"",
-                          el_ckpt_dp_errmsg(dp), want);
-            if (sv.local_rc != (rank == k->fsize_rank ? k->fail_expected
-                                                      : 0))
+                RANK_FAIL("message \"%s\", want \"%s\"", el_ckpt_dp_errmsg(dp),
+                          want);
+            if (sv.local_rc != (rank == k->fsize_rank ? k->fail_expected : 0))
                 RANK_FAIL("local_rc %d", sv.local_rc);
         }
     }
@@ -1027,8 +1044,10 @@ TEST(ckpt_dp_enospc_is_failed_everywhere)
     snprintf(k.dir[1], sizeof k.dir[1], "%s/node1", tmpdir);
     CHECK_EQ(mkdir(k.dir[0], 0755), 0);
     char cmd[256];
-    snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=64k elrun-test %s "
-             "2>/dev/null", k.dir[0]);
+    snprintf(cmd, sizeof cmd,
+             "mount -t tmpfs -o size=64k elrun-test %s "
+             "2>/dev/null",
+             k.dir[0]);
     if (system(cmd) != 0) {
         fprintf(stderr, "  (cannot mount a tmpfs here: not tested)\n");
         cleanup();
@@ -1056,9 +1075,10 @@ static int dp_open_body(struct el_comm *c, int rank, int world, void *arg)
     struct el_ckpt_dp *dp = NULL;
     char err[512], want[512];
     int rc = el_ckpt_dp_open(&dp, c, k->dir[rank], 3, err, sizeof err);
-    snprintf(want, sizeof want, "rank 1 cannot create files in its "
-             "checkpoint directory %s: %s", k->dir[1],
-             el_strerror(-ENOTDIR));
+    snprintf(want, sizeof want,
+             "rank 1 cannot create files in its "
+             "checkpoint directory %s: %s",
+             k->dir[1], el_strerror(-ENOTDIR));
     if (rc != -ENOTDIR || dp != NULL || strcmp(err, want) != 0)
         RANK_FAIL("open: %s: \"%s\"", el_strerror(rc), err);
     (void)world;

@@ -42,7 +42,7 @@ TEST(cli_run_program_errors)
     CHECK_OK(OPTS(&o, "--no-python", "/no/such/prog"));
     CHECK_EQ(argv_error(&o, err, sizeof err), 2);
     CHECK(strstr(err, "program '/no/such/prog' does not exist; check the "
-                 "path") != NULL);
+                      "path") != NULL);
     char plain[] = "/tmp/elrun-test-plain.XXXXXX";
     int fd = mkstemp(plain);
     CHECK(fd >= 0);
@@ -62,17 +62,17 @@ TEST(cli_run_program_errors)
     CHECK_OK(OPTS(&o, "x.py"));
     CHECK_EQ(argv_error(&o, err, sizeof err), 2);
     CHECK(strstr(err, "'/no/python' does not exist; check the path (set "
-                 "PYTHON_EXEC or use --no-python)") != NULL);
+                      "PYTHON_EXEC or use --no-python)") != NULL);
     setenv("PYTHON_EXEC", "/bin/sh", 1);
     CHECK_OK(OPTS(&o, "/no/such/train.py"));
     CHECK_EQ(argv_error(&o, err, sizeof err), 2);
     CHECK(strstr(err, "training script '/no/such/train.py' cannot be read "
-                 "(No such file or directory)") != NULL);
+                      "(No such file or directory)") != NULL);
     /* Not a Python script: an ELF program, a #! line of another shell. */
     CHECK_OK(OPTS(&o, "/bin/true"));
     CHECK_EQ(argv_error(&o, err, sizeof err), 2);
     CHECK(strstr(err, "'/bin/true' is an ELF executable, not a Python "
-                 "script; add --no-python to run it directly") != NULL);
+                      "script; add --no-python to run it directly") != NULL);
     char sh[] = "/tmp/elrun-test-sh.XXXXXX";
     int sfd = mkstemp(sh);
     CHECK(sfd >= 0);
@@ -82,7 +82,7 @@ TEST(cli_run_program_errors)
     rc = argv_error(&o, err, sizeof err);
     CHECK_EQ(rc, 2);
     CHECK(strstr(err, "is not a Python script (its first line is "
-                 "'#!/bin/bash -e'); add --no-python") != NULL);
+                      "'#!/bin/bash -e'); add --no-python") != NULL);
     /* ... but a #! python line is Python. */
     sfd = open(sh, O_WRONLY | O_TRUNC);
     CHECK(write(sfd, "#!/usr/bin/env python3\n", 23) == 23);
@@ -132,7 +132,7 @@ static int rdzv_error(const char *const *words, char *err, size_t cap)
     return rdzv_config(&o, &rc, &s, err, cap);
 }
 
-#define RDZV_ERROR(err, ...)                                                 \
+#define RDZV_ERROR(err, ...) \
     rdzv_error((const char *const[]){__VA_ARGS__, NULL}, (err), sizeof(err))
 
 TEST(cli_run_rendezvous_address_errors)
@@ -140,23 +140,25 @@ TEST(cli_run_rendezvous_address_errors)
     char err[1400];
     CHECK_EQ(RDZV_ERROR(err, "--rdzv-endpoint=host", "x.py"), -1);
     CHECK(strstr(err, "--rdzv-endpoint=host: the static rendezvous needs "
-                 "HOST:PORT") != NULL);
+                      "HOST:PORT") != NULL);
     CHECK_EQ(RDZV_ERROR(err, "--master-addr=a b", "x.py"), -1);
     CHECK(strstr(err, "--master-addr=a b is not a host name or address"));
     CHECK_EQ(RDZV_ERROR(err, "--rdzv-backend=c10d", "--nnodes=1:2",
-                        "--rdzv-endpoint=h:99999", "x.py"), -1);
+                        "--rdzv-endpoint=h:99999", "x.py"),
+             -1);
     CHECK(strstr(err, "--rdzv-endpoint=h:99999: expected HOST or HOST:PORT"));
-    CHECK_EQ(RDZV_ERROR(err, "--standalone", "--local-addr=192.0.2.77",
-                        "x.py"), -1);
+    CHECK_EQ(RDZV_ERROR(err, "--standalone", "--local-addr=192.0.2.77", "x.py"),
+             -1);
     CHECK(strstr(err, "--local-addr=192.0.2.77 is not an address of this "
-                 "host (Cannot assign requested address): the workers are "
-                 "told MASTER_ADDR=192.0.2.77 and would find no store"));
-    CHECK_EQ(RDZV_ERROR(err, "--standalone", "--local-addr=127.0.0.2",
-                        "x.py"), 0);
+                      "host (Cannot assign requested address): the workers are "
+                      "told MASTER_ADDR=192.0.2.77 and would find no store"));
+    CHECK_EQ(RDZV_ERROR(err, "--standalone", "--local-addr=127.0.0.2", "x.py"),
+             0);
     CHECK_EQ(RDZV_ERROR(err, "--rdzv-backend=etcd", "x.py"), -1);
     CHECK(strstr(err, "the etcd rendezvous needs --rdzv-endpoint=HOST:PORT"));
-    CHECK_EQ(RDZV_ERROR(err, "--rdzv-backend=etcd", "--rdzv-endpoint=h:x",
-                        "x.py"), -1);
+    CHECK_EQ(
+        RDZV_ERROR(err, "--rdzv-backend=etcd", "--rdzv-endpoint=h:x", "x.py"),
+        -1);
     CHECK(strstr(err, "--rdzv-endpoint: 'h:x' is not HOST[:PORT] or a URL"));
 }
 
@@ -169,16 +171,17 @@ TEST(cli_run_rdzv_conf_reaches_the_rendezvous)
     CHECK_OK(OPTS(&o, "--nnodes=2", "x.py"));
     CHECK_OK(rdzv_config(&o, &rc, &s, err, sizeof err));
     CHECK_STR(rc.backend, "static");
-    CHECK_EQ(rc.join_timeout_ms, 900000);  /* torchrun's static timeout */
+    CHECK_EQ(rc.join_timeout_ms, 900000); /* torchrun's static timeout */
     CHECK_EQ(rc.port, 29500);
     CHECK_OK(OPTS(&o, "--rdzv-backend=c10d", "--nnodes=1:3",
                   "--rdzv-conf=join_timeout=7,timeout=5,read_timeout=1.5,"
                   "last_call_timeout=2,keep_alive_interval=0.25,"
-                  "keep_alive_max_attempt=9,is_host=1", "x.py"));
+                  "keep_alive_max_attempt=9,is_host=1",
+                  "x.py"));
     CHECK_OK(rdzv_config(&o, &rc, &s, err, sizeof err));
     CHECK_STR(rc.backend, "c10d");
     CHECK_EQ(rc.port, 29400);
-    CHECK_EQ(rc.join_timeout_ms, 7000);    /* join_timeout wins */
+    CHECK_EQ(rc.join_timeout_ms, 7000); /* join_timeout wins */
     CHECK_EQ(rc.io_timeout_ms, 1500);
     CHECK_EQ(rc.last_call_timeout_ms, 2000);
     CHECK_EQ(rc.keep_alive_interval_ms, 250);
@@ -187,7 +190,8 @@ TEST(cli_run_rdzv_conf_reaches_the_rendezvous)
     CHECK_OK(OPTS(&o, "--rdzv-backend=etcd-v2", "--nnodes=1:3",
                   "--rdzv-endpoint=a:1,http://b:2",
                   "--rdzv-conf=etcd_prefix=/p,protocol=https,cacert=ca,"
-                  "cert=c,key=k,username=u,password=pw", "x.py"));
+                  "cert=c,key=k,username=u,password=pw",
+                  "x.py"));
     CHECK_OK(rdzv_config(&o, &rc, &s, err, sizeof err));
     CHECK_STR(rc.backend, "etcd");
     CHECK_STR(rc.endpoints, "a:1,http://b:2");

@@ -72,12 +72,12 @@ static void stop_store(void)
 /* A rank's body: returns 0 on success; failures print and return 1. */
 typedef int (*rank_fn)(struct el_store *st, int rank, int world, void *arg);
 
-#define RFAIL(...)                                                          \
-    do {                                                                    \
-        fprintf(stderr, "  rank %d: ", rank);                               \
-        fprintf(stderr, __VA_ARGS__);                                       \
-        fputc('\n', stderr);                                                \
-        return 1;                                                           \
+#define RFAIL(...)                            \
+    do {                                      \
+        fprintf(stderr, "  rank %d: ", rank); \
+        fprintf(stderr, __VA_ARGS__);         \
+        fputc('\n', stderr);                  \
+        return 1;                             \
     } while (0)
 
 static pid_t spawn_rank(rank_fn fn, int rank, int world, void *arg)
@@ -115,8 +115,8 @@ static void run_ranks(int world, rank_fn fn, void *arg)
         while (waitpid(pids[r], &st, 0) < 0 && errno == EINTR)
             ;
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            fprintf(stderr, "  world %d: rank %d failed (status 0x%x)\n",
-                    world, r, st);
+            fprintf(stderr, "  world %d: rank %d failed (status 0x%x)\n", world,
+                    r, st);
             bad = 1;
         }
     }
@@ -129,8 +129,8 @@ static int open_comm(struct el_comm **c, struct el_store *st,
 {
     int rc = el_comm_open(c, st, prefix, rank, world, o);
     if (rc != 0)
-        fprintf(stderr, "  rank %d: el_comm_open(%s): %s: %s\n", rank,
-                prefix, el_strerror(rc), el_comm_open_errmsg());
+        fprintf(stderr, "  rank %d: el_comm_open(%s): %s: %s\n", rank, prefix,
+                el_strerror(rc), el_comm_open_errmsg());
     return rc;
 }
 
@@ -141,8 +141,8 @@ static int open_comm(struct el_comm **c, struct el_store *st,
 /* Small integers (exact in float too), different per rank and index. */
 static int64_t val(int rank, size_t i)
 {
-    return (int64_t)((rank * 7 + (int)(i % 1000) * 13 + (int)(i / 1000)) %
-                     19) - 9;
+    return (int64_t)((rank * 7 + (int)(i % 1000) * 13 + (int)(i / 1000)) % 19) -
+           9;
 }
 
 static void fill(void *buf, size_t n, enum el_dtype t, int rank)
@@ -150,10 +150,18 @@ static void fill(void *buf, size_t n, enum el_dtype t, int rank)
     for (size_t i = 0; i < n; i++) {
         int64_t v = val(rank, i);
         switch (t) {
-        case EL_FLOAT32: ((float *)buf)[i] = (float)v; break;
-        case EL_FLOAT64: ((double *)buf)[i] = (double)v; break;
-        case EL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-        case EL_INT64: ((int64_t *)buf)[i] = v; break;
+        case EL_FLOAT32:
+            ((float *)buf)[i] = (float)v;
+            break;
+        case EL_FLOAT64:
+            ((double *)buf)[i] = (double)v;
+            break;
+        case EL_INT32:
+            ((int32_t *)buf)[i] = (int32_t)v;
+            break;
+        case EL_INT64:
+            ((int64_t *)buf)[i] = v;
+            break;
         }
     }
 }
@@ -174,12 +182,12 @@ static void reference(void *buf, size_t n, enum el_dtype t, enum el_redop op,
         }
         switch (t) {
         case EL_FLOAT32:
-            ((float *)buf)[i] = op == EL_AVG ? (float)acc / (float)world
-                                             : (float)acc;
+            ((float *)buf)[i] =
+                op == EL_AVG ? (float)acc / (float)world : (float)acc;
             break;
         case EL_FLOAT64:
-            ((double *)buf)[i] = op == EL_AVG ? (double)acc / world
-                                              : (double)acc;
+            ((double *)buf)[i] =
+                op == EL_AVG ? (double)acc / world : (double)acc;
             break;
         case EL_INT32:
             ((int32_t *)buf)[i] = (int32_t)(op == EL_AVG ? acc / world : acc);
@@ -197,8 +205,12 @@ static const char *const op_name[] = {"sum", "avg", "max", "min"};
 static int check_allreduce(struct el_comm *c, int rank, int world,
                            const char *tag)
 {
-    size_t counts[] = {0, 1, 2, 3, 5, 7, 13, (size_t)world * 5 + 3, 1009,
-                       (size_t)world * 997, 40009};
+    size_t counts[] = {0,    1,
+                       2,    3,
+                       5,    7,
+                       13,   (size_t)world * 5 + 3,
+                       1009, (size_t)world * 997,
+                       40009};
     size_t maxn = 40009 + 16;
     char *buf = malloc(maxn * 8), *ref = malloc(maxn * 8);
     for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
@@ -214,15 +226,13 @@ static int check_allreduce(struct el_comm *c, int rank, int world,
                 if (rc != 0)
                     RFAIL("%s allreduce %s %s n=%zu: %s", tag, dtype_name[t],
                           op_name[op], n, el_comm_errmsg(c));
-                reference(ref, n, (enum el_dtype)t, (enum el_redop)op,
-                          world);
+                reference(ref, n, (enum el_dtype)t, (enum el_redop)op, world);
                 if (memcmp(buf, ref, n * esz) != 0)
                     RFAIL("%s allreduce %s %s n=%zu world=%d: wrong result",
                           tag, dtype_name[t], op_name[op], n, world);
                 for (int k = 0; k < 16; k++)
                     if ((unsigned char)buf[n * esz + k] != 0x5a)
-                        RFAIL("%s allreduce n=%zu wrote past the end", tag,
-                              n);
+                        RFAIL("%s allreduce n=%zu wrote past the end", tag, n);
             }
     free(buf);
     free(ref);
@@ -238,12 +248,10 @@ static const struct el_comm_opts configs[] = {
     {.timeout_ms = 20000, .shm = -1},
     {.timeout_ms = 20000, .shm = -1, .chunk_bytes = 4096, .small_bytes = 1},
 };
-static const char *const config_name[] = {"shm", "shm-4k", "tcp",
-                                          "tcp-ring"};
+static const char *const config_name[] = {"shm", "shm-4k", "tcp", "tcp-ring"};
 #define NCONFIGS 4
 
-static int rank_allreduce(struct el_store *st, int rank, int world,
-                          void *arg)
+static int rank_allreduce(struct el_store *st, int rank, int world, void *arg)
 {
     for (int k = 0; k < NCONFIGS; k++) {
         char prefix[64];
@@ -368,8 +376,7 @@ static int rank_others(struct el_store *st, int rank, int world, void *arg)
     char key[64];
     for (int round = 0; round < 3; round++) {
         int64_t now;
-        snprintf(key, sizeof key, "bc/%d/%d/arrived/%d", world, o->shm,
-                 round);
+        snprintf(key, sizeof key, "bc/%d/%d/arrived/%d", world, o->shm, round);
         if (el_store_add(st, key, 1, &now) != 0)
             RFAIL("store add");
         if (el_barrier(c) != 0)
@@ -388,8 +395,8 @@ TEST(coll_broadcast_allgather_barrier)
 {
     start_store();
     struct el_comm_opts shm = {.shm_chunk_bytes = 4096};
-    struct el_comm_opts tcp = {.chunk_bytes = 4096, .small_bytes = 512,
-                               .shm = -1};
+    struct el_comm_opts tcp = {
+        .chunk_bytes = 4096, .small_bytes = 512, .shm = -1};
     for (int world = 1; world <= 7; world++) {
         run_ranks(world, rank_others, &shm);
         run_ranks(world, rank_others, &tcp);
@@ -486,8 +493,8 @@ TEST(coll_random_sequence)
 {
     start_store();
     struct el_comm_opts shm = {.shm_chunk_bytes = 8192};
-    struct el_comm_opts tcp = {.shm = -1, .chunk_bytes = 4096,
-                               .small_bytes = 2048};
+    struct el_comm_opts tcp = {
+        .shm = -1, .chunk_bytes = 4096, .small_bytes = 2048};
     for (int world = 2; world <= 5; world += 3) {
         run_ranks(world, rank_random, &shm);
         run_ranks(world, rank_random, &tcp);
@@ -498,20 +505,17 @@ TEST(coll_random_sequence)
 /* Ranks that finish first close and exit at once, while the others may
  * still be reading their last data or waiting on the last barrier: that
  * departure must not count as a failure. */
-static int rank_quick_exit(struct el_store *st, int rank, int world,
-                           void *arg)
+static int rank_quick_exit(struct el_store *st, int rank, int world, void *arg)
 {
     const struct el_comm_opts *o = arg;
     static float x[70000];
     for (int round = 0; round < 15; round++) {
         char prefix[64];
         struct el_comm *c;
-        snprintf(prefix, sizeof prefix, "quick/%d/%d/%d", world, o->shm,
-                 round);
+        snprintf(prefix, sizeof prefix, "quick/%d/%d/%d", world, o->shm, round);
         if (open_comm(&c, st, prefix, rank, world, o) != 0)
             return 1;
-        size_t n = (size_t)(round % 3 == 0 ? 3 : round % 3 == 1 ? 5000
-                                                                 : 70000);
+        size_t n = (size_t)(round % 3 == 0 ? 3 : round % 3 == 1 ? 5000 : 70000);
         for (size_t i = 0; i < n; i++)
             x[i] = 1;
         if (el_allreduce(c, x, n, EL_FLOAT32, EL_SUM) != 0)
@@ -548,8 +552,8 @@ struct fault_arg {
     int shm;
     int victim;
     int timeout_ms;
-    int ready_fd;   /* the victim writes a byte here once it is in the loop */
-    int report_fd;  /* survivors write a struct report here */
+    int ready_fd;  /* the victim writes a byte here once it is in the loop */
+    int report_fd; /* survivors write a struct report here */
 };
 
 static int rank_fault(struct el_store *st, int rank, int world, void *argp)
@@ -569,8 +573,8 @@ static int rank_fault(struct el_store *st, int rank, int world, void *argp)
         }
         int rc = el_allreduce(c, x, n, EL_FLOAT32, EL_SUM);
         if (rc != 0) {
-            struct report rep = {.rank = rank, .rc = rc,
-                                 .t_fail_ms = el_now_ms()};
+            struct report rep = {
+                .rank = rank, .rc = rc, .t_fail_ms = el_now_ms()};
             snprintf(rep.msg, sizeof rep.msg, "%s", el_comm_errmsg(c));
             /* Later calls fail at once with the same error. */
             if (el_barrier(c) != rc)
@@ -587,8 +591,8 @@ static int rank_fault(struct el_store *st, int rank, int world, void *argp)
 
 /* Start 'world' ranks, wait until the victim is looping, signal it, and
  * check every survivor fails within bound_ms naming it. */
-static void fault_case(int shm, int world, int victim, int sig,
-                       int timeout_ms, int bound_ms)
+static void fault_case(int shm, int world, int victim, int sig, int timeout_ms,
+                       int bound_ms)
 {
     int ready[2], rep[2];
     CHECK(pipe(ready) == 0 && pipe(rep) == 0);

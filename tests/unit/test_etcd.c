@@ -113,7 +113,7 @@ TEST(etcd_kv_from_range_reply)
         "\"lease\":\"2324035705602623249\"}],\"count\":\"1\"}");
     struct el_etcd_kv kv;
     CHECK_EQ(el__etcd_kv_from_json(json_array_get(json_object_get(r, "kvs"), 0),
-                                  &kv),
+                                   &kv),
              0);
     CHECK_STR(kv.key, "/rdzv/foo");
     CHECK_STR(kv.value, "bar");
@@ -169,7 +169,7 @@ TEST(etcd_error_replies)
     CHECK_EQ(el__etcd_grpc_to_err(7, "etcdserver: permission denied"), -EACCES);
     CHECK_EQ(el__etcd_grpc_to_err(16, "invalid auth token"), -EACCES);
     CHECK_EQ(el__etcd_grpc_to_err(11, "mvcc: required revision has been "
-                                     "compacted"),
+                                      "compacted"),
              -ESTALE);
     CHECK_EQ(el__etcd_grpc_to_err(3, "bad"), EL_EUSAGE);
     CHECK_EQ(el__etcd_grpc_to_err(9, "etcdserver: lease already exists"),
@@ -184,10 +184,11 @@ TEST(etcd_watch_lines)
     int64_t compact = 0, rev = 0;
     const char *err;
     json_t *hold = NULL;
-    const char *l1 = "{\"result\":{\"header\":{\"cluster_id\":\"1\",\"revision\":"
-                     "\"7\",\"raft_term\":\"2\"},\"created\":true}}";
+    const char *l1 =
+        "{\"result\":{\"header\":{\"cluster_id\":\"1\",\"revision\":"
+        "\"7\",\"raft_term\":\"2\"},\"created\":true}}";
     CHECK_EQ(el__etcd_watch_parse(l1, strlen(l1), &evs, &n, &cap, &created,
-                                 &canceled, &compact, &rev, &err, &hold),
+                                  &canceled, &compact, &rev, &err, &hold),
              0);
     CHECK_EQ(created, 1);
     CHECK_EQ(rev, 7);
@@ -199,7 +200,7 @@ TEST(etcd_watch_lines)
         "\"8\",\"version\":\"1\",\"value\":\"aGVsbG8=\"}},{\"type\":\"DELETE\","
         "\"kv\":{\"key\":\"L3JkenYvdzE=\",\"mod_revision\":\"9\"}}]}}";
     CHECK_EQ(el__etcd_watch_parse(l2, strlen(l2), &evs, &n, &cap, &created,
-                                 &canceled, &compact, &rev, &err, &hold),
+                                  &canceled, &compact, &rev, &err, &hold),
              0);
     CHECK_EQ(n, 2);
     CHECK_EQ(evs[0].type, EL_ETCD_PUT);
@@ -216,7 +217,7 @@ TEST(etcd_watch_lines)
     const char *l3 = "{\"result\":{\"header\":{\"revision\":\"9\"},"
                      "\"canceled\":true,\"compact_revision\":\"5\"}}";
     CHECK_EQ(el__etcd_watch_parse(l3, strlen(l3), &evs, &n, &cap, &created,
-                                 &canceled, &compact, &rev, &err, &hold),
+                                  &canceled, &compact, &rev, &err, &hold),
              0);
     CHECK_EQ(canceled, 1);
     CHECK_EQ(compact, 5);
@@ -226,7 +227,7 @@ TEST(etcd_watch_lines)
                      "permission denied\"}}";
     canceled = 0;
     CHECK_EQ(el__etcd_watch_parse(l5, strlen(l5), &evs, &n, &cap, &created,
-                                 &canceled, &compact, &rev, &err, &hold),
+                                  &canceled, &compact, &rev, &err, &hold),
              0);
     CHECK_EQ(canceled, 1);
     CHECK_STR(err, "etcdserver: permission denied");
@@ -236,13 +237,13 @@ TEST(etcd_watch_lines)
     const char *l4 = "{\"error\":{\"grpc_code\":14,\"message\":"
                      "\"etcdserver: no leader\"}}";
     CHECK_EQ(el__etcd_watch_parse(l4, strlen(l4), &evs, &n, &cap, &created,
-                                 &canceled, &compact, &rev, &err, &hold),
+                                  &canceled, &compact, &rev, &err, &hold),
              EL_EPROTO);
     CHECK_STR(err, "etcdserver: no leader");
     json_decref(hold);
 
     CHECK_EQ(el__etcd_watch_parse("{\"resu", 6, &evs, &n, &cap, &created,
-                                 &canceled, &compact, &rev, &err, &hold),
+                                  &canceled, &compact, &rev, &err, &hold),
              EL_EPROTO);
 }
 
@@ -262,14 +263,14 @@ TEST(etcd_open_parses_endpoints)
     CHECK_STR(c->opts.endpoints, o.endpoints);
     el_etcd_close(c);
 
-    o = (struct el_etcd_opts){.endpoints = "a:1,b:2", .protocol = "https",
-                              .cacert = "/ca.pem"};
+    o = (struct el_etcd_opts){
+        .endpoints = "a:1,b:2", .protocol = "https", .cacert = "/ca.pem"};
     CHECK_EQ(el_etcd_open(&c, &o, eb, sizeof eb), 0);
     CHECK_STR(c->m[1].url, "https://b:2");
     el_etcd_close(c);
 
-    const char *bad[] = {"", "nohost", "h:", ":1", "h:12x", "ftp://h:1",
-                         "http://h:1/path", ","};
+    const char *bad[] = {"",          "nohost",          "h:", ":1", "h:12x",
+                         "ftp://h:1", "http://h:1/path", ","};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         o = (struct el_etcd_opts){.endpoints = bad[i]};
         CHECK_EQ(el_etcd_open(&c, &o, eb, sizeof eb), EL_EUSAGE);

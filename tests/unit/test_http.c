@@ -44,8 +44,7 @@ static char *read_all(int fd, size_t cap, int timeout_ms, size_t *lenp)
 }
 
 /* Send req on a new connection and read the answer (read_all). */
-static char *exchange(int port, const char *req, size_t reqlen,
-                      int timeout_ms)
+static char *exchange(int port, const char *req, size_t reqlen, int timeout_ms)
 {
     int fd = el_tcp_connect("127.0.0.1", port, 5000);
     CHECK(fd >= 0);
@@ -68,7 +67,8 @@ static struct el_metrics_server *serve(struct el_metrics **reg)
     CHECK_EQ(el_metrics_new(reg, (const char *const[]){"run_id", "t", NULL}),
              0);
     CHECK_EQ(el_metrics_register(*reg, &g, EL_METRIC_GAUGE, "elrun_round",
-                                 "The round.", NULL, NULL, 0), 0);
+                                 "The round.", NULL, NULL, 0),
+             0);
     el_metric_set(g, NULL, 3);
     struct el_metrics_server *s;
     char err[256];
@@ -189,7 +189,8 @@ static int lt_start(struct loop_thread *lt, const struct el_http_limits *lim)
     char err[256];
     CHECK_EQ(uv_loop_init(&lt->loop), 0);
     CHECK_EQ(el_http_open(&lt->h, &lt->loop, "127.0.0.1", 0, lim, lt_handle,
-                          NULL, err, sizeof err), 0);
+                          NULL, err, sizeof err),
+             0);
     uv_async_init(&lt->loop, &lt->stop, lt_stop);
     lt->stop.data = lt;
     pthread_create(&lt->th, NULL, lt_run, lt);
@@ -244,8 +245,8 @@ TEST(http_clients_over_the_cap_closed)
     for (int round = 0; round < 500 && closed < 2; round++) {
         struct pollfd q[6];
         for (int i = 0; i < 6; i++)
-            q[i] = (struct pollfd){.fd = gone[i] ? -1 : fds[i],
-                                   .events = POLLIN};
+            q[i] =
+                (struct pollfd){.fd = gone[i] ? -1 : fds[i], .events = POLLIN};
         poll(q, 6, 10);
         for (int i = 0; i < 6; i++)
             if (q[i].revents && read(fds[i], &c, 1) == 0) {
@@ -259,7 +260,8 @@ TEST(http_clients_over_the_cap_closed)
     for (int i = 0; i < 6; i++) {
         if (gone[i])
             continue;
-        CHECK(send(fds[i], get, sizeof get - 1, 0) == (ssize_t)(sizeof get - 1));
+        CHECK(send(fds[i], get, sizeof get - 1, 0) ==
+              (ssize_t)(sizeof get - 1));
         char *out = read_all(fds[i], 4096, 5000, NULL);
         CHECK(strstr(out, "\r\n\r\nok\n"));
         free(out);

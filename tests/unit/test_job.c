@@ -37,9 +37,9 @@ TEST(job_size_forms)
 TEST(job_size_errors)
 {
     static const char *const bad[] = {
-        "", "x", "2x", "x4", "0x4", "2x0", "0", "2:x4", ":5x8", "2:5",
-        "2:5x", "2x4x", "-2x4", "2 x4", "2x4 ", "1:2:3x4", "a", "2X4",
-        "100000x1", "2x1.5", NULL,
+        "",     "x",       "2x",  "x4",   "0x4",      "2x0",   "0",
+        "2:x4", ":5x8",    "2:5", "2:5x", "2x4x",     "-2x4",  "2 x4",
+        "2x4 ", "1:2:3x4", "a",   "2X4",  "100000x1", "2x1.5", NULL,
     };
     struct el_job_size z;
     for (int i = 0; bad[i]; i++) {
@@ -56,8 +56,8 @@ TEST(job_size_errors)
 TEST(job_handle_parse)
 {
     struct el_job_handle h;
-    CHECK_OK(el_job_parse_handle("local://elrun/train-bcd0", &h, err,
-                                 sizeof err));
+    CHECK_OK(
+        el_job_parse_handle("local://elrun/train-bcd0", &h, err, sizeof err));
     CHECK_STR(h.sched, "local");
     CHECK_STR(h.session, "elrun");
     CHECK_STR(h.id, "train-bcd0");
@@ -72,8 +72,7 @@ TEST(job_handle_parse)
     CHECK_STR(h.id, "77");
     CHECK_STR(h.role, "train");
     CHECK_EQ(h.replica, 1);
-    CHECK_OK(el_job_parse_handle("local://elrun/x/train", &h, err,
-                                 sizeof err));
+    CHECK_OK(el_job_parse_handle("local://elrun/x/train", &h, err, sizeof err));
     CHECK_STR(h.role, "train");
     CHECK_EQ(h.replica, -1);
 }
@@ -81,10 +80,19 @@ TEST(job_handle_parse)
 TEST(job_handle_errors)
 {
     static const char *const bad[] = {
-        "", "train-1", "local:/elrun/x", "local//elrun/x", "://elrun/x",
-        "local://elrun", "local://elrun/", "local://elrun/..",
-        "local://elrun/a b", "local://elrun/x/train/1x",
-        "local://elrun/x/tr ain/1", "local://elrun/x/train/", NULL,
+        "",
+        "train-1",
+        "local:/elrun/x",
+        "local//elrun/x",
+        "://elrun/x",
+        "local://elrun",
+        "local://elrun/",
+        "local://elrun/..",
+        "local://elrun/a b",
+        "local://elrun/x/train/1x",
+        "local://elrun/x/tr ain/1",
+        "local://elrun/x/train/",
+        NULL,
     };
     struct el_job_handle h;
     for (int i = 0; bad[i]; i++) {
@@ -110,8 +118,8 @@ TEST(job_role_replica)
     CHECK_OK(el_job_parse_role_replica("train", role, sizeof role, &r, err,
                                        sizeof err));
     CHECK_EQ(r, -1);
-    static const char *const bad[] = {"/1", "train/", "train/x", "a b/1",
-                                      "train/1/2", "train/123456", NULL};
+    static const char *const bad[] = {
+        "/1", "train/", "train/x", "a b/1", "train/1/2", "train/123456", NULL};
     for (int i = 0; bad[i]; i++)
         if (el_job_parse_role_replica(bad[i], role, sizeof role, &r, err,
                                       sizeof err) != EL_EUSAGE)
@@ -171,15 +179,15 @@ TEST(job_states)
 
 TEST(job_cfg)
 {
-    CHECK_OK(el_job_check_cfg("slurm", "partition=debug,time=10,qos=hi",
-                              err, sizeof err));
-    CHECK_OK(el_job_check_cfg("slurm", "cpus_per_task=4,gpus-per-node=2,"
-                              "mem=4G,account=a,constraint=x", err,
+    CHECK_OK(el_job_check_cfg("slurm", "partition=debug,time=10,qos=hi", err,
                               sizeof err));
+    CHECK_OK(el_job_check_cfg("slurm",
+                              "cpus_per_task=4,gpus-per-node=2,"
+                              "mem=4G,account=a,constraint=x",
+                              err, sizeof err));
     CHECK_OK(el_job_check_cfg("slurm", NULL, err, sizeof err));
     CHECK_OK(el_job_check_cfg("local", "", err, sizeof err));
-    CHECK_EQ(el_job_check_cfg("slurm", "nodes=3", err, sizeof err),
-             EL_EUSAGE);
+    CHECK_EQ(el_job_check_cfg("slurm", "nodes=3", err, sizeof err), EL_EUSAGE);
     CHECK(strstr(err, "--cfg nodes: not an option of the slurm scheduler"));
     CHECK(strstr(err, "gpus-per-node"));
     CHECK_EQ(el_job_check_cfg("slurm", "partition", err, sizeof err),
@@ -236,9 +244,9 @@ TEST(job_hostlist_expand)
 TEST(job_hostlist_errors)
 {
     static const char *const bad[] = {
-        "", ",", "a,", ",a", "n[", "n[]", "n[1-]", "n[-2]", "n[3-1]",
-        "n[1,]", "n[a]", "n]1[", "n[[1]]", "n[1-2", "a b", "n[1-2]]",
-        NULL,
+        "",       ",",     "a,",     ",a",      "n[",   "n[]",
+        "n[1-]",  "n[-2]", "n[3-1]", "n[1,]",   "n[a]", "n]1[",
+        "n[[1]]", "n[1-2", "a b",    "n[1-2]]", NULL,
     };
     char **h;
     int n;
@@ -249,8 +257,8 @@ TEST(job_hostlist_errors)
             TEST_FAIL_("hostlist '%s' was accepted", bad[i]);
         CHECK(strstr(err, "is not a Slurm hostlist"));
     }
-    CHECK_EQ(el_job_hostlist_expand("n[1-2000]", 1000, &h, &n, err,
-                                    sizeof err), EL_EUSAGE);
+    CHECK_EQ(el_job_hostlist_expand("n[1-2000]", 1000, &h, &n, err, sizeof err),
+             EL_EUSAGE);
     CHECK(strstr(err, "more than 1000 hosts"));
 }
 
@@ -271,8 +279,8 @@ TEST(job_hostlist_first)
              EL_EUSAGE);
 }
 
-static const char *var(const struct el_job_slurm_defaults *d,
-                       const char *name, const char **from)
+static const char *var(const struct el_job_slurm_defaults *d, const char *name,
+                       const char **from)
 {
     for (int i = 0; i < d->n; i++)
         if (strcmp(d->var[i].name, name) == 0) {
@@ -290,10 +298,14 @@ TEST(job_slurm_defaults)
     char *outside[] = {"SLURM_JOB_ID=5", "SLURM_JOB_NUM_NODES=2", NULL};
     CHECK_EQ(el_job_slurm_defaults(outside, &d, err, sizeof err), 0);
     CHECK_EQ(d.n, 0);
-    char *step[] = {"SLURM_JOB_ID=1234", "SLURM_STEP_ID=0",
-                    "SLURM_JOB_NUM_NODES=4", "SLURM_STEP_NUM_NODES=3",
-                    "SLURM_NODEID=2", "SLURM_JOB_NODELIST=node[01-04]",
-                    "SLURM_STEP_NODELIST=node[02-04]", NULL};
+    char *step[] = {"SLURM_JOB_ID=1234",
+                    "SLURM_STEP_ID=0",
+                    "SLURM_JOB_NUM_NODES=4",
+                    "SLURM_STEP_NUM_NODES=3",
+                    "SLURM_NODEID=2",
+                    "SLURM_JOB_NODELIST=node[01-04]",
+                    "SLURM_STEP_NODELIST=node[02-04]",
+                    NULL};
     CHECK_EQ(el_job_slurm_defaults(step, &d, err, sizeof err), 1);
     CHECK_STR(var(&d, "PET_NNODES", &from), "3");
     CHECK_STR(from, "SLURM_STEP_NUM_NODES");
@@ -304,9 +316,12 @@ TEST(job_slurm_defaults)
     CHECK_STR(var(&d, "PET_MASTER_PORT", NULL), "29734");
     CHECK_STR(var(&d, "PET_RDZV_ID", NULL), "1234");
     /* the job's values when the step's are missing; the user's PET_* win */
-    char *job[] = {"SLURM_JOB_ID=7", "SLURM_STEP_ID=1",
-                   "SLURM_JOB_NUM_NODES=2", "SLURM_NODEID=0",
-                   "SLURM_JOB_NODELIST=gpu1,gpu2", "PET_MASTER_PORT=4000",
+    char *job[] = {"SLURM_JOB_ID=7",
+                   "SLURM_STEP_ID=1",
+                   "SLURM_JOB_NUM_NODES=2",
+                   "SLURM_NODEID=0",
+                   "SLURM_JOB_NODELIST=gpu1,gpu2",
+                   "PET_MASTER_PORT=4000",
                    NULL};
     CHECK_EQ(el_job_slurm_defaults(job, &d, err, sizeof err), 1);
     CHECK_STR(var(&d, "PET_NNODES", &from), "2");
@@ -318,33 +333,31 @@ TEST(job_slurm_defaults)
 TEST(job_slurm_defaults_errors)
 {
     struct el_job_slurm_defaults d;
-    char *rank_high[] = {"SLURM_JOB_ID=7", "SLURM_STEP_ID=0",
-                         "SLURM_JOB_NUM_NODES=2", "SLURM_NODEID=2",
+    char *rank_high[] = {"SLURM_JOB_ID=7",         "SLURM_STEP_ID=0",
+                         "SLURM_JOB_NUM_NODES=2",  "SLURM_NODEID=2",
                          "SLURM_JOB_NODELIST=a,b", NULL};
-    CHECK_EQ(el_job_slurm_defaults(rank_high, &d, err, sizeof err),
-             EL_EUSAGE);
+    CHECK_EQ(el_job_slurm_defaults(rank_high, &d, err, sizeof err), EL_EUSAGE);
     CHECK(strstr(err, "SLURM_NODEID=2"));
     CHECK(strstr(err, "give --nnodes, --node-rank and --master-addr"));
     char *no_list[] = {"SLURM_JOB_ID=7", "SLURM_STEP_ID=0",
                        "SLURM_JOB_NUM_NODES=2", "SLURM_NODEID=0", NULL};
     CHECK_EQ(el_job_slurm_defaults(no_list, &d, err, sizeof err), EL_EUSAGE);
     CHECK(strstr(err, "SLURM_JOB_NODELIST=(unset)"));
-    char *bad_list[] = {"SLURM_JOB_ID=7", "SLURM_STEP_ID=0",
-                        "SLURM_JOB_NUM_NODES=2", "SLURM_NODEID=0",
+    char *bad_list[] = {"SLURM_JOB_ID=7",          "SLURM_STEP_ID=0",
+                        "SLURM_JOB_NUM_NODES=2",   "SLURM_NODEID=0",
                         "SLURM_JOB_NODELIST=n[1-", NULL};
-    CHECK_EQ(el_job_slurm_defaults(bad_list, &d, err, sizeof err),
-             EL_EUSAGE);
+    CHECK_EQ(el_job_slurm_defaults(bad_list, &d, err, sizeof err), EL_EUSAGE);
     CHECK(strstr(err, "SLURM_JOB_NODELIST: 'n[1-' is not a Slurm hostlist"));
-    char *bad_num[] = {"SLURM_JOB_ID=x", "SLURM_STEP_ID=0",
+    char *bad_num[] = {"SLURM_JOB_ID=x",        "SLURM_STEP_ID=0",
                        "SLURM_JOB_NUM_NODES=2", "SLURM_NODEID=0",
-                       "SLURM_JOB_NODELIST=a", NULL};
+                       "SLURM_JOB_NODELIST=a",  NULL};
     CHECK_EQ(el_job_slurm_defaults(bad_num, &d, err, sizeof err), EL_EUSAGE);
 }
 
 static struct el_job_spec spec(void)
 {
-    static char *launcher[] = {"--no-python", "--max-restarts=2",
-                               "/bin/train", "--epochs", "it's 3"};
+    static char *launcher[] = {"--no-python", "--max-restarts=2", "/bin/train",
+                               "--epochs", "it's 3"};
     static char *env[] = {"FOO=a b"};
     struct el_job_spec s = {0};
     s.name = "train";
@@ -369,22 +382,30 @@ TEST(job_sbatch_script)
     CHECK_OK(el_job_sbatch_script(&s, &out, err, sizeof err));
     CHECK(strncmp(out, "#!/bin/bash\n", 12) == 0);
     static const char *const want[] = {
-        "#SBATCH --job-name='train'\n", "#SBATCH --nodes=2-3\n",
-        "#SBATCH --no-kill\n", "--ntasks-per-node=1 \\\n",
-        "#SBATCH --requeue\n", "#SBATCH --partition='debug'\n",
-        "#SBATCH --time='10'\n", "#SBATCH --gpus-per-node='1'\n",
+        "#SBATCH --job-name='train'\n",
+        "#SBATCH --nodes=2-3\n",
+        "#SBATCH --no-kill\n",
+        "--ntasks-per-node=1 \\\n",
+        "#SBATCH --requeue\n",
+        "#SBATCH --partition='debug'\n",
+        "#SBATCH --time='10'\n",
+        "#SBATCH --gpus-per-node='1'\n",
         "D='/h/.elrun/jobs/slurm'/\"$SLURM_JOB_ID\"\n",
         "export FOO='a b'\n",
         "\"$ELRUN\" store --listen 0.0.0.0:0",
         "head=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)",
-        "srun --nodes=\"$SLURM_JOB_NUM_NODES\"", "--no-kill",
-        "--kill-on-bad-exit=0", "--output=\"$D/replicas/%t/combined.log\"",
+        "srun --nodes=\"$SLURM_JOB_NUM_NODES\"",
+        "--no-kill",
+        "--kill-on-bad-exit=0",
+        "--output=\"$D/replicas/%t/combined.log\"",
         "\"$ELRUN\" run '--no-python' '--max-restarts=2' \\\n",
         "--nnodes=2:\"$SLURM_JOB_NUM_NODES\" --nproc-per-node=4 "
         "--rdzv-backend=c10d --rdzv-endpoint=\"$head:$port\"",
-        "--rdzv-conf='is_host=0'", "'/bin/train' '--epochs' 'it'\\''s 3' &\n",
+        "--rdzv-conf='is_host=0'",
+        "'/bin/train' '--epochs' 'it'\\''s 3' &\n",
         "if [ $state = FAILED ] && [ 2 -gt \"$attempt\" ]; then",
-        "scontrol requeue \"$SLURM_JOB_ID\"", "echo \"$state $rc\" >\"$D/end\"",
+        "scontrol requeue \"$SLURM_JOB_ID\"",
+        "echo \"$state $rc\" >\"$D/end\"",
         NULL,
     };
     for (int i = 0; want[i]; i++)

@@ -24,9 +24,9 @@ static int parse(struct el_opts *o, char **env, char *err, size_t errlen,
     return el_opts_parse(o, argc, argv, env ? env : empty_env, err, errlen);
 }
 
-#define PARSE(o, ...)                                                       \
+#define PARSE(o, ...) \
     parse((o), NULL, err, sizeof err, (const char *[]){__VA_ARGS__, NULL})
-#define PARSE_ENV(o, env, ...)                                              \
+#define PARSE_ENV(o, env, ...) \
     parse((o), (env), err, sizeof err, (const char *[]){__VA_ARGS__, NULL})
 
 TEST(opts_defaults)
@@ -118,9 +118,10 @@ TEST(opts_pet_fallback)
 {
     struct el_opts o;
     char err[512];
-    char *env[] = {"PET_NPROC_PER_NODE=3", "PET_NNODES=1", "PET_MAX_RESTARTS=4",
-                   "PET_STANDALONE=1", "PET_NO_PYTHON=0", "PET_ROLE=trainer",
-                   "PET_REDIRECTS=2", NULL};
+    char *env[] = {"PET_NPROC_PER_NODE=3", "PET_NNODES=1",
+                   "PET_MAX_RESTARTS=4",   "PET_STANDALONE=1",
+                   "PET_NO_PYTHON=0",      "PET_ROLE=trainer",
+                   "PET_REDIRECTS=2",      NULL};
     CHECK_OK(PARSE_ENV(&o, env, "x.py"));
     CHECK_EQ(o.nproc, 3);
     CHECK_EQ(o.max_restarts, 4);
@@ -236,7 +237,8 @@ TEST(opts_help_tells_the_truth)
         CHECK(strstr(help, line) != NULL);
     }
     CHECK(nkeys >= 16);
-    for (const char *p = help; *p; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != 0))
+    for (const char *p = help; *p;
+         p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != 0))
         CHECK(strcspn(p, "\n") <= 79);
     CHECK(strstr(help, "heartbeat_timeout=S") != NULL);
     CHECK(strstr(help, "c10d: elastic across nodes") != NULL);
@@ -244,7 +246,7 @@ TEST(opts_help_tells_the_truth)
     const char *ign = strstr(help, "Accepted for compatibility and ignored");
     CHECK(ign != NULL);
     CHECK(ign && strstr(ign, "--logs-specs NAME, --numa-binding MODE, "
-                        "--event-log-handler NAME") != NULL);
+                             "--event-log-handler NAME") != NULL);
     free(help);
 
     CHECK_OK(PARSE(&o, "x.py"));
@@ -267,7 +269,7 @@ TEST(opts_std_masks)
     CHECK(m[0] == 3 && m[3] == 3);
     CHECK_OK(el_opts_std_mask("0:1,2:2", m, 4));
     CHECK(m[0] == 1 && m[1] == 0 && m[2] == 2 && m[3] == 0);
-    CHECK_OK(el_opts_std_mask("12:3", m, 4));  /* beyond nproc: ignored */
+    CHECK_OK(el_opts_std_mask("12:3", m, 4)); /* beyond nproc: ignored */
     CHECK(m[0] == 0);
     CHECK_EQ(el_opts_std_mask("0:1,", m, 4), EL_EUSAGE);
     CHECK_EQ(el_opts_std_mask("0=1", m, 4), EL_EUSAGE);
@@ -346,76 +348,168 @@ static const struct {
     const char *want;
 } usage_errors[] = {
     {{"--rdzv=x", "x.py"}, {0}, "ambiguous option --rdzv: it could be"},
-    {{"--bogus", "x.py"}, {0}, "unrecognized option '--bogus'; see 'elrun --help'"},
+    {{"--bogus", "x.py"},
+     {0},
+     "unrecognized option '--bogus'; see 'elrun --help'"},
     {{"-x", "x.py"}, {0}, "unrecognized option '-x'; see 'elrun --help'"},
     {{"-m1", "x.py"}, {0}, "option -m takes no value (got '-m1')"},
-    {{"--standalone=1", "x.py"}, {0}, "option --standalone takes no value; drop '=1'"},
-    {{"--nproc-per-node"}, {0}, "option --nproc-per-node needs a value, as in --nproc-per-node=VALUE"},
+    {{"--standalone=1", "x.py"},
+     {0},
+     "option --standalone takes no value; drop '=1'"},
+    {{"--nproc-per-node"},
+     {0},
+     "option --nproc-per-node needs a value, as in --nproc-per-node=VALUE"},
     {{"--role", "--tee=1", "x.py"}, {0}, "option --role needs a value"},
-    {{"x.py"}, {"PET_STANDALONE=yes"}, "PET_STANDALONE=yes is not an integer; set it to 1 (on) or 0 (off)"},
-    {{"--nnodes=3:2", "x.py"}, {0}, "--nnodes=3:2: expected N or MIN:MAX with 0 < MIN <= MAX"},
+    {{"x.py"},
+     {"PET_STANDALONE=yes"},
+     "PET_STANDALONE=yes is not an integer; set it to 1 (on) or 0 (off)"},
+    {{"--nnodes=3:2", "x.py"},
+     {0},
+     "--nnodes=3:2: expected N or MIN:MAX with 0 < MIN <= MAX"},
     {{"--nnodes=0", "x.py"}, {0}, "--nnodes=0: expected N or MIN:MAX"},
     {{"--nnodes=1:2:3", "x.py"}, {0}, "--nnodes=1:2:3: expected N or MIN:MAX"},
     {{"x.py"}, {"PET_NNODES=two"}, "PET_NNODES=two: expected N or MIN:MAX"},
-    {{"--nproc-per-node=gpu", "x.py"}, {0}, "--nproc-per-node=gpu: no CUDA devices are visible to elrun"},
+    {{"--nproc-per-node=gpu", "x.py"},
+     {0},
+     "--nproc-per-node=gpu: no CUDA devices are visible to elrun"},
     {{"--nproc-per-node=xpu", "x.py"}, {0}, "no XPU devices"},
-    {{"--nproc-per-node=0", "x.py"}, {0}, "--nproc-per-node=0: expected a number of workers from 1 to 4096, 'cpu' or 'auto'"},
-    {{"--nproc-per-node=4097", "x.py"}, {0}, "expected a number of workers from 1 to 4096"},
-    {{"x.py"}, {"PET_NPROC_PER_NODE=lots"}, "PET_NPROC_PER_NODE=lots: expected a number of workers"},
-    {{"--rdzv-backend=zk", "x.py"}, {0}, "--rdzv-backend=zk: unknown rendezvous backend; use one of: static, c10d, etcd, etcd-v2"},
-    {{"--rdzv-id=", "x.py"}, {0}, "--rdzv-id is empty; give a job id such as --rdzv-id=job42"},
-    {{"--rdzv-conf=timeout", "x.py"}, {0}, "--rdzv-conf=timeout: expected KEY=VALUE pairs separated by commas"},
-    {{"--rdzv-conf=a=1,=2", "x.py"}, {0}, "--rdzv-conf=a=1,=2: expected KEY=VALUE pairs"},
-    {{"--rdzv-conf=a=", "x.py"}, {0}, "--rdzv-conf=a=: expected KEY=VALUE pairs"},
-    {{"x.py"}, {"PET_RDZV_CONF=,,x"}, "PET_RDZV_CONF=,,x: expected KEY=VALUE pairs"},
-    {{"--rdzv-conf=timeout=soon", "x.py"}, {0}, "--rdzv-conf timeout=soon: expected seconds"},
-    {{"--rdzv-conf=join_timeout=-1", "x.py"}, {0}, "--rdzv-conf join_timeout=-1: expected seconds"},
-    {{"--rdzv-conf=read_timeout=9e9", "x.py"}, {0}, "--rdzv-conf read_timeout=9e9: expected seconds"},
-    {{"--rdzv-conf=last_call_timeout=x", "x.py"}, {0}, "--rdzv-conf last_call_timeout=x: expected seconds"},
-    {{"--rdzv-conf=heartbeat_timeout=x", "x.py"}, {0}, "--rdzv-conf heartbeat_timeout=x: expected seconds"},
-    {{"--rdzv-conf=close_timeout=x", "x.py"}, {0}, "--rdzv-conf close_timeout=x: expected seconds"},
-    {{"--rdzv-conf=keep_alive_interval=0", "x.py"}, {0}, "--rdzv-conf keep_alive_interval must be more than 0 seconds"},
-    {{"--rdzv-conf=keep_alive_max_attempt=0", "x.py"}, {0}, "--rdzv-conf keep_alive_max_attempt=0: expected a whole number >= 1"},
-    {{"--rdzv-conf=keep_alive_max_attempt=1.5", "x.py"}, {0}, "keep_alive_max_attempt=1.5: expected a whole number >= 1"},
-    {{"--rdzv-conf=is_host=maybe", "x.py"}, {0}, "--rdzv-conf is_host=maybe: expected true or false"},
-    {{"--max-restarts=-1", "x.py"}, {0}, "--max-restarts=-1: expected a whole number >= 0"},
-    {{"x.py"}, {"PET_MAX_RESTARTS=many"}, "PET_MAX_RESTARTS=many: expected a whole number >= 0"},
-    {{"--monitor-interval=-1", "x.py"}, {0}, "--monitor-interval=-1: expected seconds >= 0 (it is accepted and not needed"},
-    {{"--start-method=thread", "x.py"}, {0}, "--start-method=thread: expected spawn, fork or forkserver"},
-    {{"--redirects=4", "x.py"}, {0}, "--redirects=4: expected 0 (none), 1 (stdout), 2 (stderr), 3 (both), or a per-rank map such as 0:1,1:2"},
+    {{"--nproc-per-node=0", "x.py"},
+     {0},
+     "--nproc-per-node=0: expected a number of workers from 1 to 4096, 'cpu' or 'auto'"},
+    {{"--nproc-per-node=4097", "x.py"},
+     {0},
+     "expected a number of workers from 1 to 4096"},
+    {{"x.py"},
+     {"PET_NPROC_PER_NODE=lots"},
+     "PET_NPROC_PER_NODE=lots: expected a number of workers"},
+    {{"--rdzv-backend=zk", "x.py"},
+     {0},
+     "--rdzv-backend=zk: unknown rendezvous backend; use one of: static, c10d, etcd, etcd-v2"},
+    {{"--rdzv-id=", "x.py"},
+     {0},
+     "--rdzv-id is empty; give a job id such as --rdzv-id=job42"},
+    {{"--rdzv-conf=timeout", "x.py"},
+     {0},
+     "--rdzv-conf=timeout: expected KEY=VALUE pairs separated by commas"},
+    {{"--rdzv-conf=a=1,=2", "x.py"},
+     {0},
+     "--rdzv-conf=a=1,=2: expected KEY=VALUE pairs"},
+    {{"--rdzv-conf=a=", "x.py"},
+     {0},
+     "--rdzv-conf=a=: expected KEY=VALUE pairs"},
+    {{"x.py"},
+     {"PET_RDZV_CONF=,,x"},
+     "PET_RDZV_CONF=,,x: expected KEY=VALUE pairs"},
+    {{"--rdzv-conf=timeout=soon", "x.py"},
+     {0},
+     "--rdzv-conf timeout=soon: expected seconds"},
+    {{"--rdzv-conf=join_timeout=-1", "x.py"},
+     {0},
+     "--rdzv-conf join_timeout=-1: expected seconds"},
+    {{"--rdzv-conf=read_timeout=9e9", "x.py"},
+     {0},
+     "--rdzv-conf read_timeout=9e9: expected seconds"},
+    {{"--rdzv-conf=last_call_timeout=x", "x.py"},
+     {0},
+     "--rdzv-conf last_call_timeout=x: expected seconds"},
+    {{"--rdzv-conf=heartbeat_timeout=x", "x.py"},
+     {0},
+     "--rdzv-conf heartbeat_timeout=x: expected seconds"},
+    {{"--rdzv-conf=close_timeout=x", "x.py"},
+     {0},
+     "--rdzv-conf close_timeout=x: expected seconds"},
+    {{"--rdzv-conf=keep_alive_interval=0", "x.py"},
+     {0},
+     "--rdzv-conf keep_alive_interval must be more than 0 seconds"},
+    {{"--rdzv-conf=keep_alive_max_attempt=0", "x.py"},
+     {0},
+     "--rdzv-conf keep_alive_max_attempt=0: expected a whole number >= 1"},
+    {{"--rdzv-conf=keep_alive_max_attempt=1.5", "x.py"},
+     {0},
+     "keep_alive_max_attempt=1.5: expected a whole number >= 1"},
+    {{"--rdzv-conf=is_host=maybe", "x.py"},
+     {0},
+     "--rdzv-conf is_host=maybe: expected true or false"},
+    {{"--max-restarts=-1", "x.py"},
+     {0},
+     "--max-restarts=-1: expected a whole number >= 0"},
+    {{"x.py"},
+     {"PET_MAX_RESTARTS=many"},
+     "PET_MAX_RESTARTS=many: expected a whole number >= 0"},
+    {{"--monitor-interval=-1", "x.py"},
+     {0},
+     "--monitor-interval=-1: expected seconds >= 0 (it is accepted and not needed"},
+    {{"--start-method=thread", "x.py"},
+     {0},
+     "--start-method=thread: expected spawn, fork or forkserver"},
+    {{"--redirects=4", "x.py"},
+     {0},
+     "--redirects=4: expected 0 (none), 1 (stdout), 2 (stderr), 3 (both), or a per-rank map such as 0:1,1:2"},
     {{"--tee=0:1,", "x.py"}, {0}, "--tee=0:1,: expected 0 (none)"},
-    {{"--local-ranks-filter=a", "x.py"}, {0}, "--local-ranks-filter=a: expected local ranks separated by commas"},
-    {{"--node-rank=-1", "x.py"}, {0}, "--node-rank=-1: expected a node rank >= 0"},
-    {{"--master-port=70000", "x.py"}, {0}, "--master-port=70000: expected a TCP port from 0 to 65535"},
-    {{"--signals-to-handle=SIGKILL", "x.py"}, {0}, "--signals-to-handle=SIGKILL: expected signal names or numbers"},
-    {{"--signals-to-handle=SIGFOO", "x.py"}, {0}, "--signals-to-handle=SIGFOO: expected signal names"},
-    {{"--stop-timeout=-2", "x.py"}, {0}, "--stop-timeout=-2: expected seconds >= 0"},
-    {{"--stop-timeout=5e6", "x.py"}, {0}, "--stop-timeout=5e6: at most 2147483 seconds"},
-    {{"--exit-barrier-timeout=x", "x.py"}, {0}, "--exit-barrier-timeout=x: expected seconds >= 0"},
-    {{"--restart-backoff=-1", "x.py"}, {0}, "--restart-backoff=-1: expected seconds >= 0 (0 restarts at once)"},
-    {{"x.py"}, {"PET_RESTART_BACKOFF_MAX=0"}, "PET_RESTART_BACKOFF_MAX=0: expected seconds > 0 (use --restart-backoff=0 to restart at once)"},
-    {{"--no-python", "-m", "x"}, {0}, "--no-python and -m/--module cannot be used together; drop one of them"},
-    {{"--nproc-per-node=2"}, {0}, "missing the training script; usage: elrun [options] SCRIPT [ARGS...]"},
+    {{"--local-ranks-filter=a", "x.py"},
+     {0},
+     "--local-ranks-filter=a: expected local ranks separated by commas"},
+    {{"--node-rank=-1", "x.py"},
+     {0},
+     "--node-rank=-1: expected a node rank >= 0"},
+    {{"--master-port=70000", "x.py"},
+     {0},
+     "--master-port=70000: expected a TCP port from 0 to 65535"},
+    {{"--signals-to-handle=SIGKILL", "x.py"},
+     {0},
+     "--signals-to-handle=SIGKILL: expected signal names or numbers"},
+    {{"--signals-to-handle=SIGFOO", "x.py"},
+     {0},
+     "--signals-to-handle=SIGFOO: expected signal names"},
+    {{"--stop-timeout=-2", "x.py"},
+     {0},
+     "--stop-timeout=-2: expected seconds >= 0"},
+    {{"--stop-timeout=5e6", "x.py"},
+     {0},
+     "--stop-timeout=5e6: at most 2147483 seconds"},
+    {{"--exit-barrier-timeout=x", "x.py"},
+     {0},
+     "--exit-barrier-timeout=x: expected seconds >= 0"},
+    {{"--restart-backoff=-1", "x.py"},
+     {0},
+     "--restart-backoff=-1: expected seconds >= 0 (0 restarts at once)"},
+    {{"x.py"},
+     {"PET_RESTART_BACKOFF_MAX=0"},
+     "PET_RESTART_BACKOFF_MAX=0: expected seconds > 0 (use --restart-backoff=0 to restart at once)"},
+    {{"--no-python", "-m", "x"},
+     {0},
+     "--no-python and -m/--module cannot be used together; drop one of them"},
+    {{"--nproc-per-node=2"},
+     {0},
+     "missing the training script; usage: elrun [options] SCRIPT [ARGS...]"},
     {{""}, {0}, "the training script is an empty string"},
-    {{"--standalone", "--nnodes=2", "x.py"}, {0}, "--standalone runs a single node but --nnodes asks for 2"},
-    {{"--nnodes=1:2", "x.py"}, {0}, "--nnodes=1:2: the static rendezvous needs a fixed number of nodes; use --nnodes=2"},
-    {{"--nnodes=2", "--node-rank=2", "x.py"}, {0}, "--node-rank=2 but there are only 2 node(s); node ranks go from 0 to 1"},
-    {{"x.py"}, {"PET_NNODES=2", "PET_NODE_RANK=3"}, "PET_NODE_RANK=3 but there are only 2 node(s)"},
+    {{"--standalone", "--nnodes=2", "x.py"},
+     {0},
+     "--standalone runs a single node but --nnodes asks for 2"},
+    {{"--nnodes=1:2", "x.py"},
+     {0},
+     "--nnodes=1:2: the static rendezvous needs a fixed number of nodes; use --nnodes=2"},
+    {{"--nnodes=2", "--node-rank=2", "x.py"},
+     {0},
+     "--node-rank=2 but there are only 2 node(s); node ranks go from 0 to 1"},
+    {{"x.py"},
+     {"PET_NNODES=2", "PET_NODE_RANK=3"},
+     "PET_NODE_RANK=3 but there are only 2 node(s)"},
 };
 
 TEST(opts_every_usage_error)
 {
-    for (size_t t = 0; t < sizeof usage_errors / sizeof usage_errors[0];
-         t++) {
+    for (size_t t = 0; t < sizeof usage_errors / sizeof usage_errors[0]; t++) {
         struct el_opts o;
         char err[512] = "";
         int rc = parse(&o, (char **)usage_errors[t].env, err, sizeof err,
                        usage_errors[t].words);
         if (rc != EL_EUSAGE || !strstr(err, usage_errors[t].want) ||
             strchr(err, '\n')) {
-            fprintf(stderr, "case %zu (%s ...): rc %d, message '%s', want "
-                    "'%s'\n", t, usage_errors[t].words[0], rc, err,
-                    usage_errors[t].want);
+            fprintf(stderr,
+                    "case %zu (%s ...): rc %d, message '%s', want "
+                    "'%s'\n",
+                    t, usage_errors[t].words[0], rc, err, usage_errors[t].want);
             CHECK(0);
         }
     }
@@ -425,17 +519,20 @@ TEST(opts_rdzv_conf_parsed_once)
 {
     struct el_opts o;
     char err[512];
-    CHECK_OK(PARSE(&o, "--rdzv-conf= timeout = 5 ,join_timeout=6,"
+    CHECK_OK(PARSE(&o,
+                   "--rdzv-conf= timeout = 5 ,join_timeout=6,"
                    "keep_alive_max_attempt=4,is_host=no,cacert=/a b.pem ,"
-                   "timeout=99,unknown=1,", "x.py"));
-    CHECK(o.conf.timeout == 5);           /* the first one wins */
+                   "timeout=99,unknown=1,",
+                   "x.py"));
+    CHECK(o.conf.timeout == 5); /* the first one wins */
     CHECK(o.conf.join_timeout == 6);
-    CHECK(o.conf.read_timeout == -1);     /* not given */
+    CHECK(o.conf.read_timeout == -1); /* not given */
     CHECK_EQ(o.conf.keep_alive_max_attempt, 4);
     CHECK_EQ(o.conf.is_host, -1);
     CHECK_STR(o.conf.cacert, "/a b.pem");
     CHECK(o.conf.password == NULL);
-    CHECK_STR(o.rdzv_conf, " timeout = 5 ,join_timeout=6,"
+    CHECK_STR(o.rdzv_conf,
+              " timeout = 5 ,join_timeout=6,"
               "keep_alive_max_attempt=4,is_host=no,cacert=/a b.pem ,"
               "timeout=99,unknown=1,");
     CHECK_OK(PARSE(&o, "x.py"));
@@ -452,7 +549,7 @@ TEST(opts_stop_timeout_falls_back_to_torch_env)
     CHECK_OK(PARSE_ENV(&o, env, "--stop-timeout=2", "x.py"));
     CHECK(o.stop_timeout == 2);
     char *bad[] = {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT=soon", NULL};
-    CHECK_OK(PARSE_ENV(&o, bad, "x.py"));  /* ignored, as before */
+    CHECK_OK(PARSE_ENV(&o, bad, "x.py")); /* ignored, as before */
     CHECK(o.stop_timeout == 30);
     CHECK_EQ(o.master_port_given, 0);
     CHECK_OK(PARSE(&o, "--master-port=29500", "x.py"));

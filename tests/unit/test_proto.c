@@ -12,7 +12,10 @@ struct frame {
     size_t n;
 };
 
-static void u8(struct frame *f, uint8_t v) { f->b[f->n++] = v; }
+static void u8(struct frame *f, uint8_t v)
+{
+    f->b[f->n++] = v;
+}
 static void u64(struct frame *f, uint64_t v)
 {
     memcpy(f->b + f->n, &v, 8);
@@ -56,7 +59,8 @@ TEST(proto_v1_set_is_parsed_and_needs_every_byte)
     char err[160];
     for (size_t cut = 0; cut < f.n; cut++)
         CHECK_EQ(el__proto_parse(f.b, cut, EL_DIALECT_UNKNOWN, &l, &rq, err,
-                                sizeof err), 0);
+                                 sizeof err),
+                 0);
 }
 
 TEST(proto_validate_switches_to_v2_codes)
@@ -99,8 +103,8 @@ TEST(proto_partial_validate_waits_then_decides)
     struct el_store_limits l = limits();
     struct el_req rq;
     char err[160];
-    CHECK_EQ(el__proto_parse(v, 3, EL_DIALECT_UNKNOWN, &l, &rq, err,
-                            sizeof err), 0);
+    CHECK_EQ(
+        el__proto_parse(v, 3, EL_DIALECT_UNKNOWN, &l, &rq, err, sizeof err), 0);
     uint8_t bad[] = {0, 0xCE, 0xF7, 0x85, 0x3D};
     CHECK_EQ(el__proto_parse(bad, 5, EL_DIALECT_V2, &l, &rq, err, sizeof err),
              EL_EBADFRAME);
@@ -140,8 +144,8 @@ TEST(proto_lists_and_pairs)
 
 TEST(proto_limits_reject_before_the_body_arrives)
 {
-    struct el_store_limits l = {.max_key_len = 16, .max_value_len = 32,
-                                .max_keys_per_req = 4};
+    struct el_store_limits l = {
+        .max_key_len = 16, .max_value_len = 32, .max_keys_per_req = 4};
     el__proto_limits_fill(&l);
     struct el_req rq;
     char err[160];

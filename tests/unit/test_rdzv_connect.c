@@ -3,10 +3,10 @@
  * (not the join timeout) with one line that names the endpoint, and says
  * that it is waiting while it retries. */
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include "elrun/err.h"
@@ -39,9 +39,15 @@ TEST(rdzv_connect_gives_up_after_read_timeout)
 {
     int fd, port = refusing_port(&fd);
     struct el_rdzv_config cfg = {
-        .backend = "c10d", .run_id = "j", .host = "127.0.0.1", .port = port,
-        .min_nodes = 2, .max_nodes = 3, .is_host = -1,
-        .join_timeout_ms = 20000, .io_timeout_ms = 1600,
+        .backend = "c10d",
+        .run_id = "j",
+        .host = "127.0.0.1",
+        .port = port,
+        .min_nodes = 2,
+        .max_nodes = 3,
+        .is_host = -1,
+        .join_timeout_ms = 20000,
+        .io_timeout_ms = 1600,
         .on_event = note,
     };
     struct el_rdzv *r = NULL;
@@ -54,7 +60,7 @@ TEST(rdzv_connect_gives_up_after_read_timeout)
     CHECK_EQ(rc, -ECONNREFUSED);
     CHECK(took >= 1500 && took < 5000); /* read_timeout, not join_timeout */
     CHECK(strstr(el_rdzv_errmsg(r), "cannot reach the rendezvous store at "
-                 "127.0.0.1:") != NULL);
+                                    "127.0.0.1:") != NULL);
     CHECK(strstr(notes, "waiting for the rendezvous store at 127.0.0.1:") !=
           NULL);
     CHECK(strstr(notes, "connection refused") != NULL ||

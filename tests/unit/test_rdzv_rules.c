@@ -44,14 +44,14 @@ struct mem_world {
     int64_t round;
     char *closed;
     int64_t restarts;
-    int raises;                   /* times the round was raised            */
+    int raises; /* times the round was raised            */
     struct mem_round r[MAXR];
     char dead[MAXJ][EL__RDZV_ID_MAX];
     int ndead;
 };
 
 struct mem_node {
-    struct el__rdzv_elastic e;    /* first */
+    struct el__rdzv_elastic e; /* first */
     struct mem_world *w;
     pthread_t th;
     int lws, rc;
@@ -133,8 +133,7 @@ static void m_leave(struct el__rdzv_elastic *e)
     e->cancel_fd = -1;
 }
 
-static int m_read_job(struct el__rdzv_elastic *e, int64_t *round,
-                      int64_t *rev)
+static int m_read_job(struct el__rdzv_elastic *e, int64_t *round, int64_t *rev)
 {
     struct mem_world *w = W(e);
     int closed = 0;
@@ -373,8 +372,7 @@ static int m_exit_count(struct el__rdzv_elastic *e, int64_t round, int64_t *n)
     return 0;
 }
 
-static int m_exit_arrive(struct el__rdzv_elastic *e, int64_t round,
-                         int64_t *n)
+static int m_exit_arrive(struct el__rdzv_elastic *e, int64_t round, int64_t *n)
 {
     struct mem_world *w = W(e);
     pthread_mutex_lock(&w->mu);
@@ -528,8 +526,8 @@ static int finish(struct mem_node *n)
 {
     pthread_join(n->th, NULL);
     if (n->rc)
-        fprintf(stderr, "  %s: %s\n%s", n->e.self.name,
-                el_rdzv_errmsg(R_(n)), n->log);
+        fprintf(stderr, "  %s: %s\n%s", n->e.self.name, el_rdzv_errmsg(R_(n)),
+                n->log);
     return n->rc;
 }
 
@@ -579,8 +577,7 @@ TEST(rdzv_rules_max_reached_seals_without_last_call)
 {
     struct mem_world *w = world_new();
     struct opts o = {.min = 2, .max = 3, .last_call_ms = 30000};
-    struct mem_node *n[3] = {node(w, "a", o), node(w, "b", o),
-                             node(w, "c", o)};
+    struct mem_node *n[3] = {node(w, "a", o), node(w, "b", o), node(w, "c", o)};
     long long t0 = el_now_ms();
     for (int i = 0; i < 3; i++)
         start(n[i]);
@@ -785,8 +782,7 @@ TEST(rdzv_rules_exit_barrier_counts_the_dead_as_through)
 {
     struct mem_world *w = world_new();
     struct opts o = {.min = 3, .max = 3};
-    struct mem_node *n[3] = {node(w, "a", o), node(w, "b", o),
-                             node(w, "c", o)};
+    struct mem_node *n[3] = {node(w, "a", o), node(w, "b", o), node(w, "c", o)};
     for (int i = 0; i < 3; i++)
         start(n[i]);
     for (int i = 0; i < 3; i++)
@@ -838,8 +834,7 @@ TEST(rdzv_rules_member_declared_dead_rejoins_once_as_new)
 {
     struct mem_world *w = world_new();
     struct opts o = {.min = 2, .max = 3, .last_call_ms = 50};
-    struct mem_node *n[3] = {node(w, "a", o), node(w, "b", o),
-                             node(w, "c", o)};
+    struct mem_node *n[3] = {node(w, "a", o), node(w, "b", o), node(w, "c", o)};
     frozen_member(w, n);
     char old[EL__RDZV_ID_MAX];
     snprintf(old, sizeof old, "%s", n[2]->e.self.id);
@@ -871,15 +866,15 @@ TEST(rdzv_rules_member_declared_dead_cannot_open_rounds)
 {
     struct mem_world *w = world_new();
     struct opts o = {.min = 2, .max = 3, .last_call_ms = 50};
-    struct mem_node *n[3] = {node(w, "a", o), node(w, "b", o),
-                             node(w, "c", o)};
+    struct mem_node *n[3] = {node(w, "a", o), node(w, "b", o), node(w, "c", o)};
     mem_state_final = mem_state;
     mem_state_final.reborn = NULL; /* as etcd: its lease is gone */
     n[2]->e.ops = &mem_state_final;
     frozen_member(w, n);
     int64_t round = w->round;
     CHECK_EQ(el_rdzv_next(R_(n[2]), 2, -1, &n[2]->info), EL_EPEERLOST);
-    CHECK(strstr(el_rdzv_errmsg(R_(n[2])), "this node (c) was declared dead "
+    CHECK(strstr(el_rdzv_errmsg(R_(n[2])),
+                 "this node (c) was declared dead "
                  "by the others: it was silent for longer than the "
                  "keep-alive window (0.06 s)") != NULL);
     CHECK_EQ(w->round, round);  /* no round opened for a node that cannot */
@@ -927,8 +922,8 @@ static void *member_main(void *arg)
 TEST(rdzv_rules_left_out_node_backs_off)
 {
     struct mem_world *w = world_new();
-    struct opts o = {.min = 2, .max = 3, .last_call_ms = 10,
-                     .join_timeout_ms = 1000};
+    struct opts o = {
+        .min = 2, .max = 3, .last_call_ms = 10, .join_timeout_ms = 1000};
     struct mem_node *a = node(w, "a", o), *b = node(w, "b", o),
                     *c = node(w, "c", o);
     mem_state_drop = mem_state;
@@ -947,7 +942,8 @@ TEST(rdzv_rules_left_out_node_backs_off)
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
     CHECK_EQ(rc, -ETIMEDOUT);
-    fprintf(stderr, "  rounds opened in 1 s: %d\n%s", w->raises, getenv("V") ? c->log : "");
+    fprintf(stderr, "  rounds opened in 1 s: %d\n%s", w->raises,
+            getenv("V") ? c->log : "");
     CHECK(w->raises <= 8);
     CHECK(strstr(c->log, "times in a row; waiting") != NULL);
 }

@@ -12,8 +12,11 @@
 static struct el_shard *open_shard(uint64_t n, uint64_t batch, int rank,
                                    int world)
 {
-    struct el_shard_opts o = {.num_samples = n, .global_batch = batch,
-                              .seed = 1234, .rank = rank, .world = world};
+    struct el_shard_opts o = {.num_samples = n,
+                              .global_batch = batch,
+                              .seed = 1234,
+                              .rank = rank,
+                              .world = world};
     struct el_shard *s;
     CHECK_OK(el_shard_open(&s, &o));
     return s;
@@ -90,9 +93,9 @@ TEST(shard_split)
  * batches (-1: to the end of the epoch), counting each sample seen in
  * seen[] and recording each global batch's samples, in order, in
  * batches[offset..).  Returns the offset reached (the same on all ranks). */
-static uint64_t run_world(uint64_t n, uint64_t batch, int world,
-                          uint64_t epoch, uint64_t offset, long steps,
-                          int *seen, uint32_t *batches)
+static uint64_t run_world(uint64_t n, uint64_t batch, int world, uint64_t epoch,
+                          uint64_t offset, long steps, int *seen,
+                          uint32_t *batches)
 {
     uint64_t end = 0;
     for (int r = 0; r < world; r++) {
@@ -133,8 +136,8 @@ TEST(shard_union_is_epoch)
             for (int world = 1; world <= 7; world++) {
                 uint64_t n = ns[i];
                 memset(seen, 0, sizeof seen);
-                uint64_t end = run_world(n, bs[j], world, 2, 0, -1, seen,
-                                         order);
+                uint64_t end =
+                    run_world(n, bs[j], world, 2, 0, -1, seen, order);
                 CHECK_EQ(end, n);
                 for (uint64_t k = 0; k < n; k++)
                     CHECK_EQ(seen[k], 1);
@@ -153,8 +156,7 @@ TEST(shard_world_change_mid_epoch)
     static int seen[N];
     static uint32_t order[N], ref[N];
     el_shard_permutation(1234, 5, 0, ref, N);
-    static const int worlds[][3] = {{3, 5, 2}, {1, 7, 1}, {4, 4, 6},
-                                    {7, 1, 3}};
+    static const int worlds[][3] = {{3, 5, 2}, {1, 7, 1}, {4, 4, 6}, {7, 1, 3}};
     for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++) {
         memset(seen, 0, sizeof seen);
         memset(order, 0xff, sizeof order);
@@ -180,8 +182,8 @@ TEST(shard_world_change_mid_epoch)
 
 TEST(shard_epochs_and_drop_last)
 {
-    struct el_shard_opts o = {.num_samples = 10, .global_batch = 4,
-                              .seed = 1, .rank = 1, .world = 2};
+    struct el_shard_opts o = {
+        .num_samples = 10, .global_batch = 4, .seed = 1, .rank = 1, .world = 2};
     struct el_shard *s;
     CHECK_OK(el_shard_open(&s, &o));
     CHECK_EQ(el_shard_steps_per_epoch(s), 3);
@@ -213,8 +215,8 @@ TEST(shard_epochs_and_drop_last)
     el_shard_close(s);
 
     /* More ranks than samples in a batch: some ranks get none. */
-    o = (struct el_shard_opts){.num_samples = 5, .global_batch = 2,
-                               .rank = 3, .world = 4};
+    o = (struct el_shard_opts){
+        .num_samples = 5, .global_batch = 2, .rank = 3, .world = 4};
     CHECK_OK(el_shard_open(&s, &o));
     CHECK_OK(el_shard_next(s, &b));
     CHECK_EQ(b.global_count, 2);

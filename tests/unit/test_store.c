@@ -15,8 +15,8 @@
 #include "elrun/err.h"
 #include "elrun/net.h"
 #include "elrun/store.h"
-#include "test.h"
 #include "store_util.h"
+#include "test.h"
 
 TEST(store_set_get_add_delete_numkeys)
 {
@@ -141,7 +141,7 @@ TEST(store_waits_time_out_and_the_connection_stays_usable)
 struct setter {
     struct el_store_server *srv;
     const char *key;
-    int parked;                /* set once this many requests are parked */
+    int parked; /* set once this many requests are parked */
 };
 
 /* Set a->key once the server has parked a->parked requests (the waiter is
@@ -371,11 +371,11 @@ TEST(store_v1_client_that_gave_up_waiting_gets_no_stray_reply)
     struct el_store_server *srv = start(NULL);
     int fd = raw_connect(srv);
     /* V1 WAIT ["/w"], then (the client timed out) a V1 ADD. */
-    uint8_t wait[] = {5, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, '/',
-                      'w'};
+    uint8_t wait[] = {5, 1, 0, 0, 0, 0, 0, 0,   0,  2,
+                      0, 0, 0, 0, 0, 0, 0, '/', 'w'};
     raw_send(fd, wait, sizeof wait);
-    uint8_t add[] = {3, 2, 0, 0, 0, 0, 0, 0, 0, '/', 'c', 7, 0, 0, 0, 0, 0, 0,
-                     0};
+    uint8_t add[] = {3,   2, 0, 0, 0, 0, 0, 0, 0, '/',
+                     'c', 7, 0, 0, 0, 0, 0, 0, 0};
     raw_send(fd, add, sizeof add);
     int64_t r = 0;
     CHECK(recv(fd, &r, 8, MSG_WAITALL) == 8);
@@ -478,13 +478,11 @@ TEST(store_on_close_append_logs_every_death)
     int present;
     void *v = NULL;
     size_t n = 0;
-    CHECK_OK(el_store_watch(obs, "deaths", 0, NULL, 0, &present, &v, &n,
-                            2000));
+    CHECK_OK(el_store_watch(obs, "deaths", 0, NULL, 0, &present, &v, &n, 2000));
     CHECK_MEM(v, n, "a\n", 2);
     el_store_close(b);
     char *seen = v;
-    CHECK_OK(el_store_watch(obs, "deaths", 1, seen, n, &present, &v, &n,
-                            2000));
+    CHECK_OK(el_store_watch(obs, "deaths", 1, seen, n, &present, &v, &n, 2000));
     free(seen);
     CHECK_MEM(v, n, "a\nb\n", 4);
     free(v);

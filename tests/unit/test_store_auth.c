@@ -17,8 +17,8 @@ static const char SECRET[] = "0123456789abcdef-job-secret";
 
 static struct el_store_server *start_secret(void)
 {
-    struct el_store_server_opts o = {.host = "127.0.0.1", .secret = SECRET,
-                                     .secret_len = SLEN};
+    struct el_store_server_opts o = {
+        .host = "127.0.0.1", .secret = SECRET, .secret_len = SLEN};
     struct el_store_server *srv = NULL;
     CHECK_OK(el_store_server_start(&srv, &o));
     return srv;
@@ -50,15 +50,43 @@ TEST(store_secret_agents_write_the_rendezvous_keys)
 /* Run one write on a fresh unauthenticated connection: it must be refused
  * (the connection closed), changing nothing. */
 typedef int (*write_fn)(struct el_store *s);
-static int w_set(struct el_store *s) { return el_store_set(s, "/elrun/job/closed", "ok", 2); }
-static int w_cas(struct el_store *s) { return el_store_compare_set(s, "/elrun/job/closed", "", 0, "ok", 2, NULL, NULL); }
-static int w_add(struct el_store *s) { return el_store_add(s, "/elrun/job/r0/joined", 1, NULL); }
-static int w_app(struct el_store *s) { return el_store_append(s, "/elrun/job/events", "dead x\n", 7); }
-static int w_del(struct el_store *s) { return el_store_delete(s, "/elrun/job/round", NULL); }
-static int w_pfx(struct el_store *s) { return el_store_delete_prefix(s, "/", NULL); }
-static int w_pfx2(struct el_store *s) { return el_store_delete_prefix(s, "/elrun/job/", NULL); }
-static int w_hook(struct el_store *s) { return el_store_on_close_append(s, "/elrun/job/events", "dead x\n", 7); }
-static int w_hook2(struct el_store *s) { return el_store_on_close_set(s, "/elrun/job/closed", "ok", 2); }
+static int w_set(struct el_store *s)
+{
+    return el_store_set(s, "/elrun/job/closed", "ok", 2);
+}
+static int w_cas(struct el_store *s)
+{
+    return el_store_compare_set(s, "/elrun/job/closed", "", 0, "ok", 2, NULL,
+                                NULL);
+}
+static int w_add(struct el_store *s)
+{
+    return el_store_add(s, "/elrun/job/r0/joined", 1, NULL);
+}
+static int w_app(struct el_store *s)
+{
+    return el_store_append(s, "/elrun/job/events", "dead x\n", 7);
+}
+static int w_del(struct el_store *s)
+{
+    return el_store_delete(s, "/elrun/job/round", NULL);
+}
+static int w_pfx(struct el_store *s)
+{
+    return el_store_delete_prefix(s, "/", NULL);
+}
+static int w_pfx2(struct el_store *s)
+{
+    return el_store_delete_prefix(s, "/elrun/job/", NULL);
+}
+static int w_hook(struct el_store *s)
+{
+    return el_store_on_close_append(s, "/elrun/job/events", "dead x\n", 7);
+}
+static int w_hook2(struct el_store *s)
+{
+    return el_store_on_close_set(s, "/elrun/job/closed", "ok", 2);
+}
 static int w_multi(struct el_store *s)
 {
     const char *k[] = {"/worker/attempt_0/a", "/elrun/job/closed"};
@@ -73,8 +101,8 @@ TEST(store_secret_outsiders_cannot_write_the_rendezvous_keys)
     struct el_store *a = agent(srv);
     CHECK_OK(el_store_set(a, "/elrun/job/round", "0", 1));
     CHECK_OK(el_store_set(a, "/elrun/job/events", "round 0\n", 8));
-    write_fn fns[] = {w_set, w_cas, w_add, w_app, w_del, w_pfx, w_pfx2,
-                      w_hook, w_hook2, w_multi};
+    write_fn fns[] = {w_set, w_cas,  w_add,  w_app,   w_del,
+                      w_pfx, w_pfx2, w_hook, w_hook2, w_multi};
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
         struct el_store *o = client(srv);
         fns[i](o); /* a write without a reply fails only later */
@@ -171,8 +199,8 @@ TEST(store_secret_an_answer_is_good_for_its_own_nonce_only)
     raw_challenge(b, nb);
     CHECK(memcmp(na, nb, EL_AUTH_NONCE) != 0);
     /* An eavesdropper replays a's answer on b: refused. */
-    el__auth_mac(SECRET, SLEN, EL_AUTH_CLIENT_TAG, na, EL_AUTH_NONCE, NULL,
-                 0, mac);
+    el__auth_mac(SECRET, SLEN, EL_AUTH_CLIENT_TAG, na, EL_AUTH_NONCE, NULL, 0,
+                 mac);
     raw_answer(b, mac);
     uint8_t st = 0;
     CHECK(recv(b, &st, 1, MSG_WAITALL) == 1);
@@ -200,8 +228,8 @@ TEST(store_secret_an_answer_is_good_for_its_own_nonce_only)
 
 TEST(store_secret_too_short_is_a_usage_error)
 {
-    struct el_store_server_opts o = {.host = "127.0.0.1", .secret = "short",
-                                     .secret_len = 5};
+    struct el_store_server_opts o = {
+        .host = "127.0.0.1", .secret = "short", .secret_len = 5};
     struct el_store_server *srv = NULL;
     CHECK_EQ(el_store_server_start(&srv, &o), EL_EUSAGE);
 }
@@ -223,16 +251,16 @@ TEST(store_read_secret_file)
     uint8_t buf[EL_STORE_SECRET_MAX + 1];
     size_t len = 0;
     write_file(path, "0123456789abcdefXYZ\n", 0600);
-    CHECK_OK(el_store_read_secret(path, buf, sizeof buf, &len, err,
-                                  sizeof err));
+    CHECK_OK(
+        el_store_read_secret(path, buf, sizeof buf, &len, err, sizeof err));
     CHECK_MEM(buf, len, "0123456789abcdefXYZ", 19); /* newline dropped */
     write_file(path, "0123456789abcdefXYZ\n", 0644);
-    CHECK_EQ(el_store_read_secret(path, buf, sizeof buf, &len, err,
-                                  sizeof err), EL_EUSAGE);
+    CHECK_EQ(el_store_read_secret(path, buf, sizeof buf, &len, err, sizeof err),
+             EL_EUSAGE);
     CHECK(strstr(err, "chmod 600"));
     write_file(path, "short\n", 0600);
-    CHECK_EQ(el_store_read_secret(path, buf, sizeof buf, &len, err,
-                                  sizeof err), EL_EUSAGE);
+    CHECK_EQ(el_store_read_secret(path, buf, sizeof buf, &len, err, sizeof err),
+             EL_EUSAGE);
     CHECK(strstr(err, "at least 16"));
     CHECK(el_store_read_secret("/nonexistent/s", buf, sizeof buf, &len, err,
                                sizeof err) < 0);
@@ -243,8 +271,8 @@ TEST(store_read_secret_file)
 
 TEST(store_secret_agents_are_exempt_from_the_data_cap)
 {
-    struct el_store_server_opts o = {.host = "127.0.0.1", .secret = SECRET,
-                                     .secret_len = SLEN};
+    struct el_store_server_opts o = {
+        .host = "127.0.0.1", .secret = SECRET, .secret_len = SLEN};
     o.limits.max_total_data = 1000;
     struct el_store_server *srv = NULL;
     CHECK_OK(el_store_server_start(&srv, &o));

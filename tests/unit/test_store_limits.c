@@ -19,22 +19,23 @@ static struct el_store_server_stats stats(struct el_store_server *srv)
 }
 
 /* Wait (up to 5 s) until the stats satisfy cond. */
-#define WAIT_STATS(srv, st, cond)                                           \
-    do {                                                                    \
-        long long t0_ = el_now_ms();                                        \
-        for (;;) {                                                          \
-            st = stats(srv);                                                \
-            if (cond)                                                       \
-                break;                                                      \
-            if (el_now_ms() - t0_ >= 5000)                                  \
-                TEST_FAIL_("stats: conns %llu paused %llu limited %llu "   \
-                           "buffered %llu peak %llu", (unsigned long long) \
-                           st.connections, (unsigned long long)st.paused,   \
-                           (unsigned long long)st.limited,                  \
-                           (unsigned long long)st.buffered,                 \
-                           (unsigned long long)st.buffered_peak);           \
-            usleep(2000);                                                   \
-        }                                                                   \
+#define WAIT_STATS(srv, st, cond)                                        \
+    do {                                                                 \
+        long long t0_ = el_now_ms();                                     \
+        for (;;) {                                                       \
+            st = stats(srv);                                             \
+            if (cond)                                                    \
+                break;                                                   \
+            if (el_now_ms() - t0_ >= 5000)                               \
+                TEST_FAIL_("stats: conns %llu paused %llu limited %llu " \
+                           "buffered %llu peak %llu",                    \
+                           (unsigned long long)st.connections,           \
+                           (unsigned long long)st.paused,                \
+                           (unsigned long long)st.limited,               \
+                           (unsigned long long)st.buffered,              \
+                           (unsigned long long)st.buffered_peak);        \
+            usleep(2000);                                                \
+        }                                                                \
     } while (0)
 
 /* n V1 GETs of key (TCPStore 1.13 frames: 02, u64 length, key). */

@@ -19,11 +19,19 @@
 #include "elrun/worker.h"
 #include "test.h"
 
-static const char *const vars[] = {
-    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-    "GROUP_WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT",
-    "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "MASTER_ADDR",
-    "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE", "ELRUN_STANDALONE"};
+static const char *const vars[] = {"RANK",
+                                   "LOCAL_RANK",
+                                   "WORLD_SIZE",
+                                   "LOCAL_WORLD_SIZE",
+                                   "GROUP_RANK",
+                                   "GROUP_WORLD_SIZE",
+                                   "TORCHELASTIC_RESTART_COUNT",
+                                   "TORCHELASTIC_MAX_RESTARTS",
+                                   "TORCHELASTIC_RUN_ID",
+                                   "MASTER_ADDR",
+                                   "MASTER_PORT",
+                                   "TORCHELASTIC_USE_AGENT_STORE",
+                                   "ELRUN_STANDALONE"};
 
 static void clear_env(void)
 {
@@ -343,8 +351,8 @@ TEST(worker_agent_store_barrier)
     CHECK_OK(el_store_connect(&s, "127.0.0.1", port, 1000, 1000));
     void *v;
     size_t len;
-    CHECK_OK(el_store_try_get(s, "/worker/attempt_5/barrier/sync/3/done", &v,
-                              &len));
+    CHECK_OK(
+        el_store_try_get(s, "/worker/attempt_5/barrier/sync/3/done", &v, &len));
     free(v);
     el_store_close(s);
     stop_store_proc(srv, stop);
@@ -408,8 +416,7 @@ TEST(worker_record_error)
     const char *want = "allreduce failed: rank 1 \"died\"\n\tC:\\path \x01";
     CHECK_STR(json_string_value(json_object_get(msg, "message")), want);
     json_t *extra = json_object_get(msg, "extraInfo");
-    CHECK_STR(json_string_value(json_object_get(extra, "py_callstack")),
-              want);
+    CHECK_STR(json_string_value(json_object_get(extra, "py_callstack")), want);
     const char *ts = json_string_value(json_object_get(extra, "timestamp"));
     CHECK(ts != NULL);
     long long t = strtoll(ts, NULL, 10);
@@ -443,8 +450,11 @@ TEST(worker_barrier_for_sharded_ckpt)
         char err[256];
         if (el_worker_open(&w, NULL, err, sizeof err) != 0)
             _exit(1);
-        struct el_ckpt_opts o = {.dir = dir, .rank = r, .world = WORLD,
-                                 .sharded = 1, .keep = 1,
+        struct el_ckpt_opts o = {.dir = dir,
+                                 .rank = r,
+                                 .world = WORLD,
+                                 .sharded = 1,
+                                 .keep = 1,
                                  .barrier = el_worker_barrier_cb,
                                  .barrier_arg = w};
         for (int64_t step = 1; step <= 2; step++) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run every test: the lint of the e2e scripts (tests/lint-e2e.sh: no
-# assertion that can never fail), the C unit tests, the fuzz corpus replay,
+# assertion that can never fail) and the C format check
+# (scripts/format-check.sh), the C unit tests, the fuzz corpus replay,
 # and the end-to-end scripts in tests/e2e (which use real processes, signals
 # and PyTorch).
 # Each part prints "N passed, N failed"; this adds them up into the last line.
@@ -38,6 +39,9 @@ run_part() { # name, command...
 what=${1:-all} filter=${2:-}
 if [[ $what == all || $what == lint ]]; then
     run_part lint-e2e bash tests/lint-e2e.sh
+    # The C sources as .clang-format says (scripts/format-check.sh).
+    run_part format bash -c 'scripts/format-check.sh >&2 && echo "1 passed, 0 failed" || { echo "0 passed, 1 failed"; exit 1; }'
+
 fi
 if [[ $what == all || $what == unit ]]; then
     run_part unit "$BUILD/unit_tests"

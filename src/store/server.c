@@ -104,7 +104,7 @@ struct conn {
     uint8_t *out; /* replies not yet handed to libuv   */
     size_t out_len, out_cap;
     size_t inflight, inflight_cap;   /* the buffer of the write in flight */
-    size_t mem;                      /* what this adds to srv->buffered   */
+    size_t mem;                      /* what this adds to srv->mem_total   */
     uv_timer_t *stall;               /* closes a connection stuck mid-way */
     size_t stall_queue;              /* write queue size when it was armed */
     size_t refused;                  /* on_alloc refused to grow by this  */
@@ -157,6 +157,10 @@ struct el_store_server {
     /* Counters, read from any thread. */
     uint64_t n_conns, n_requests, n_rejected, n_keys, n_parked;
     uint64_t buffered, buffered_peak, n_paused, n_limited, n_data;
+    /* The loop thread's own count of buffered bytes; the counters above
+     * are written only atomically (stat_set), since other threads read
+     * them. */
+    uint64_t mem_total;
     uint64_t n_ops[32]; /* by enum el_op */
 };
 
@@ -270,7 +274,7 @@ static void peer_release(struct el_store_server *srv, struct conn *c)
  * Memory accounting
  */
 
-/* Bring srv->buffered up to date with c's buffers (call after any change).
+/* Bring srv->mem_total (and its published copy) up to date with c's buffers (call after any change).
  * A closing connection is no longer counted (conn_close took it out): its
  * write in flight may end after an embedded server was freed. */
 static void account(struct conn *c)
@@ -279,11 +283,11 @@ static void account(struct conn *c)
     if (c->closing)
         return;
     size_t m = c->in_cap + c->out_cap + c->inflight_cap + c->parked_len;
-    srv->buffered += (uint64_t)m - (uint64_t)c->mem;
+    srv->mem_total += (uint64_t)m - (uint64_t)c->mem;
     c->mem = m;
-    stat_set(&srv->buffered, srv->buffered);
-    if (srv->buffered > srv->buffered_peak)
-        stat_set(&srv->buffered_peak, srv->buffered);
+    stat_set(&srv->buffered, srv->mem_total);
+    if (srv->mem_total > srv->buffered_peak)
+        stat_set(&srv->buffered_peak, srv->mem_total);
 }
 
 static void limit_close(struct conn *c, const char *why)
@@ -300,14 +304,14 @@ static int total_allows(struct conn *c, size_t grow, const char *what,
 {
     struct el_store_server *srv = c->srv;
     size_t max = srv->opts.limits.max_total_buffer;
-    if (c->mem + grow <= CONN_FLOOR || srv->buffered + grow <= max)
+    if (c->mem + grow <= CONN_FLOOR || srv->mem_total + grow <= max)
         return 1;
     snprintf(why, cap,
              "%s of %zu bytes would take the buffers of all "
              "connections past max_total_buffer (%zu bytes, %llu held); "
              "raise it (--max-total-buffer) if clients really move that "
              "much at once",
-             what, grow, max, (unsigned long long)srv->buffered);
+             what, grow, max, (unsigned long long)srv->mem_total);
     return 0;
 }
 
@@ -1269,9 +1273,9 @@ static void conn_close(struct conn *c, const char *why)
     free(c->out);
     c->in = c->out = NULL;
     c->in_len = c->in_cap = c->out_len = c->out_cap = 0;
-    srv->buffered -= c->mem; /* a write in flight is freed by its callback */
+    srv->mem_total -= c->mem; /* a write in flight is freed by its callback */
     c->mem = 0;
-    stat_set(&srv->buffered, srv->buffered);
+    stat_set(&srv->buffered, srv->mem_total);
     if (c->paused) {
         c->paused = 0;
         __atomic_sub_fetch(&srv->n_paused, 1, __ATOMIC_RELAXED);

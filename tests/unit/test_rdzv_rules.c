@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -471,11 +472,34 @@ struct opts {
     int min, max, last_call_ms, join_timeout_ms, max_restarts;
 };
 
+/* The nodes' logs are written by their threads and read by the test. */
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static void log_line(void *arg, const char *msg)
 {
     struct mem_node *n = arg;
+    pthread_mutex_lock(&log_mu);
     size_t len = strlen(n->log);
     snprintf(n->log + len, sizeof n->log - len, "%s\n", msg);
+    pthread_mutex_unlock(&log_mu);
+}
+
+/* Does n's log hold s yet? */
+static int log_has(struct mem_node *n, const char *s)
+{
+    pthread_mutex_lock(&log_mu);
+    int has = strstr(n->log, s) != NULL;
+    pthread_mutex_unlock(&log_mu);
+    return has;
+}
+
+/* Round r's deadline as the world holds it (-1: none yet). */
+static long long deadline_of(struct mem_world *w, int64_t r)
+{
+    pthread_mutex_lock(&w->mu);
+    long long d = w->r[r].deadline;
+    pthread_mutex_unlock(&w->mu);
+    return d;
 }
 
 static struct mem_node *node(struct mem_world *w, const char *name,
@@ -570,7 +594,7 @@ TEST(rdzv_rules_join_min_equals_max)
     struct mem_node *all[] = {a, b};
     same_round(all, 2, 2);
     CHECK_EQ(a->info.round, 0);
-    CHECK(strstr(a->log, "round 0: 2 nodes") != NULL);
+    CHECK(log_has(a, "round 0: 2 nodes"));
 }
 
 TEST(rdzv_rules_max_reached_seals_without_last_call)
@@ -649,11 +673,11 @@ TEST(rdzv_rules_hot_spare_takes_a_dead_members_place)
     CHECK_OK(finish(b));
     start(c);
     long long t0 = el_now_ms();
-    while (!strstr(c->log, "waits as a hot spare") && ms_since(t0) < 2000) {
+    while (!log_has(c, "waits as a hot spare") && ms_since(t0) < 2000) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
-    CHECK(strstr(c->log, "waits as a hot spare") != NULL);
+    CHECK(log_has(c, "waits as a hot spare"));
     CHECK_EQ(waiting(a), 0); /* a spare is not a reason for a round */
     declare_dead(w, b->e.self.id);
     CHECK_EQ(waiting(a), 1);
@@ -662,7 +686,7 @@ TEST(rdzv_rules_hot_spare_takes_a_dead_members_place)
     pthread_mutex_lock(&w->mu);
     int64_t raised = w->round;
     pthread_mutex_unlock(&w->mu);
-    CHECK(strstr(a->log, "node b is gone") != NULL || raised > 0);
+    CHECK(log_has(a, "node b is gone") || raised > 0);
     t0 = el_now_ms();
     start(a);
     CHECK_OK(finish(a));
@@ -700,11 +724,11 @@ TEST(rdzv_rules_death_during_last_call_waits_for_another)
     start(a);
     start(b);
     long long t0 = el_now_ms();
-    while (w->r[0].deadline < 0 && ms_since(t0) < 2000) {
+    while (deadline_of(w, 0) < 0 && ms_since(t0) < 2000) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
-    CHECK(w->r[0].deadline >= 0); /* three joined: the last call runs */
+    CHECK(deadline_of(w, 0) >= 0); /* three joined: the last call runs */
     declare_dead(w, "ghost#2#2");
     /* Sealing at the deadline finds 2 live < MIN: the round stays open. */
     struct timespec ts = {0, 300 * 1000000};
@@ -900,7 +924,7 @@ static struct el__rdzv_state_ops mem_state_drop;
 
 struct runner {
     struct mem_node *n;
-    volatile int stop;
+    atomic_int stop;
 };
 
 /* A member's agent: take rounds until told to stop, as the agent does when
@@ -945,5 +969,5 @@ TEST(rdzv_rules_left_out_node_backs_off)
     fprintf(stderr, "  rounds opened in 1 s: %d\n%s", w->raises,
             getenv("V") ? c->log : "");
     CHECK(w->raises <= 8);
-    CHECK(strstr(c->log, "times in a row; waiting") != NULL);
+    CHECK(log_has(c, "times in a row; waiting"));
 }

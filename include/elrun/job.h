@@ -98,16 +98,18 @@ int el_job_hostlist_first(const char *list, char *out, size_t cap, char *err,
 
 /* ---- the launcher inside a Slurm allocation ----------------------------- */
 
-/* What `srun elrun ...` takes from its environment when rendezvous flags are
- * not given: the environment variables torchrun reads (PET_NNODES,
- * PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT, PET_RDZV_ID), each with
- * the Slurm variable it came from. */
-struct el_job_slurm_defaults {
+/* What the launcher takes from a scheduler's environment (a Slurm step, an
+ * AWS Batch node) when rendezvous flags are not given: the variables
+ * torchrun reads (PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR, PET_RDZV_ID
+ * ...), each with the scheduler variable it came from.  'extends': the
+ * value extends one the user set (PET_RDZV_CONF), so it replaces it. */
+struct el_job_env_defaults {
     int n; /* entries used                          */
     struct {
         char name[24];   /* "PET_NNODES"                          */
         char value[256]; /* "3"                                   */
-        char from[40];   /* "SLURM_STEP_NUM_NODES"                */
+        char from[64];   /* "SLURM_STEP_NUM_NODES"                */
+        int extends;
     } var[5];
 };
 
@@ -119,7 +121,7 @@ struct el_job_slurm_defaults {
  * job's; the master port is 29500 + SLURM_JOB_ID % 1000, so jobs that share a
  * node do not collide.  EL_EUSAGE (with err) when the variables are
  * malformed. */
-int el_job_slurm_defaults(char **env, struct el_job_slurm_defaults *out,
+int el_job_slurm_defaults(char **env, struct el_job_env_defaults *out,
                           char *err, size_t errlen);
 
 /* ---- submission ---------------------------------------------------------- */

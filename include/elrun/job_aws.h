@@ -46,16 +46,8 @@ int el_job_state_from_aws(const char *status);
  * hosts the store on 0.0.0.0:PORT (is_host=1), the others join MAIN:PORT
  * (is_host=0); PORT is $ELRUN_AWS_BATCH_PORT or 29500.  Returns 1 with out filled, 0 if not in a
  * Batch node, EL_EUSAGE for malformed AWS_BATCH_* values. */
-struct el_job_aws_defaults {
-    int n; /* entries used                          */
-    struct {
-        char name[24]; /* "PET_NODE_RANK"                       */
-        char value[256];
-        char from[64]; /* "AWS_BATCH_JOB_NODE_INDEX"            */
-    } var[5];
-};
 int el_job_aws_batch_defaults(char **env, int has_endpoint,
-                              struct el_job_aws_defaults *out, char *err,
+                              struct el_job_env_defaults *out, char *err,
                               size_t errlen);
 
 /* `elrun aws template` options. */

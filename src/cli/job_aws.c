@@ -431,29 +431,10 @@ int cli_job_aws_env(int argc, char **argv)
         has_ep |= strncmp(argv[i], "--rdzv-endpoint", 15) == 0 ||
                   strncmp(argv[i], "--rdzv_endpoint", 15) == 0;
     }
-    struct el_job_aws_defaults d;
-    char err[700], line[1200];
+    struct el_job_env_defaults d;
+    char err[700];
     int rc = el_job_aws_batch_defaults(environ, has_ep, &d, err, sizeof err);
-    if (rc == EL_EUSAGE) {
-        fprintf(stderr, "elrun: error: %s\n", err);
-        return 2;
-    }
-    if (rc != 1 || d.n == 0)
-        return 0;
-    size_t len = 0;
-    for (int i = 0; i < d.n; i++) {
-        /* PET_RDZV_CONF comes extended with is_host: replace it. */
-        setenv(d.var[i].name, d.var[i].value,
-               strcmp(d.var[i].name, "PET_RDZV_CONF") == 0);
-        int w = snprintf(line + len, sizeof line - len, "%s%s=%s from %s",
-                         i ? ", " : "", d.var[i].name, d.var[i].value,
-                         d.var[i].from);
-        if (w > 0 && (size_t)w < sizeof line - len)
-            len += (size_t)w;
-    }
-    el_log(EL_LOG_WARN, "inside AWS Batch job %s: %s; flags given win",
-           getenv("AWS_BATCH_JOB_ID"), line);
-    return 0;
+    return cjob_apply_env(rc, &d, err, "AWS Batch", getenv("AWS_BATCH_JOB_ID"));
 }
 
 /* ---- elrun aws: EC2 fleets with CloudFormation ------------------------- */

@@ -103,4 +103,11 @@ int cjob_status(const struct cjob *j, struct cjob_status *st, char *err,
                 size_t errlen);
 void cjob_status_free(struct cjob_status *st);
 
+/* Apply what a scheduler's environment gives the launcher (rc, d, err from
+ * el_job_slurm_defaults or el_job_aws_batch_defaults): set the PET_*
+ * variables and log one line saying what came from where ("inside WHERE
+ * job ID: ..."). Returns 0, or 2 after printing a usage error. */
+int cjob_apply_env(int rc, const struct el_job_env_defaults *d, const char *err,
+                   const char *where, const char *id);
+
 #endif

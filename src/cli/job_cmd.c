@@ -1645,8 +1645,8 @@ submitted:
 
 int cli_job_slurm_env(int argc, char **argv)
 {
-    char err[700], line[900];
-    struct el_job_slurm_defaults d;
+    char err[700];
+    struct el_job_env_defaults d;
     const char *off = getenv("ELRUN_NO_SLURM");
     if ((off && *off && strcmp(off, "0")) || getenv("ELRUN_JOB_DIR"))
         return 0; /* disabled, or an agent of `elrun submit` (flags given) */
@@ -1657,23 +1657,30 @@ int cli_job_slurm_env(int argc, char **argv)
             return 0;
     }
     int rc = el_job_slurm_defaults(environ, &d, err, sizeof err);
+    return cjob_apply_env(rc, &d, err, "Slurm", getenv("SLURM_JOB_ID"));
+}
+
+int cjob_apply_env(int rc, const struct el_job_env_defaults *d, const char *err,
+                   const char *where, const char *id)
+{
+    char line[1200];
     if (rc == EL_EUSAGE) {
         fprintf(stderr, "elrun: error: %s\n", err);
         return 2;
     }
-    if (rc != 1 || d.n == 0)
+    if (rc != 1 || d->n == 0)
         return 0;
     size_t len = 0;
-    for (int i = 0; i < d.n; i++) {
-        setenv(d.var[i].name, d.var[i].value, 0);
+    for (int i = 0; i < d->n; i++) {
+        setenv(d->var[i].name, d->var[i].value, d->var[i].extends);
         int w = snprintf(line + len, sizeof line - len, "%s%s=%s from %s",
-                         i ? ", " : "", d.var[i].name, d.var[i].value,
-                         d.var[i].from);
+                         i ? ", " : "", d->var[i].name, d->var[i].value,
+                         d->var[i].from);
         if (w > 0 && (size_t)w < sizeof line - len)
             len += (size_t)w;
     }
-    el_log(EL_LOG_WARN, "inside Slurm job %s: %s; flags given win",
-           getenv("SLURM_JOB_ID"), line);
+    el_log(EL_LOG_WARN, "inside %s job %s: %s; flags given win", where,
+           id ? id : "?", line);
     return 0;
 }
 

@@ -15,6 +15,7 @@
 #include "elrun/err.h"
 #include "elrun/job.h"
 #include "elrun/job_aws.h"
+#include "job/job_int.h"
 
 const char *const el_job_aws_cfg_keys[] = {
     "queue",    "image",          "vcpus",    "memory",   "gpus",
@@ -275,43 +276,24 @@ int el_job_aws_batch_inputs(const struct el_job_spec *sp, const char *id,
     return 0;
 }
 
-static const char *getv(char **env, const char *name)
-{
-    size_t n = strlen(name);
-    for (; env && *env; env++)
-        if (strncmp(*env, name, n) == 0 && (*env)[n] == '=')
-            return *env + n + 1;
-    return NULL;
-}
-
-static void add(struct el_job_aws_defaults *o, char **env, const char *name,
-                const char *value, const char *from)
-{
-    if (getv(env, name) || o->n >= 5)
-        return; /* the user's PET_* wins */
-    snprintf(o->var[o->n].name, sizeof o->var[o->n].name, "%s", name);
-    snprintf(o->var[o->n].value, sizeof o->var[o->n].value, "%s", value);
-    snprintf(o->var[o->n].from, sizeof o->var[o->n].from, "%s", from);
-    o->n++;
-}
-
 static int index_ok(const char *s)
 {
     return s && positive(s, 100000) ? 1 : (s && strcmp(s, "0") == 0);
 }
 
 int el_job_aws_batch_defaults(char **env, int has_endpoint,
-                              struct el_job_aws_defaults *out, char *err,
+                              struct el_job_env_defaults *out, char *err,
                               size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    const char *job = getv(env, "AWS_BATCH_JOB_ID");
-    const char *idx = getv(env, "AWS_BATCH_JOB_NODE_INDEX");
+    const char *job = el__job_env_get(env, "AWS_BATCH_JOB_ID");
+    const char *idx = el__job_env_get(env, "AWS_BATCH_JOB_NODE_INDEX");
     if (!job || !*job || !idx)
         return 0;
-    const char *main_idx = getv(env, "AWS_BATCH_JOB_MAIN_NODE_INDEX");
+    const char *main_idx =
+        el__job_env_get(env, "AWS_BATCH_JOB_MAIN_NODE_INDEX");
     const char *main_ip =
-        getv(env, "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS");
+        el__job_env_get(env, "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS");
     if (!index_ok(idx) || (main_idx && !index_ok(main_idx))) {
         snprintf(err, errlen,
                  "AWS_BATCH_JOB_NODE_INDEX='%s' or "
@@ -322,9 +304,10 @@ int el_job_aws_batch_defaults(char **env, int has_endpoint,
     }
     char rid[256];
     snprintf(rid, sizeof rid, "%.*s", (int)strcspn(job, "#"), job);
-    add(out, env, "PET_NODE_RANK", idx, "AWS_BATCH_JOB_NODE_INDEX");
-    add(out, env, "PET_RDZV_ID", rid, "AWS_BATCH_JOB_ID");
-    if (has_endpoint || getv(env, "PET_RDZV_ENDPOINT"))
+    el__job_env_add(out, env, "PET_NODE_RANK", idx, "AWS_BATCH_JOB_NODE_INDEX",
+                    0);
+    el__job_env_add(out, env, "PET_RDZV_ID", rid, "AWS_BATCH_JOB_ID", 0);
+    if (has_endpoint || el__job_env_get(env, "PET_RDZV_ENDPOINT"))
         return 1;
     int is_main = main_idx ? strcmp(idx, main_idx) == 0 : !main_ip || !*main_ip;
     if (!is_main && (!main_ip || !*main_ip)) {
@@ -335,7 +318,7 @@ int el_job_aws_batch_defaults(char **env, int has_endpoint,
                  idx, job);
         return EL_EUSAGE;
     }
-    const char *port = getv(env, "ELRUN_AWS_BATCH_PORT");
+    const char *port = el__job_env_get(env, "ELRUN_AWS_BATCH_PORT");
     if (port && !positive(port, 65535)) {
         snprintf(err, errlen, "ELRUN_AWS_BATCH_PORT='%s' is not a port", port);
         return EL_EUSAGE;
@@ -343,22 +326,18 @@ int el_job_aws_batch_defaults(char **env, int has_endpoint,
     char ep[300];
     snprintf(ep, sizeof ep, "%s:%s", is_main ? "0.0.0.0" : main_ip,
              port ? port : "29500");
-    add(out, env, "PET_RDZV_BACKEND", "c10d", "AWS_BATCH_JOB_ID");
-    add(out, env, "PET_RDZV_ENDPOINT", ep,
-        is_main ? "AWS_BATCH_JOB_MAIN_NODE_INDEX"
-                : "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS");
-    const char *conf = getv(env, "PET_RDZV_CONF");
+    el__job_env_add(out, env, "PET_RDZV_BACKEND", "c10d", "AWS_BATCH_JOB_ID",
+                    0);
+    el__job_env_add(out, env, "PET_RDZV_ENDPOINT", ep,
+                    is_main ? "AWS_BATCH_JOB_MAIN_NODE_INDEX"
+                            : "AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS",
+                    0);
+    const char *conf = el__job_env_get(env, "PET_RDZV_CONF");
     char c[256];
     snprintf(c, sizeof c, "%s%sis_host=%d", conf ? conf : "",
              conf && *conf ? "," : "", is_main);
-    /* PET_RDZV_CONF is extended, not replaced: drop it from the check. */
-    if (out->n < 5) {
-        snprintf(out->var[out->n].name, sizeof out->var[0].name,
-                 "PET_RDZV_CONF");
-        snprintf(out->var[out->n].value, sizeof out->var[0].value, "%s", c);
-        snprintf(out->var[out->n].from, sizeof out->var[0].from,
-                 "AWS_BATCH_JOB_NODE_INDEX");
-        out->n++;
-    }
+    /* PET_RDZV_CONF is extended, not replaced. */
+    el__job_env_add(out, env, "PET_RDZV_CONF", c, "AWS_BATCH_JOB_NODE_INDEX",
+                    1);
     return 1;
 }

@@ -16,6 +16,7 @@
 
 #include "elrun/err.h"
 #include "elrun/job.h"
+#include "job/job_int.h"
 
 struct hosts {
     char **v;
@@ -214,15 +215,6 @@ int el_job_hostlist_first(const char *list, char *out, size_t cap, char *err,
     return 0;
 }
 
-static const char *env_get(char **env, const char *name)
-{
-    size_t n = strlen(name);
-    for (; env && *env; env++)
-        if (strncmp(*env, name, n) == 0 && (*env)[n] == '=')
-            return *env + n + 1;
-    return NULL;
-}
-
 static int nonneg(const char *s)
 {
     if (!s || !*s || strlen(s) > 9)
@@ -233,36 +225,26 @@ static int nonneg(const char *s)
     return atoi(s);
 }
 
-static void add(struct el_job_slurm_defaults *out, char **env, const char *name,
-                const char *value, const char *from)
-{
-    if (env_get(env, name))
-        return; /* the user's PET_* (or a flag, which beats it) wins */
-    int i = out->n++;
-    snprintf(out->var[i].name, sizeof out->var[i].name, "%s", name);
-    snprintf(out->var[i].value, sizeof out->var[i].value, "%s", value);
-    snprintf(out->var[i].from, sizeof out->var[i].from, "%s", from);
-}
-
-int el_job_slurm_defaults(char **env, struct el_job_slurm_defaults *out,
+int el_job_slurm_defaults(char **env, struct el_job_env_defaults *out,
                           char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    const char *job = env_get(env, "SLURM_JOB_ID");
-    if (!job || !env_get(env, "SLURM_STEP_ID"))
+    const char *job = el__job_env_get(env, "SLURM_JOB_ID");
+    if (!job || !el__job_env_get(env, "SLURM_STEP_ID"))
         return 0;
     const char *nn_from = "SLURM_STEP_NUM_NODES",
                *nl_from = "SLURM_STEP_NODELIST";
-    const char *nn = env_get(env, nn_from), *nl = env_get(env, nl_from);
+    const char *nn = el__job_env_get(env, nn_from),
+               *nl = el__job_env_get(env, nl_from);
     if (!nn) {
         nn_from = "SLURM_JOB_NUM_NODES";
-        nn = env_get(env, nn_from);
+        nn = el__job_env_get(env, nn_from);
     }
     if (!nl) {
         nl_from = "SLURM_JOB_NODELIST";
-        nl = env_get(env, nl_from);
+        nl = el__job_env_get(env, nl_from);
     }
-    const char *rank = env_get(env, "SLURM_NODEID");
+    const char *rank = el__job_env_get(env, "SLURM_NODEID");
     int jobid = nonneg(job), nodes = nonneg(nn), r = nonneg(rank);
     char head[256], v[32];
     if (jobid < 0 || nodes < 1 || r < 0 || r >= nodes || !nl) {
@@ -280,12 +262,12 @@ int el_job_slurm_defaults(char **env, struct el_job_slurm_defaults *out,
         return EL_EUSAGE;
     }
     snprintf(v, sizeof v, "%d", nodes);
-    add(out, env, "PET_NNODES", v, nn_from);
+    el__job_env_add(out, env, "PET_NNODES", v, nn_from, 0);
     snprintf(v, sizeof v, "%d", r);
-    add(out, env, "PET_NODE_RANK", v, "SLURM_NODEID");
-    add(out, env, "PET_MASTER_ADDR", head, nl_from);
+    el__job_env_add(out, env, "PET_NODE_RANK", v, "SLURM_NODEID", 0);
+    el__job_env_add(out, env, "PET_MASTER_ADDR", head, nl_from, 0);
     snprintf(v, sizeof v, "%d", 29500 + jobid % 1000);
-    add(out, env, "PET_MASTER_PORT", v, "SLURM_JOB_ID");
-    add(out, env, "PET_RDZV_ID", job, "SLURM_JOB_ID");
+    el__job_env_add(out, env, "PET_MASTER_PORT", v, "SLURM_JOB_ID", 0);
+    el__job_env_add(out, env, "PET_RDZV_ID", job, "SLURM_JOB_ID", 0);
     return 1;
 }

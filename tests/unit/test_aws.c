@@ -193,7 +193,7 @@ TEST(aws_batch_states)
     CHECK_EQ(el_job_state_from_aws(NULL), EL_JOB_UNKNOWN);
 }
 
-static const char *var(const struct el_job_aws_defaults *d, const char *n)
+static const char *var(const struct el_job_env_defaults *d, const char *n)
 {
     for (int i = 0; i < d->n; i++)
         if (strcmp(d->var[i].name, n) == 0)
@@ -203,7 +203,7 @@ static const char *var(const struct el_job_aws_defaults *d, const char *n)
 
 TEST(aws_batch_node_defaults)
 {
-    struct el_job_aws_defaults d;
+    struct el_job_env_defaults d;
     char *none[] = {"HOME=/", NULL};
     CHECK_EQ(el_job_aws_batch_defaults(none, 0, &d, err, sizeof err), 0);
     /* The main node: no MAIN_NODE_PRIVATE_IPV4_ADDRESS, hosts the store. */

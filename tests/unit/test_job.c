@@ -279,7 +279,7 @@ TEST(job_hostlist_first)
              EL_EUSAGE);
 }
 
-static const char *var(const struct el_job_slurm_defaults *d, const char *name,
+static const char *var(const struct el_job_env_defaults *d, const char *name,
                        const char **from)
 {
     for (int i = 0; i < d->n; i++)
@@ -293,7 +293,7 @@ static const char *var(const struct el_job_slurm_defaults *d, const char *name,
 
 TEST(job_slurm_defaults)
 {
-    struct el_job_slurm_defaults d;
+    struct el_job_env_defaults d;
     const char *from;
     char *outside[] = {"SLURM_JOB_ID=5", "SLURM_JOB_NUM_NODES=2", NULL};
     CHECK_EQ(el_job_slurm_defaults(outside, &d, err, sizeof err), 0);
@@ -332,7 +332,7 @@ TEST(job_slurm_defaults)
 
 TEST(job_slurm_defaults_errors)
 {
-    struct el_job_slurm_defaults d;
+    struct el_job_env_defaults d;
     char *rank_high[] = {"SLURM_JOB_ID=7",         "SLURM_STEP_ID=0",
                          "SLURM_JOB_NUM_NODES=2",  "SLURM_NODEID=2",
                          "SLURM_JOB_NODELIST=a,b", NULL};

@@ -274,10 +274,11 @@ int el_etcd_lease_ttl(struct el_etcd *c, int64_t id, int64_t *ttl_s,
  * when no member confirmed a refresh for a TTL plus a grace period (a TTL,
  * at least 3 s): a cut-off client's lease has expired by then, while a
  * leader election longer than the TTL does not lose it (the new leader
- * extends every lease) and etcd answers again within it.  Loss is reported once, through the eventfd of
- * el_etcd_keeper_fd() (becomes readable) and the callback if one is given
- * (called on the keeper's thread, with the reason; it must not call
- * el_etcd_keeper_stop()).  The thread then ends. */
+ * extends every lease) and etcd answers again within it.  Loss is reported
+ * once: the callback if one is given (called on the keeper's thread, with
+ * the reason; it must not call el_etcd_keeper_stop()), then the eventfd of
+ * el_etcd_keeper_fd() becomes readable, so a thread woken by the fd finds
+ * the callback returned.  The thread then ends. */
 struct el_etcd_keeper;
 
 typedef void (*el_etcd_lost_fn)(void *arg, int64_t lease, int err,

@@ -180,13 +180,15 @@ static void *keeper_main(void *arg)
                          "+ %" PRId64 " ms grace); last error: %s",
                          k->id, now - last_ok, k->ttl_ms, grace,
                          el_etcd_errmsg(k->c));
+            /* status, then the callback, then the fd: whoever wakes on
+             * the fd finds both done */
             atomic_store(&k->status, rc);
+            if (k->on_lost)
+                k->on_lost(k->arg, k->id, rc, k->why);
             uint64_t one = 1;
             if (write(k->lost_fd, &one, sizeof one) < 0) {
                 /* an eventfd write only fails on overflow: it is readable */
             }
-            if (k->on_lost)
-                k->on_lost(k->arg, k->id, rc, k->why);
             return NULL;
         }
         /* A member failed: try again soon, well within the TTL. */

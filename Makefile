@@ -54,7 +54,7 @@ CFLAGS  += -O1 -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=a
 LDFLAGS += -fsanitize=$(SAN)
 endif
 
-LIB_MODULES := common store rendezvous agent worker coll ckpt etcd job metrics http k8s
+LIB_MODULES := common store rendezvous agent worker coll ckpt etcd job metrics http k8s events
 LIB_SRC  := $(foreach m,$(LIB_MODULES),$(wildcard src/$(m)/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC  := $(wildcard src/cli/*.c)

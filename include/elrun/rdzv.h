@@ -157,6 +157,46 @@ const char *el_rdzv_backend(const struct el_rdzv *r);
 int el_rdzv_backend_known(const char *name);
 void el_rdzv_backend_list(char *buf, size_t cap);
 
+/* ---- read-only views (elrun status, the agent's events) ---- */
+
+struct el_rdzv_member_info {
+    char id[192];           /* "<name>#<pid>#<random>": one agent's life */
+    char name[EL_HOST_MAX]; /* --local-addr, else the host name          */
+    int lws;                /* its workers                               */
+    int dead;               /* declared dead since (status only)         */
+};
+
+/* The members of this node's last round, in rank order (*m malloc'd, free
+ * it), and that round in *round.  -ENOTSUP for backends without member
+ * lists (static, standalone); 0 with *n = 0 before the first round. */
+int el_rdzv_members(struct el_rdzv *r, int64_t *round,
+                    struct el_rdzv_member_info **m, int *n);
+
+/* Is the node with this id known dead (1) or not (0, also when unknown)?
+ * May make one request to the store (agent's thread). */
+int el_rdzv_is_dead(struct el_rdzv *r, const char *id);
+
+/* A job's rendezvous as anyone can read it, without joining. */
+struct el_rdzv_status {
+    int64_t round;         /* the round in force, -1: none yet           */
+    int sealed;            /* 'round' has its member list                */
+    int64_t joined;        /* nodes that joined 'round' (open round)     */
+    int64_t members_round; /* the round the members are of, -1: none     */
+    struct el_rdzv_member_info *members; /* rank order, malloc'd        */
+    int nmembers;
+    int64_t restarts; /* restarts charged to the job's budget       */
+    int closed;       /* 0 running, 1 succeeded, 2 failed           */
+    char closed_why[512];
+};
+
+/* Read it for cfg (backend "c10d": host, port, secret; "etcd": endpoints
+ * and cfg->etcd; run_id): a few requests of at most cfg->io_timeout_ms
+ * [5 s].  No key is written.  Returns 0, EL_EUSAGE (another backend) or
+ * the connection's error, with a one-line message in err. */
+int el_rdzv_status_read(const struct el_rdzv_config *cfg,
+                        struct el_rdzv_status *st, char *err, size_t errlen);
+void el_rdzv_status_free(struct el_rdzv_status *st);
+
 #ifdef __cplusplus
 }
 #endif

@@ -512,3 +512,60 @@ int el__rdzv_elastic_set_closed(struct el_rdzv *base)
     e->ops->leave(e);
     return rc;
 }
+
+/* ---- read-only views ---- */
+
+static void to_info(const struct el__rdzv_member *src, int n,
+                    struct el_rdzv_member_info *dst)
+{
+    for (int i = 0; i < n; i++) {
+        snprintf(dst[i].id, sizeof dst[i].id, "%s", src[i].id);
+        snprintf(dst[i].name, sizeof dst[i].name, "%s", src[i].name);
+        dst[i].lws = src[i].lws;
+        dst[i].dead = 0;
+    }
+}
+
+int el__rdzv_elastic_members(struct el_rdzv *base, int64_t *round,
+                             struct el_rdzv_member_info **m, int *n)
+{
+    struct el__rdzv_elastic *e = (struct el__rdzv_elastic *)base;
+    *round = e->self.nmembers ? e->self.round : -1;
+    if (!e->self.nmembers)
+        return 0;
+    *m = calloc((size_t)e->self.nmembers, sizeof **m);
+    if (!*m)
+        return -ENOMEM;
+    to_info(e->self.members, e->self.nmembers, *m);
+    *n = e->self.nmembers;
+    return 0;
+}
+
+int el__rdzv_elastic_is_dead(struct el_rdzv *base, const char *id)
+{
+    struct el__rdzv_elastic *e = (struct el__rdzv_elastic *)base;
+    if (refresh(e))
+        return 0;
+    return dead(e, id) ? 1 : 0;
+}
+
+int el__rdzv_member_infos(const char *list, struct el_rdzv_member_info **m,
+                          int *n)
+{
+    struct el__rdzv_member *mm = NULL;
+    int k = 0;
+    *m = NULL;
+    *n = 0;
+    int rc = el__rdzv_parse_members(list, &mm, &k);
+    if (rc)
+        return rc;
+    *m = calloc((size_t)(k ? k : 1), sizeof **m);
+    if (!*m) {
+        free(mm);
+        return -ENOMEM;
+    }
+    to_info(mm, k, *m);
+    free(mm);
+    *n = k;
+    return 0;
+}

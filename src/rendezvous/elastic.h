@@ -258,6 +258,13 @@ int el__rdzv_elastic_report_failure(struct el_rdzv *base, const char *why);
 int el__rdzv_elastic_exit_barrier(struct el_rdzv *base, int succeeded,
                                   int timeout_ms, int cancel_fd);
 int el__rdzv_elastic_set_closed(struct el_rdzv *base);
+/* el_rdzv_members / el_rdzv_is_dead over the rules' state. */
+int el__rdzv_elastic_members(struct el_rdzv *base, int64_t *round,
+                             struct el_rdzv_member_info **m, int *n);
+int el__rdzv_elastic_is_dead(struct el_rdzv *base, const char *id);
+/* Members of a sealed list's text as el_rdzv_member_info (rank order). */
+int el__rdzv_member_infos(const char *list, struct el_rdzv_member_info **m,
+                          int *n);
 
 /* How long a node left out of 'left_out' rounds in a row (that it joined,
  * sealed below MAX without it) waits before it opens another: 0 for the

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/errfmt.h"
@@ -75,4 +76,41 @@ const char *el_rdzv_errmsg(const struct el_rdzv *r)
 const char *el_rdzv_backend(const struct el_rdzv *r)
 {
     return r->ops->name;
+}
+
+int el_rdzv_members(struct el_rdzv *r, int64_t *round,
+                    struct el_rdzv_member_info **m, int *n)
+{
+    *m = NULL;
+    *n = 0;
+    *round = -1;
+    return r->ops->members ? r->ops->members(r, round, m, n) : -ENOTSUP;
+}
+
+int el_rdzv_is_dead(struct el_rdzv *r, const char *id)
+{
+    return r->ops->is_dead ? r->ops->is_dead(r, id) : 0;
+}
+
+int el_rdzv_status_read(const struct el_rdzv_config *cfg,
+                        struct el_rdzv_status *st, char *err, size_t errlen)
+{
+    memset(st, 0, sizeof *st);
+    st->round = st->members_round = -1;
+    const char *b = cfg->backend ? cfg->backend : "";
+    if (!strcmp(b, "c10d"))
+        return el__rdzv_store_status(cfg, st, err, errlen);
+    if (!strcmp(b, "etcd") || !strcmp(b, "etcd-v2"))
+        return el__rdzv_etcd_status(cfg, st, err, errlen);
+    return el__errf(err, errlen, EL_EUSAGE,
+                    "the status of a job needs the c10d or etcd rendezvous "
+                    "(got '%s')",
+                    b);
+}
+
+void el_rdzv_status_free(struct el_rdzv_status *st)
+{
+    free(st->members);
+    st->members = NULL;
+    st->nmembers = 0;
 }

@@ -24,6 +24,10 @@ struct el_rdzv_ops {
                         int cancel_fd);
     int (*set_closed)(struct el_rdzv *r);
     int (*report_failure)(struct el_rdzv *r, const char *why); /* optional */
+    /* optional: el_rdzv_members, el_rdzv_is_dead */
+    int (*members)(struct el_rdzv *r, int64_t *round,
+                   struct el_rdzv_member_info **m, int *n);
+    int (*is_dead)(struct el_rdzv *r, const char *id);
     void (*close)(struct el_rdzv *r);
 };
 
@@ -41,6 +45,12 @@ int el__rdzv_static_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
                          char *err, size_t errlen);
 int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
                        char *err, size_t errlen);
+/* The read-only status of a job (el_rdzv_status_read) on each backend. */
+int el__rdzv_store_status(const struct el_rdzv_config *cfg,
+                          struct el_rdzv_status *st, char *err, size_t errlen);
+int el__rdzv_etcd_status(const struct el_rdzv_config *cfg,
+                         struct el_rdzv_status *st, char *err, size_t errlen);
+
 int el__rdzv_store_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
                         char *err, size_t errlen);
 

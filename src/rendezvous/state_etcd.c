@@ -1044,6 +1044,8 @@ static const struct el_rdzv_ops etcd_ops = {
     .set_closed = el__rdzv_elastic_set_closed,
     .report_failure = el__rdzv_elastic_report_failure,
     .close = etcd_close,
+    .members = el__rdzv_elastic_members,
+    .is_dead = el__rdzv_elastic_is_dead,
 };
 
 /* Copy the caller's etcd options (they need not outlive open). */
@@ -1201,4 +1203,111 @@ int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
     }
     *out = &r->e.base;
     return 0;
+}
+
+/* ---- the read-only status (el_rdzv_status_read) ---- */
+
+/* As state_store.c's: the round in force and its members (or the round
+ * before's while it is open), joiners, budget, verdict; a member whose
+ * alive/ key is gone is dead.  Only reads. */
+static int read_status(struct etcd_rdzv *r, struct el_rdzv_status *st)
+{
+    char k[KEY_MAX];
+    void *val = NULL;
+    int rc;
+    key(r, k, "c/closed");
+    rc = el_etcd_get(r->c, k, &val, NULL, NULL);
+    if (rc && rc != EL_ENOTFOUND)
+        return efail(r, r->c, rc, "reading the job state");
+    if (rc == 0) {
+        st->closed = strncmp(val, "ok", 2) == 0 ? 1 : 2;
+        snprintf(st->closed_why, sizeof st->closed_why, "%s", (char *)val);
+        free(val);
+    }
+    key(r, k, "c/round");
+    if ((rc = get_int(r, k, -1, &st->round, NULL)))
+        return rc;
+    key(r, k, "c/restarts");
+    if ((rc = get_int(r, k, 0, &st->restarts, NULL)))
+        return rc;
+    if (st->round < 0)
+        return 0;
+    for (int64_t round = st->round; round >= 0 && round >= st->round - 1;
+         round--) {
+        struct el__rdzv_round rs = {0};
+        if ((rc = et_read_round(&r->e, round, &rs)))
+            return rc;
+        if (rs.members) {
+            st->sealed = round == st->round;
+            st->members_round = round;
+            rc = el__rdzv_member_infos(rs.members, &st->members,
+                                       &st->nmembers);
+            free(rs.members);
+            if (rc)
+                return FAIL(r, rc,
+                            "round %" PRId64 "'s member list is malformed",
+                            round);
+            break;
+        }
+    }
+    if (!st->sealed) {
+        int64_t rev;
+        key(r, k, "r%" PRId64 "/node/", st->round);
+        if ((rc = count(r, k, &st->joined, &rev)))
+            return rc;
+    }
+    for (int i = 0; i < st->nmembers; i++) {
+        key(r, k, "alive/%s", st->members[i].id);
+        rc = el_etcd_get(r->c, k, &val, NULL, NULL);
+        if (rc && rc != EL_ENOTFOUND)
+            return efail(r, r->c, rc, "reading a member's liveness");
+        if (rc == 0)
+            free(val);
+        st->members[i].dead = rc == EL_ENOTFOUND;
+    }
+    return 0;
+}
+
+int el__rdzv_etcd_status(const struct el_rdzv_config *cfg,
+                         struct el_rdzv_status *st, char *err, size_t errlen)
+{
+    char ep[EL_HOST_MAX + 16];
+    const char *endpoints = cfg->endpoints;
+    if (!endpoints || !*endpoints) {
+        if (!cfg->host || !*cfg->host || cfg->port <= 0) {
+            snprintf(err, errlen, "the etcd rendezvous needs --rdzv-endpoint="
+                                  "HOST:PORT[,HOST:PORT...]");
+            return EL_EUSAGE;
+        }
+        snprintf(ep, sizeof ep, strchr(cfg->host, ':') ? "[%s]:%d" : "%s:%d",
+                 cfg->host, cfg->port);
+        endpoints = ep;
+    }
+    const char *pfx =
+        cfg->etcd.prefix && *cfg->etcd.prefix ? cfg->etcd.prefix : "/elrun";
+    const char *run_id = cfg->run_id ? cfg->run_id : "none";
+    struct etcd_rdzv *r = calloc(1, sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    r->e.base.ops = &etcd_ops;
+    r->e.ops = &etcd_state;
+    pthread_mutex_init(&r->mu, NULL);
+    snprintf(r->prefix, sizeof r->prefix, "%s%s%s/", pfx,
+             pfx[strlen(pfx) - 1] == '/' ? "" : "/", run_id);
+    int rc = copy_opts(r, cfg, endpoints);
+    r->eo.op_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 5000;
+    r->eo.request_timeout_ms = 2000;
+    char eb[512] = "";
+    if (rc == 0 && (rc = el_etcd_open(&r->c, &r->eo, eb, sizeof eb)))
+        snprintf(err, errlen, "%s", eb);
+    else if (rc == 0 && (rc = read_status(r, st)))
+        snprintf(err, errlen, "%s", r->e.base.errmsg);
+    if (rc)
+        el_rdzv_status_free(st);
+    el_etcd_close(r->c);
+    for (int i = 0; i < 7; i++)
+        free(r->strs[i]);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+    return rc;
 }

@@ -827,6 +827,8 @@ static const struct el_rdzv_ops store_ops = {
     .set_closed = el__rdzv_elastic_set_closed,
     .report_failure = el__rdzv_elastic_report_failure,
     .close = store_close,
+    .members = el__rdzv_elastic_members,
+    .is_dead = el__rdzv_elastic_is_dead,
 };
 
 /* Host the store at the endpoint?  is_host = 1 must, -1 must not, 0 tries:
@@ -915,4 +917,96 @@ int el__rdzv_store_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
     }
     *out = &r->e.base;
     return 0;
+}
+
+/* ---- the read-only status (el_rdzv_status_read) ---- */
+
+/* Fill st from the store: the round in force, its member list (or the
+ * round before's while it is open), the joiners, the budget, the verdict,
+ * and which members the events log lists dead.  Only reads: through the
+ * same keys and primitives as the rules, on a connection of its own. */
+static int read_status(struct store_rdzv *r, struct el_rdzv_status *st)
+{
+    char k[400];
+    void *val = NULL;
+    size_t len;
+    int rc;
+    key(r, k, sizeof k, "closed");
+    rc = el_store_try_get(r->link.cl, k, &val, &len);
+    if (rc && rc != EL_ENOTFOUND)
+        return store_fail(r, rc, "reading the job state");
+    if (rc == 0) {
+        st->closed = strncmp(val, "ok", 2) == 0 ? 1 : 2;
+        snprintf(st->closed_why, sizeof st->closed_why, "%s", (char *)val);
+        free(val);
+    }
+    key(r, k, sizeof k, "round");
+    if ((rc = get_int(r, k, -1, &st->round)))
+        return rc;
+    key(r, k, sizeof k, "restarts");
+    if ((rc = get_int(r, k, 0, &st->restarts)))
+        return rc;
+    if (st->round < 0)
+        return 0;
+    struct el__rdzv_round rs = {0};
+    for (int64_t round = st->round; round >= 0 && round >= st->round - 1;
+         round--) {
+        if ((rc = st_read_round(&r->e, round, &rs)))
+            return rc;
+        if (rs.members) {
+            st->sealed = round == st->round;
+            st->members_round = round;
+            rc = el__rdzv_member_infos(rs.members, &st->members,
+                                       &st->nmembers);
+            free(rs.members);
+            if (rc)
+                return FAIL(r, rc, "round %" PRId64 "'s member list is "
+                                   "malformed", round);
+            break;
+        }
+    }
+    if (!st->sealed) {
+        key(r, k, sizeof k, "r%" PRId64 "/joined", st->round);
+        if ((rc = get_int(r, k, 0, &st->joined)))
+            return rc;
+    }
+    if ((rc = st_refresh(&r->e)))
+        return rc;
+    for (int i = 0; i < st->nmembers; i++)
+        st->members[i].dead = listed_dead(r->events, st->members[i].id);
+    return 0;
+}
+
+int el__rdzv_store_status(const struct el_rdzv_config *cfg,
+                          struct el_rdzv_status *st, char *err, size_t errlen)
+{
+    if (!cfg->host || !*cfg->host || cfg->port <= 0) {
+        snprintf(err, errlen, "the c10d rendezvous needs --rdzv-endpoint="
+                              "HOST:PORT");
+        return EL_EUSAGE;
+    }
+    struct store_rdzv *r = calloc(1, sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    r->e.base.ops = &store_ops;
+    r->e.ops = &store_state;
+    r->link.io_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 5000;
+    snprintf(r->run_id, sizeof r->run_id, "%s",
+             cfg->run_id ? cfg->run_id : "none");
+    snprintf(r->link.prefix, sizeof r->link.prefix, "/elrun/%s/", r->run_id);
+    snprintf(r->link.host, sizeof r->link.host, "%s", cfg->host);
+    r->link.port = cfg->port;
+    r->link.hint = "check --rdzv-endpoint and that the job's store runs there";
+    int rc = el__rdzv_link_secret(&r->link, cfg, err, errlen);
+    if (rc == 0 && !(rc = el__rdzv_ensure(&r->e.base, &r->link, -1,
+                                          el_now_ms() + r->link.io_timeout_ms)))
+        rc = read_status(r, st);
+    if (rc && !*err)
+        snprintf(err, errlen, "%s", r->e.base.errmsg);
+    if (rc)
+        el_rdzv_status_free(st);
+    el_store_close(r->link.cl);
+    free(r->events);
+    free(r);
+    return rc;
 }

@@ -1,0 +1,370 @@
+/* log.c -- the job's event history in the rendezvous' store or in etcd
+ * (include/elrun/events.h): "ev/n" counts the events (an ADD counter: the
+ * store's ADD, etcd's read-and-transaction el_etcd_add) and "ev/<slot>"
+ * holds one, so the history is bounded to EL_EVENTS_KEEP keys.  Keys live
+ * under the job's prefix: /elrun/<run_id>/ in the store (the same prefix as
+ * the rendezvous, so a job secret protects them too), <etcd_prefix>/
+ * <run_id>/ in etcd.
+ *
+ * Blocking: every call is one or a few requests of at most io_timeout_ms.
+ * A failed connection is dropped and made again by the next call.  One
+ * thread at a time per log.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/errfmt.h"
+#include "elrun/err.h"
+#include "elrun/etcd.h"
+#include "elrun/events.h"
+#include "elrun/rdzv.h"
+#include "elrun/store.h"
+
+struct el_events_log {
+    int etcd;
+    char prefix[600];
+    /* the store */
+    char host[EL_HOST_MAX];
+    int port;
+    uint8_t secret[EL_STORE_SECRET_MAX];
+    size_t secret_len;
+    struct el_store *st;
+    /* etcd */
+    struct el_etcd_opts eo;
+    char *strs[7];
+    struct el_etcd *ec;
+    int io_ms;
+    int cancel_fd;
+    char errmsg[1024];
+};
+
+#define FAIL(lg, rc, ...) el__errf((lg)->errmsg, sizeof (lg)->errmsg, rc, __VA_ARGS__)
+
+int el_events_log_open(struct el_events_log **out,
+                       const struct el_rdzv_config *cfg, char *err,
+                       size_t errlen)
+{
+    const char *b = cfg->backend ? cfg->backend : "";
+    int etcd = !strcmp(b, "etcd") || !strcmp(b, "etcd-v2");
+    if (!etcd && strcmp(b, "c10d"))
+        return el__errf(err, errlen, EL_EUSAGE,
+                        "the event history needs the c10d or etcd "
+                        "rendezvous (got '%s')",
+                        b);
+    const char *run_id = cfg->run_id ? cfg->run_id : "none";
+    struct el_events_log *lg = calloc(1, sizeof *lg);
+    if (!lg)
+        return -ENOMEM;
+    lg->etcd = etcd;
+    lg->cancel_fd = -1;
+    lg->io_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 5000;
+    if (cfg->secret_len > sizeof lg->secret) {
+        free(lg);
+        return el__errf(err, errlen, EL_EUSAGE, "the job secret is too long");
+    }
+    if (cfg->secret_len)
+        memcpy(lg->secret, cfg->secret, cfg->secret_len);
+    lg->secret_len = cfg->secret_len;
+    if (!etcd) {
+        if (!cfg->host || !*cfg->host || cfg->port <= 0) {
+            free(lg);
+            return el__errf(err, errlen, EL_EUSAGE,
+                            "the c10d event history needs HOST:PORT");
+        }
+        snprintf(lg->host, sizeof lg->host, "%s", cfg->host);
+        lg->port = cfg->port;
+        snprintf(lg->prefix, sizeof lg->prefix, "/elrun/%s/ev/", run_id);
+        *out = lg;
+        return 0;
+    }
+    char ep[EL_HOST_MAX + 16];
+    const char *endpoints = cfg->endpoints;
+    if (!endpoints || !*endpoints) {
+        if (!cfg->host || !*cfg->host || cfg->port <= 0) {
+            free(lg);
+            return el__errf(err, errlen, EL_EUSAGE,
+                            "the etcd event history needs HOST:PORT");
+        }
+        snprintf(ep, sizeof ep, strchr(cfg->host, ':') ? "[%s]:%d" : "%s:%d",
+                 cfg->host, cfg->port);
+        endpoints = ep;
+    }
+    const char *pfx =
+        cfg->etcd.prefix && *cfg->etcd.prefix ? cfg->etcd.prefix : "/elrun";
+    snprintf(lg->prefix, sizeof lg->prefix, "%s%s%s/ev/", pfx,
+             pfx[strlen(pfx) - 1] == '/' ? "" : "/", run_id);
+    const char *src[7] = {
+        endpoints,     cfg->etcd.protocol, cfg->etcd.cacert,  cfg->etcd.cert,
+        cfg->etcd.key, cfg->etcd.user,     cfg->etcd.password};
+    for (int i = 0; i < 7; i++)
+        if (src[i] && !(lg->strs[i] = strdup(src[i]))) {
+            el_events_log_close(lg);
+            return -ENOMEM;
+        }
+    lg->eo.endpoints = lg->strs[0];
+    lg->eo.protocol = lg->strs[1];
+    lg->eo.cacert = lg->strs[2];
+    lg->eo.cert = lg->strs[3];
+    lg->eo.key = lg->strs[4];
+    lg->eo.user = lg->strs[5];
+    lg->eo.password = lg->strs[6];
+    lg->eo.op_timeout_ms = lg->io_ms;
+    lg->eo.request_timeout_ms = lg->io_ms < 2000 ? lg->io_ms : 2000;
+    int rc = el_etcd_open(&lg->ec, &lg->eo, err, errlen);
+    if (rc) {
+        el_events_log_close(lg);
+        return rc;
+    }
+    *out = lg;
+    return 0;
+}
+
+void el_events_log_close(struct el_events_log *lg)
+{
+    if (!lg)
+        return;
+    el_store_close(lg->st);
+    el_etcd_close(lg->ec);
+    for (int i = 0; i < 7; i++)
+        free(lg->strs[i]);
+    free(lg);
+}
+
+const char *el_events_log_errmsg(const struct el_events_log *lg)
+{
+    return lg->errmsg;
+}
+
+void el_events_log_set_cancel_fd(struct el_events_log *lg, int fd)
+{
+    lg->cancel_fd = fd;
+    if (lg->ec)
+        el_etcd_set_cancel_fd(lg->ec, fd);
+}
+
+static int connect_store(struct el_events_log *lg)
+{
+    if (lg->st)
+        return 0;
+    int rc = el_store_connect(&lg->st, lg->host, lg->port, lg->io_ms, lg->io_ms);
+    if (rc) {
+        lg->st = NULL;
+        return FAIL(lg, rc, "cannot reach the rendezvous store at %s:%d: %s",
+                    lg->host, lg->port, el_strerror(rc));
+    }
+    if (lg->secret_len && (rc = el_store_auth(lg->st, lg->secret,
+                                              lg->secret_len))) {
+        FAIL(lg, rc, "the store at %s:%d refused the job secret: %s", lg->host,
+             lg->port, el_strerror(rc));
+        el_store_close(lg->st);
+        lg->st = NULL;
+        return rc;
+    }
+    return 0;
+}
+
+/* A store call failed: keep the message, drop the connection unless it is
+ * still usable. */
+static int store_fail(struct el_events_log *lg, int rc, const char *what)
+{
+    FAIL(lg, rc, "%s at %s:%d: %s", what, lg->host, lg->port,
+         lg->st ? el_store_errmsg(lg->st) : el_strerror(rc));
+    if (rc != -ETIMEDOUT && rc != EL_ENOTFOUND && lg->st) {
+        el_store_close(lg->st);
+        lg->st = NULL;
+    }
+    return rc;
+}
+
+static int etcd_fail(struct el_events_log *lg, int rc, const char *what)
+{
+    return FAIL(lg, rc, "%s: %s", what, el_etcd_errmsg(lg->ec));
+}
+
+static void key(const struct el_events_log *lg, char *buf, size_t cap,
+                const char *what)
+{
+    snprintf(buf, cap, "%s%s", lg->prefix, what);
+}
+
+int el_events_log_append(struct el_events_log *lg, struct el_event *ev)
+{
+    char k[700], slot[32];
+    int64_t seq = 0;
+    int rc;
+    key(lg, k, sizeof k, "n");
+    if (lg->etcd)
+        rc = el_etcd_add(lg->ec, k, 1, &seq);
+    else if (!(rc = connect_store(lg)))
+        rc = el_store_add(lg->st, k, 1, &seq);
+    else
+        return rc;
+    if (rc)
+        return lg->etcd ? etcd_fail(lg, rc, "counting an event")
+                        : store_fail(lg, rc, "counting an event");
+    ev->seq = seq;
+    char *text = el_event_encode(ev);
+    if (!text)
+        return FAIL(lg, -ENOMEM, "cannot encode the event");
+    snprintf(slot, sizeof slot, "%" PRId64, el_events_slot(seq));
+    key(lg, k, sizeof k, slot);
+    if (lg->etcd)
+        rc = el_etcd_put(lg->ec, k, text, strlen(text), 0, NULL);
+    else
+        rc = el_store_set(lg->st, k, text, strlen(text));
+    free(text);
+    if (rc)
+        return lg->etcd ? etcd_fail(lg, rc, "writing an event")
+                        : store_fail(lg, rc, "writing an event");
+    return 0;
+}
+
+/* The counter, and (etcd) its mod_revision for waits. */
+static int last_rev(struct el_events_log *lg, int64_t *last, int64_t *rev)
+{
+    char k[700];
+    void *val = NULL;
+    size_t len;
+    int rc;
+    key(lg, k, sizeof k, "n");
+    *rev = 0;
+    if (lg->etcd)
+        rc = el_etcd_get(lg->ec, k, &val, &len, rev);
+    else if (!(rc = connect_store(lg)))
+        rc = el_store_try_get(lg->st, k, &val, &len);
+    else
+        return rc;
+    if (rc == EL_ENOTFOUND) {
+        *last = 0;
+        return 0;
+    }
+    if (rc)
+        return lg->etcd ? etcd_fail(lg, rc, "reading the event count")
+                        : store_fail(lg, rc, "reading the event count");
+    *last = strtoll(val, NULL, 10);
+    free(val);
+    return 0;
+}
+
+int el_events_log_last(struct el_events_log *lg, int64_t *last)
+{
+    int64_t rev;
+    return last_rev(lg, last, &rev);
+}
+
+/* Read one slot: 0 and *ev, 1 when missing or holding another seq. */
+static int read_slot(struct el_events_log *lg, int64_t seq, struct el_event *ev)
+{
+    char k[700], slot[32];
+    void *val = NULL;
+    size_t len = 0;
+    int rc;
+    snprintf(slot, sizeof slot, "%" PRId64, el_events_slot(seq));
+    key(lg, k, sizeof k, slot);
+    if (lg->etcd)
+        rc = el_etcd_get(lg->ec, k, &val, &len, NULL);
+    else
+        rc = el_store_try_get(lg->st, k, &val, &len);
+    if (rc == EL_ENOTFOUND)
+        return 1;
+    if (rc)
+        return lg->etcd ? etcd_fail(lg, rc, "reading an event")
+                        : store_fail(lg, rc, "reading an event");
+    char err[200];
+    rc = el_event_decode(val, len, ev, err, sizeof err);
+    free(val);
+    if (rc == 0 && ev->seq == seq)
+        return 0;
+    if (rc == 0)
+        el_event_clear(ev);
+    return 1; /* overwritten already, or not an event: skipped */
+}
+
+int el_events_log_read(struct el_events_log *lg, int64_t after, int max,
+                       struct el_event **evs, int *n, int64_t *last)
+{
+    int64_t top, rev;
+    *evs = NULL;
+    *n = 0;
+    *last = after;
+    int rc = last_rev(lg, &top, &rev);
+    if (rc)
+        return rc;
+    if (top <= after)
+        return 0;
+    int64_t from = after + 1;
+    if (top - from + 1 > EL_EVENTS_KEEP)
+        from = top - EL_EVENTS_KEEP + 1;
+    if (max > 0 && top - from + 1 > max)
+        from = top - max + 1;
+    struct el_event *out = calloc((size_t)(top - from + 1), sizeof *out);
+    if (!out)
+        return FAIL(lg, -ENOMEM, "out of memory");
+    int k = 0;
+    int64_t seen = from - 1;
+    for (int64_t s = from; s <= top; s++) {
+        rc = read_slot(lg, s, &out[k]);
+        if (rc < 0) {
+            el_events_free(out, k);
+            return rc;
+        }
+        if (rc == 0) {
+            k++;
+            seen = s;
+        } else if (s == top) {
+            break; /* its writer is between its two requests: next time */
+        } else {
+            seen = s; /* a later event is in: this one is lost */
+        }
+    }
+    *evs = out;
+    *n = k;
+    *last = seen;
+    return 0;
+}
+
+int el_events_log_wait(struct el_events_log *lg, int64_t last, int timeout_ms)
+{
+    int64_t top, rev;
+    int rc = last_rev(lg, &top, &rev);
+    if (rc)
+        return rc;
+    if (top > last)
+        return 0;
+    char k[700];
+    key(lg, k, sizeof k, "n");
+    if (lg->etcd) {
+        int present = 0;
+        struct el_etcd_kv kv = {0};
+        el_etcd_set_cancel_fd(lg->ec, lg->cancel_fd);
+        rc = el_etcd_wait_change(lg->ec, k, rev, &present, &kv, timeout_ms);
+        el_etcd_kv_clear(&kv);
+        if (rc == -ESTALE)
+            rc = 0;
+        if (rc && rc != -ETIMEDOUT && rc != -ECANCELED)
+            return etcd_fail(lg, rc, "waiting for events");
+        return rc;
+    }
+    char cur[32];
+    snprintf(cur, sizeof cur, "%" PRId64, top);
+    int present = 0;
+    void *val = NULL;
+    size_t len;
+    el_store_set_cancel_fd(lg->st, lg->cancel_fd);
+    rc = el_store_watch(lg->st, k, top > 0, cur, strlen(cur), &present, &val,
+                        &len, timeout_ms);
+    free(val);
+    if (rc == -ECANCELED) {
+        el_store_close(lg->st); /* a cancelled wait closes the connection */
+        lg->st = NULL;
+        return rc;
+    }
+    if (lg->st)
+        el_store_set_cancel_fd(lg->st, -1);
+    if (rc && rc != -ETIMEDOUT)
+        return store_fail(lg, rc, "waiting for events");
+    return rc;
+}

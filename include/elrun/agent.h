@@ -40,6 +40,7 @@ extern "C" {
 #endif
 
 struct el_rdzv;
+struct el_events;
 
 /* elrun's exit status for EL_AGENT_PREEMPTED: EX_TEMPFAIL (sysexits.h),
  * "try again later"; not 0 (a scheduler must not count it a success) and
@@ -102,6 +103,12 @@ struct el_agent_config {
      * workers' progress (ELRUN_PROGRESS_FD); NULL: neither.  Must outlive
      * the agent. */
     struct el_metrics *metrics;
+    /* Where the agent emits its events (docs/EVENTS.md): rounds, failures,
+     * restarts, recoveries, the end; NULL: none.  Must outlive the agent. */
+    struct el_events *events;
+    /* --event-log-handler console: torchrun's own status event JSON
+     * (torchelastic.worker.status.SUCCEEDED|FAILED) on err_fd at the end. */
+    int torch_events_console;
     /* Goodput (src/agent/watch.c, docs/AGENT.md "Preemption notices" and
      * "Hung workers").  A preemption notice is the file preempt_notice_file
      * appearing, or the command preempt_notice_cmd (run with /bin/sh -c

@@ -107,6 +107,8 @@ int el_agent_open(struct el_agent **out, const struct el_agent_config *cfg)
         goto fail;
     if ((errno = -el__obs_open(a)))
         goto fail;
+    if ((errno = -el__ev_open(a)))
+        goto fail;
     int wrc = el__watch_open(a);
     if (wrc < 0) {
         el_agent_close(a);
@@ -125,6 +127,7 @@ void el_agent_close(struct el_agent *a)
     if (!a)
         return;
     el__obs_close(a);
+    el__ev_close(a);
     el__watch_close(a);
     if (a->sigfd >= 0) {
         /* A handled signal that came after the run is over would kill the
@@ -480,6 +483,7 @@ static void after_stop(struct el_agent *a)
         return;
     case EL__STOP_FAILURE:
         collect_failures(a, res);
+        el__obs_failures(a, res);
         if (a->pending_signal) {
             /* Told to shut down while the group was stopping. */
             finish(a, EL_AGENT_SIGNALED);

@@ -79,6 +79,7 @@ enum el__stop_cause {
 
 struct el_rdzv;
 struct el__agent_obs;
+struct el__agent_ev;
 
 struct el_agent {
     struct el_agent_config cfg;
@@ -107,6 +108,7 @@ struct el_agent {
     char *outbuf; /* pump.c's prefixed-lines buffer */
     size_t outcap;
     struct el__agent_obs *obs; /* observe.c's metrics; NULL when off      */
+    struct el__agent_ev *ev;   /* events.c's state; NULL without events   */
     int64_t woke_ns; /* when epoll_wait last returned (el_now_ns)      */
     struct el__watch *watch; /* watch.c's state, NULL when nothing to watch */
 };
@@ -162,6 +164,19 @@ void el__obs_workers(struct el_agent *a);
 void el__obs_exit(struct el_agent *a, const struct el__worker *w);
 void el__obs_failure(struct el_agent *a, const char *cause);
 void el__obs_restarts(struct el_agent *a);
+/* The failed round's failures were collected into res (error files read). */
+void el__obs_failures(struct el_agent *a, const struct el_agent_result *res);
+
+/* events.c: the agent's events (cfg.events, cfg.torch_events_console),
+ * fed by the el__obs_* hooks above (observe.c calls them whether metrics
+ * are on or not); each is a no-op without events. */
+int el__ev_open(struct el_agent *a);
+void el__ev_close(struct el_agent *a);
+void el__ev_state(struct el_agent *a, int from, int to);
+void el__ev_round(struct el_agent *a, const struct el_rdzv_info *info);
+void el__ev_failure(struct el_agent *a, const char *cause);
+void el__ev_failures(struct el_agent *a, const struct el_agent_result *res);
+void el__ev_restarts(struct el_agent *a);
 /* Worker i's progress pipe for the next fork: the write end's fd (to pass
  * as ELRUN_PROGRESS_FD, close-on-exec: clear it in the child), or -1 when
  * off.  el__obs_progress_forked closes the agent's copy after the fork;

@@ -7,7 +7,9 @@
  *
  * agent.c and spawn.c call the el__obs_* hooks at state changes; each is a
  * no-op when metrics are off (a->obs NULL), so the agent costs the same as
- * before without --metrics-addr: no pipe, no variable, no thread.
+ * before without --metrics-addr: no pipe, no variable, no thread.  The
+ * same hooks feed the job's events (events.c, el__ev_*) first, whether
+ * metrics are on or not.
  *
  * Threads: the hooks run on the agent's thread.  The per-rank progress
  * state is also read by the scrape's collect hook (the metrics thread), so
@@ -190,6 +192,7 @@ void el__obs_close(struct el_agent *a)
 
 void el__obs_state(struct el_agent *a, int from, int to)
 {
+    el__ev_state(a, from, to);
     struct el__agent_obs *o = a->obs;
     if (!o)
         return;
@@ -208,6 +211,7 @@ void el__obs_state(struct el_agent *a, int from, int to)
 
 void el__obs_round(struct el_agent *a, const struct el_rdzv_info *info)
 {
+    el__ev_round(a, info);
     struct el__agent_obs *o = a->obs;
     if (!o)
         return;
@@ -278,6 +282,7 @@ void el__obs_exit(struct el_agent *a, const struct el__worker *w)
 
 void el__obs_failure(struct el_agent *a, const char *cause)
 {
+    el__ev_failure(a, cause);
     struct el__agent_obs *o = a->obs;
     if (!o)
         return;
@@ -292,8 +297,14 @@ void el__obs_failure(struct el_agent *a, const char *cause)
     }
 }
 
+void el__obs_failures(struct el_agent *a, const struct el_agent_result *res)
+{
+    el__ev_failures(a, res);
+}
+
 void el__obs_restarts(struct el_agent *a)
 {
+    el__ev_restarts(a);
     struct el__agent_obs *o = a->obs;
     if (!o)
         return;

@@ -139,6 +139,9 @@ static int check_one_signal(const char *);
 
 static const char *const start_methods[] = {"spawn", "fork", "forkserver",
                                             NULL};
+/* torch's registered handlers (events/handlers.py); others are a KeyError. */
+static const char *const event_handlers[] = {"null", "console",
+                                             "dynamic_rendezvous", NULL};
 
 static const struct opt_def defs[O_COUNT] = {
     [O_NNODES] = {"nnodes", .env = 1, .set = set_nnodes, .def = "1"},
@@ -206,8 +209,11 @@ static const struct opt_def defs[O_COUNT] = {
                       .ignored = ""},
     [O_NUMA_BINDING] = {"numa-binding", .set = set_str, .off = F(numa_binding),
                         .ignored = ""},
-    [O_EVENT_LOG_HANDLER] = {"event-log-handler", .env = 1, .set = set_str,
-                             .off = F(event_log_handler), .ignored = "null"},
+    [O_EVENT_LOG_HANDLER] = {"event-log-handler", .env = 1, .set = set_choice,
+                             .off = F(event_log_handler), .def = "null",
+                             .choices = event_handlers,
+                             .expect = "expected null, console or "
+                                       "dynamic_rendezvous (torch's handlers)"},
     [O_STOP_TIMEOUT] = {"stop-timeout", .env = 1, .set = set_seconds,
                         .off = F(stop_timeout), .def = "30", .hi = MAX_S,
                         .expect = "expected seconds >= 0",
@@ -319,12 +325,14 @@ static const char help_tail[] =
     "  --stop-timeout S           grace between SIGTERM and SIGKILL [30]\n"
     "  --metrics-addr HOST:PORT   serve Prometheus metrics at /metrics (port 0\n"
     "                             picks one; see docs/METRICS.md)\n"
+    "  --event-log-handler NAME   console: torchrun's status event JSON on stderr\n"
+    "                             at the end; null [default] (docs/EVENTS.md)\n"
     "  -h, --help                 this text;  --version  elrun's version\n"
     "  LOGLEVEL or ELRUN_LOG_LEVEL (which wins): error, warn [default], info\n"
     "  (torchrun's launch records), debug\n"
     "\n"
     "Accepted for compatibility and ignored (a warning says so when given):\n"
-    "  --logs-specs NAME, --numa-binding MODE, --event-log-handler NAME\n"
+    "  --logs-specs NAME, --numa-binding MODE\n"
     "\n"
     "Faults (docs/AGENT.md):\n"
     "  --preempt-notice-file PATH  its appearance means this node goes soon:\n"

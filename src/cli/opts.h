@@ -64,7 +64,7 @@ struct el_opts {
         signals_to_handle; /* --signals-to-handle [SIGTERM,SIGINT,SIGHUP,SIGQUIT] */
     const char *logs_specs;        /* --logs-specs (accepted, ignored)       */
     const char *numa_binding;      /* --numa-binding (accepted, ignored)     */
-    const char *event_log_handler; /* --event-log-handler (accepted, ignored) */
+    const char *event_log_handler; /* --event-log-handler: null, console ... */
     /* The flags given that are accepted for compatibility and ignored
      * (their --help line says so), as "--flag=VALUE", to warn once. */
     char ignored[4][160];

@@ -23,6 +23,7 @@
 #include "cli/opts.h"
 #include "elrun/agent.h"
 #include "elrun/err.h"
+#include "elrun/events.h"
 #include "elrun/log.h"
 #include "elrun/metrics.h"
 #include "elrun/net.h"
@@ -711,6 +712,29 @@ static void log_launch(const struct el_opts *o, const struct el_rdzv_config *rc,
            o->log_dir ? o->log_dir : "None");
 }
 
+static void on_events_note(void *arg, const char *msg)
+{
+    (void)arg;
+    el_log(EL_LOG_WARN, "%s", msg);
+}
+
+static void mkdir_p(const char *dir)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            mkdir(p, 0755);
+            *s = '/';
+        }
+    mkdir(p, 0755);
+}
+
+struct run;
+static void start_events(struct run *run, const struct el_rdzv_config *rc,
+                         struct el_agent_config *ac);
+
 /* Everything cli_run_main allocates, freed in one place. */
 struct run {
     struct el_opts o;
@@ -721,10 +745,12 @@ struct run {
     struct el_rdzv *rdzv;
     struct el_metrics *metrics;
     struct el_metrics_server *msrv;
+    struct el_events *events;
 };
 
 static void run_free(struct run *run)
 {
+    el_events_close(run->events, 2000); /* while the hosted store runs */
     el_rdzv_close(run->rdzv);
     el_metrics_server_close(run->msrv); /* before the agent it reads */
     el_agent_close(run->agent);
@@ -871,6 +897,7 @@ static int run_main(struct run *run, int argc, char **argv)
                                 NULL, 0) == 0)
             el_metric_set(g, NULL, o->max_restarts);
     }
+    start_events(run, &rc_cfg, &ac);
     if ((rc = el_agent_open(&run->agent, &ac))) {
         el_log(EL_LOG_ERROR, "cannot start the agent: %s", el_strerror(rc));
         return 1;
@@ -893,6 +920,46 @@ static int run_main(struct run *run, int argc, char **argv)
     int exit_code = outcomes[res.outcome].exit_code;
     el_agent_result_free(&res);
     return exit_code;
+}
+
+/* The job's events (docs/EVENTS.md): kept in the rendezvous' store or
+ * etcd (c10d, etcd), appended to <log-dir>/events.jsonl with --log-dir.
+ * ELRUN_EVENTS=0 turns them off.  A failure to start them is one warning:
+ * the job runs without. */
+static void start_events(struct run *run, const struct el_rdzv_config *rc,
+                         struct el_agent_config *ac)
+{
+    const struct el_opts *o = &run->o;
+    ac->torch_events_console = strcmp(o->event_log_handler, "console") == 0;
+    const char *env = getenv("ELRUN_EVENTS");
+    if (env && (!strcmp(env, "0") || !strcmp(env, "off")))
+        return;
+    int shared = !o->standalone && (!strcmp(rc->backend, "c10d") ||
+                                    !strcmp(rc->backend, "etcd") ||
+                                    !strcmp(rc->backend, "etcd-v2"));
+    char path[4200];
+    if (o->log_dir) {
+        mkdir_p(o->log_dir);
+        snprintf(path, sizeof path, "%s/events.jsonl", o->log_dir);
+    }
+    if (!shared && !o->log_dir)
+        return;
+    /* The name the rendezvous knows the node by (its member lists). */
+    char node[256], err[1400];
+    if (o->local_addr)
+        snprintf(node, sizeof node, "%s", o->local_addr);
+    else if (gethostname(node, sizeof node))
+        snprintf(node, sizeof node, "localhost");
+    struct el_events_config ec = {.rdzv = shared ? rc : NULL,
+                                  .node = node,
+                                  .jsonl_path = o->log_dir ? path : NULL,
+                                  .on_note = on_events_note};
+    if (el_events_open(&run->events, &ec, err, sizeof err)) {
+        el_log(EL_LOG_WARN, "events: %s; the job runs without them", err);
+        run->events = NULL;
+        return;
+    }
+    ac->events = run->events;
 }
 
 int cli_run_main(int argc, char **argv)

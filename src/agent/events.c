@@ -123,11 +123,15 @@ void el__ev_round(struct el_agent *a, const struct el_rdzv_info *info)
                             : json_array_size(joined) ? "node_joined"
                                                       : "restart";
         emit(a, "round",
-             json_pack("{s:I, s:i, s:i, s:i, s:o, s:o, s:o, s:o, s:s}", "round",
-                       (json_int_t)info->round, "nodes", info->num_nodes,
-                       "world", info->world_size, "lws", a->cfg.nproc,
-                       "members", members, "joined", joined, "left", left,
-                       "died", died, "cause", cause));
+             json_pack("{s:I, s:i, s:i, s:i, s:o, s:o, s:o, s:o, s:s, s:i, "
+                       "s:i, s:i}",
+                       "round", (json_int_t)info->round, "nodes",
+                       info->num_nodes, "world", info->world_size, "lws",
+                       a->cfg.nproc, "members", members, "joined", joined,
+                       "left", left, "died", died, "cause", cause, "min_nodes",
+                       a->cfg.rdzv_min_nodes, "max_nodes",
+                       a->cfg.rdzv_max_nodes, "max_restarts",
+                       a->cfg.max_restarts));
     }
     free(e->prev);
     e->prev = m;

@@ -33,4 +33,13 @@ int cli_aws_main(int argc, char **argv);
 /* `elrun k8s-controller ...`: the ElasticJob controller (src/k8s). */
 int cli_k8s_main(int argc, char **argv);
 
+
+/* events_cmd.c, status_cmd.c: `elrun events` and `elrun status` of a
+ * rendezvous (docs/EVENTS.md).  cli_status_of_rdzv: do these arguments
+ * (after the verb) name a rendezvous (--rdzv-endpoint / --rdzv-id) rather
+ * than a job handle? */
+int cli_events_main(int argc, char **argv);
+int cli_status_of_rdzv(int argc, char **argv);
+int cli_status_main(int argc, char **argv);
+
 #endif

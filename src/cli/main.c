@@ -4,6 +4,8 @@
  *   elrun chaos --rdzv-id=ID ...       fault injector (chaos_cmd.c)
  *   elrun [run] [flags] SCRIPT [ARGS]  torchrun-compatible launcher
  *   elrun k8s-controller [flags]       the ElasticJob controller
+ *   elrun events|status --rdzv-...     a job's events, its status
+ *                                      (events_cmd.c, status_cmd.c)
  *
  * Anything that is not a known subcommand goes to the launcher, so
  * `elrun --standalone --nproc-per-node=2 train.py` works as torchrun does.
@@ -36,6 +38,11 @@ int main(int argc, char **argv)
         return cli_aws_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "chaos") == 0)
         return cli_chaos_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "events") == 0)
+        return cli_events_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "status") == 0 &&
+        cli_status_of_rdzv(argc - 1, argv + 1))
+        return cli_status_main(argc - 1, argv + 1);
     if (argc > 1 && cli_job_verb(argv[1]))
         return cli_job_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "k8s-controller") == 0)

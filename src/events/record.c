@@ -159,7 +159,7 @@ static void summary(const char *kind, json_t *f, char *buf, size_t cap)
         snprintf(buf, cap, "recovered in %.3f s after a %s",
                  json_is_number(s) ? json_number_value(s) : 0.0,
                  str(f, "cause"));
-    } else if (!strcmp(kind, "end")) {
+    } else if (!strcmp(kind, "end") || !strcmp(kind, "leave")) {
         snprintf(buf, cap, "%s%s%s after %lld rounds, %lld restarts",
                  str(f, "outcome"), *str(f, "why") ? ": " : "", str(f, "why"),
                  num(f, "rounds", 0), num(f, "restarts", 0));

@@ -1,0 +1,240 @@
+/* events_cmd.c -- `elrun events --rdzv-endpoint=H:P --rdzv-id=ID
+ * [--rdzv-backend c10d|etcd] [--json] [-f] [-n N]`: the job's event history
+ * (docs/EVENTS.md) from the rendezvous' store or etcd, as human lines or
+ * JSON lines; -f follows (new events as they come, waiting in the store,
+ * not polling) until SIGINT/SIGTERM.  Also the rendezvous flags shared with
+ * status_cmd.c (view.h).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/view.h"
+#include "elrun/err.h"
+#include "elrun/events.h"
+#include "elrun/rdzv.h"
+
+static int usage(const char *verb, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int usage(const char *verb, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "elrun %s: error: ", verb);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 2;
+}
+
+/* "--name=value" or "--name value", with '-' or '_' inside the name. */
+static int flag_value(const char *arg, const char *name, int argc, char **argv,
+                      int *i, const char **val)
+{
+    if (strncmp(arg, "--", 2))
+        return 0;
+    size_t n = strlen(name), k = 0;
+    for (; k < n; k++) {
+        char c = arg[2 + k];
+        if (!(c == name[k] || (name[k] == '-' && c == '_')))
+            return 0;
+    }
+    if (arg[2 + n] == '=') {
+        *val = arg + 3 + n;
+        return 1;
+    }
+    if (arg[2 + n] != 0)
+        return 0;
+    if (*i + 1 >= argc)
+        return -1;
+    *val = argv[++*i];
+    return 1;
+}
+
+int cli_view_flag(struct cli_view *v, int argc, char **argv, int *i)
+{
+    static const char *const names[] = {"rdzv-endpoint", "rdzv-id",
+                                        "rdzv-backend", "rdzv-conf"};
+    const char **dst[] = {&v->endpoint, &v->run_id, &v->backend, &v->conf};
+    for (int k = 0; k < 4; k++) {
+        const char *val = NULL;
+        int rc = flag_value(argv[*i], names[k], argc, argv, i, &val);
+        if (rc < 0) {
+            usage(v->verb, "--%s needs a value", names[k]);
+            return -1;
+        }
+        if (rc) {
+            *dst[k] = val;
+            (*i)++;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int cli_view_finish(struct cli_view *v)
+{
+    char err[1400];
+    v->sigfd = -1;
+    if (!v->endpoint || !*v->endpoint || !v->run_id || !*v->run_id)
+        return usage(v->verb,
+                     "which job? give --rdzv-endpoint=HOST:PORT and "
+                     "--rdzv-id=ID, as the job's agents were given");
+    if (!v->backend)
+        v->backend = "c10d";
+    int etcd = !strcmp(v->backend, "etcd") || !strcmp(v->backend, "etcd-v2");
+    if (!etcd && strcmp(v->backend, "c10d"))
+        return usage(v->verb,
+                     "--rdzv-backend=%s: the history and status are kept "
+                     "by the c10d and etcd rendezvous only",
+                     v->backend);
+    if (el_opts_rdzv_conf(v->conf ? v->conf : "", "--rdzv-conf", &v->oc, err,
+                          sizeof err))
+        return usage(v->verb, "%s", err);
+    struct el_rdzv_config *rc = &v->rc;
+    memset(rc, 0, sizeof *rc);
+    rc->backend = v->backend;
+    rc->run_id = v->run_id;
+    rc->io_timeout_ms =
+        v->oc.read_timeout > 0 ? (int)(v->oc.read_timeout * 1000) : 3000;
+    if (etcd) {
+        rc->endpoints = v->endpoint;
+        rc->etcd.prefix = v->oc.etcd_prefix;
+        rc->etcd.protocol = v->oc.protocol;
+        rc->etcd.cacert = v->oc.cacert;
+        rc->etcd.cert = v->oc.cert;
+        rc->etcd.key = v->oc.key;
+        rc->etcd.user = v->oc.username;
+        rc->etcd.password = v->oc.password;
+    } else {
+        if (el_addr_parse(v->endpoint, 29400, v->host, &rc->port) != 0)
+            return usage(v->verb, "--rdzv-endpoint=%s: expected HOST:PORT",
+                         v->endpoint);
+        rc->host = v->host;
+        const char *path = v->oc.secret_file;
+        if (!path || !*path)
+            path = getenv("ELRUN_SECRET_FILE");
+        if (path && *path) {
+            if (el_store_read_secret(path, v->secret, sizeof v->secret,
+                                     &rc->secret_len, err, sizeof err))
+                return usage(v->verb, "%s", err);
+            rc->secret = v->secret;
+        }
+    }
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    v->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    return 0;
+}
+
+int cli_view_signaled(struct cli_view *v, int ms)
+{
+    struct pollfd p = {.fd = v->sigfd, .events = POLLIN};
+    return v->sigfd >= 0 && poll(&p, 1, ms) > 0;
+}
+
+/* ---- elrun events ---- */
+
+static void print(const struct el_event *evs, int n, int as_json)
+{
+    char line[4096];
+    for (int i = 0; i < n; i++) {
+        if (as_json) {
+            char *s = el_event_encode(&evs[i]);
+            if (s)
+                puts(s);
+            free(s);
+        } else {
+            el_event_human(&evs[i], line, sizeof line);
+            puts(line);
+        }
+    }
+    fflush(stdout);
+}
+
+static const char events_usage[] =
+    "usage: elrun events --rdzv-endpoint=HOST:PORT --rdzv-id=ID "
+    "[--rdzv-backend c10d|etcd] [--rdzv-conf K=V,...] [--json] [-f] [-n N]";
+
+int cli_events_main(int argc, char **argv)
+{
+    struct cli_view v = {.verb = "events"};
+    int as_json = 0, follow = 0, last_n = 0;
+    for (int i = 1; i < argc;) {
+        int t = cli_view_flag(&v, argc, argv, &i);
+        if (t < 0)
+            return 2;
+        if (t)
+            continue;
+        const char *a = argv[i];
+        if (!strcmp(a, "--json"))
+            as_json = 1;
+        else if (!strcmp(a, "-f") || !strcmp(a, "--follow"))
+            follow = 1;
+        else if (!strcmp(a, "-n") && i + 1 < argc) {
+            char *end;
+            long n = strtol(argv[++i], &end, 10);
+            if (*end || n <= 0)
+                return usage("events", "-n %s: expected a count > 0",
+                             argv[i]);
+            last_n = (int)n;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            printf("%s\n(docs/EVENTS.md)\n", events_usage);
+            return 0;
+        } else
+            return usage("events", "unknown argument '%s'; %s", a,
+                         events_usage);
+        i++;
+    }
+    int rc = cli_view_finish(&v);
+    if (rc)
+        return rc;
+    char err[1400];
+    struct el_events_log *lg;
+    if ((rc = el_events_log_open(&lg, &v.rc, err, sizeof err)))
+        return usage("events", "%s", err);
+    el_events_log_set_cancel_fd(lg, v.sigfd);
+    int64_t last = 0;
+    struct el_event *evs;
+    int n, code = 0;
+    if ((rc = el_events_log_read(lg, 0, last_n, &evs, &n, &last))) {
+        fprintf(stderr, "elrun events: error: %s\n", el_events_log_errmsg(lg));
+        el_events_log_close(lg);
+        return 1;
+    }
+    print(evs, n, as_json);
+    el_events_free(evs, n);
+    while (follow) {
+        rc = el_events_log_wait(lg, last, 5000);
+        if (rc == -ECANCELED || cli_view_signaled(&v, 0))
+            break;
+        if (rc && rc != -ETIMEDOUT) {
+            fprintf(stderr,
+                    "elrun events: error: %s (the job ended, or its store "
+                    "is gone)\n",
+                    el_events_log_errmsg(lg));
+            code = 1;
+            break;
+        }
+        if ((rc = el_events_log_read(lg, last, 0, &evs, &n, &last))) {
+            fprintf(stderr, "elrun events: error: %s\n",
+                    el_events_log_errmsg(lg));
+            code = 1;
+            break;
+        }
+        print(evs, n, as_json);
+        el_events_free(evs, n);
+    }
+    el_events_log_close(lg);
+    return code;
+}

@@ -1,0 +1,43 @@
+/* view.h -- what `elrun events` and `elrun status` share (private to
+ * src/cli): the flags that name a job's rendezvous, turned into the
+ * el_rdzv_config the readers take, and the wait that obeys SIGINT/SIGTERM.
+ */
+#ifndef ELRUN_CLI_VIEW_H
+#define ELRUN_CLI_VIEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cli/opts.h"
+#include "elrun/net.h"
+#include "elrun/rdzv.h"
+#include "elrun/store.h"
+
+struct cli_view {
+    const char *verb;     /* "events", "status"                   */
+    const char *endpoint; /* --rdzv-endpoint                      */
+    const char *run_id;   /* --rdzv-id                            */
+    const char *backend;  /* --rdzv-backend [c10d]                */
+    const char *conf;     /* --rdzv-conf                          */
+    struct el_opts_conf oc;
+    struct el_rdzv_config rc;
+    char host[EL_HOST_MAX];
+    uint8_t secret[EL_STORE_SECRET_MAX + 1];
+    int sigfd; /* SIGINT, SIGTERM (blocked), -1: none */
+};
+
+/* Take argv[*i] (and its value) if it is one of the rendezvous flags
+ * (--rdzv-endpoint, --rdzv-id, --rdzv-backend, --rdzv-conf, "=" or a
+ * separate value, '-' or '_'): 1 taken (*i moved past it), 0 not one of
+ * them, -1 a usage error (printed). */
+int cli_view_flag(struct cli_view *v, int argc, char **argv, int *i);
+
+/* Check the flags and fill v->rc (secret_file from --rdzv-conf or
+ * ELRUN_SECRET_FILE); block SIGINT and SIGTERM into v->sigfd.  0, or 2 after
+ * printing a usage error. */
+int cli_view_finish(struct cli_view *v);
+
+/* Wait up to ms for SIGINT/SIGTERM: 1 when one came. */
+int cli_view_signaled(struct cli_view *v, int ms);
+
+#endif

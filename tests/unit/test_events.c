@@ -1,0 +1,257 @@
+/* test_events.c -- the event record (encode, decode, the human line), the
+ * history's bound in a real store (the newest EL_EVENTS_KEEP kept, in
+ * order), and the emitter: listeners, the JSON-lines file, and a store
+ * that is gone dropping events (counted) without blocking the caller.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "elrun/err.h"
+#include "elrun/events.h"
+#include "elrun/net.h"
+#include "elrun/rdzv.h"
+#include "elrun/store.h"
+#include "test.h"
+
+TEST(events_record_roundtrip)
+{
+    struct el_event ev = {.seq = 7, .time_ms = 1796126403250LL, .round = 2};
+    snprintf(ev.kind, sizeof ev.kind, "failure");
+    snprintf(ev.node, sizeof ev.node, "elh2");
+    ev.fields = "{\"rank\":3,\"local_rank\":1,\"pid\":42,\"host\":\"elh2\","
+                "\"exitcode\":1,\"signal\":0,\"message\":\"ValueError: "
+                "boom \\\"q\\\"\"}";
+    char *s = el_event_encode(&ev);
+    CHECK(s != NULL);
+    CHECK(strchr(s, '\n') == NULL);
+    CHECK(strstr(s, "\"time\":\"2026-12-01T12:00:03.250Z\"") != NULL);
+    struct el_event back;
+    char err[200];
+    CHECK_OK(el_event_decode(s, strlen(s), &back, err, sizeof err));
+    CHECK_EQ(back.seq, 7);
+    CHECK_EQ(back.time_ms, 1796126403250LL);
+    CHECK_EQ(back.round, 2);
+    CHECK_STR(back.kind, "failure");
+    CHECK_STR(back.node, "elh2");
+    char line[1000];
+    el_event_human(&back, line, sizeof line);
+    CHECK(strstr(line, "12:00:03.250") != NULL);
+    CHECK(strstr(line, "rank 3 (local 1, pid 42) on elh2 exited 1: "
+                       "ValueError: boom \"q\"") != NULL);
+    el_event_clear(&back);
+    free(s);
+
+    /* No round: null, and back to -1. */
+    ev.round = -1;
+    ev.fields = NULL;
+    s = el_event_encode(&ev);
+    CHECK(s && strstr(s, "\"round\":null") && strstr(s, "\"fields\":{}"));
+    CHECK_OK(el_event_decode(s, strlen(s), &back, err, sizeof err));
+    CHECK_EQ(back.round, -1);
+    el_event_clear(&back);
+    free(s);
+    /* Fields that are not an object are refused, not stored. */
+    ev.fields = "[1]";
+    CHECK(el_event_encode(&ev) == NULL);
+}
+
+TEST(events_decode_rejects_what_is_not_an_event)
+{
+    struct el_event ev;
+    char err[200];
+    const char *bad[] = {"", "{", "[]", "{\"seq\":1}",
+                         "{\"seq\":\"1\",\"time_ms\":1,\"kind\":\"x\","
+                         "\"node\":\"n\",\"round\":0,\"fields\":{}}",
+                         "{\"seq\":1,\"time_ms\":1,\"kind\":\"x\","
+                         "\"node\":\"n\",\"round\":0,\"fields\":[]}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_EQ(el_event_decode(bad[i], strlen(bad[i]), &ev, err, sizeof err),
+                 EL_EFORMAT);
+        CHECK(err[0] != 0);
+    }
+}
+
+TEST(events_slots_are_bounded)
+{
+    CHECK_EQ(el_events_slot(1), 0);
+    CHECK_EQ(el_events_slot(EL_EVENTS_KEEP), EL_EVENTS_KEEP - 1);
+    CHECK_EQ(el_events_slot(EL_EVENTS_KEEP + 1), 0);
+    CHECK_EQ(el_events_slot(3 * EL_EVENTS_KEEP + 5), 4);
+}
+
+static int start_server(struct el_store_server **srv)
+{
+    struct el_store_server_opts o = {.host = "127.0.0.1", .port = 0};
+    if (el_store_server_start(srv, &o))
+        return -1;
+    return el_store_server_port(*srv);
+}
+
+static void store_cfg(struct el_rdzv_config *rc, int port)
+{
+    memset(rc, 0, sizeof *rc);
+    rc->backend = "c10d";
+    rc->host = "127.0.0.1";
+    rc->port = port;
+    rc->run_id = "tj";
+}
+
+TEST(events_history_keeps_the_newest_in_order)
+{
+    struct el_store_server *srv;
+    int port = start_server(&srv);
+    CHECK(port > 0);
+    struct el_rdzv_config rc;
+    store_cfg(&rc, port);
+    struct el_events_log *lg;
+    char err[300];
+    CHECK_OK(el_events_log_open(&lg, &rc, err, sizeof err));
+    int64_t last = -1;
+    CHECK_OK(el_events_log_last(lg, &last));
+    CHECK_EQ(last, 0);
+    const int total = EL_EVENTS_KEEP + 25;
+    for (int i = 1; i <= total; i++) {
+        struct el_event ev = {.time_ms = i, .round = i / 100};
+        snprintf(ev.kind, sizeof ev.kind, "restart");
+        snprintf(ev.node, sizeof ev.node, "n");
+        char f[64];
+        snprintf(f, sizeof f, "{\"i\":%d}", i);
+        ev.fields = f;
+        CHECK_OK(el_events_log_append(lg, &ev));
+        CHECK_EQ(ev.seq, i);
+    }
+    /* The keys stay bounded: one per slot, plus the counter. */
+    int64_t keys = 0;
+    struct el_store *c;
+    CHECK_OK(el_store_connect(&c, "127.0.0.1", port, 2000, 2000));
+    CHECK_OK(el_store_num_keys(c, &keys));
+    CHECK_EQ(keys, EL_EVENTS_KEEP + 1);
+    el_store_close(c);
+
+    struct el_event *evs;
+    int n;
+    CHECK_OK(el_events_log_read(lg, 0, 0, &evs, &n, &last));
+    CHECK_EQ(n, EL_EVENTS_KEEP);
+    CHECK_EQ(last, total);
+    CHECK_EQ(evs[0].seq, total - EL_EVENTS_KEEP + 1);
+    for (int i = 1; i < n; i++)
+        CHECK_EQ(evs[i].seq, evs[i - 1].seq + 1);
+    CHECK_STR(evs[n - 1].fields, "{\"i\":10025}");
+    el_events_free(evs, n);
+    /* The last 3 only, and nothing after the last. */
+    CHECK_OK(el_events_log_read(lg, 0, 3, &evs, &n, &last));
+    CHECK_EQ(n, 3);
+    CHECK_EQ(evs[0].seq, total - 2);
+    el_events_free(evs, n);
+    CHECK_OK(el_events_log_read(lg, total, 0, &evs, &n, &last));
+    CHECK_EQ(n, 0);
+    CHECK_EQ(last, total);
+    el_events_free(evs, n);
+    /* A wait with nothing new times out; one after an older seq returns. */
+    CHECK_EQ(el_events_log_wait(lg, total, 50), -ETIMEDOUT);
+    CHECK_OK(el_events_log_wait(lg, total - 1, 50));
+    el_events_log_close(lg);
+    el_store_server_close(srv);
+}
+
+struct seen {
+    int n;
+    int64_t last_seq;
+};
+
+static void listener(void *arg, const struct el_event *ev, const char *json)
+{
+    struct seen *s = arg;
+    s->n++;
+    s->last_seq = ev->seq;
+    (void)json;
+}
+
+TEST(events_emitter_stores_writes_and_tells_listeners)
+{
+    struct el_store_server *srv;
+    int port = start_server(&srv);
+    CHECK(port > 0);
+    struct el_rdzv_config rc;
+    store_cfg(&rc, port);
+    char path[] = "/tmp/elrun-events-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    struct el_events_config ec = {.rdzv = &rc, .node = "me", .jsonl_path = path};
+    struct el_events *em;
+    char err[300];
+    CHECK_OK(el_events_open(&em, &ec, err, sizeof err));
+    struct seen s = {0};
+    CHECK_OK(el_events_listen(em, listener, &s));
+    CHECK_EQ(el_events_emit(em, "round", 0, "{\"nodes\":2}"), 0);
+    CHECK_EQ(el_events_emit(em, "end", 0, NULL), 0);
+    el_events_close(em, 5000);
+    CHECK_EQ(s.n, 2);
+    CHECK_EQ(s.last_seq, 2);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    char line[1000];
+    int lines = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        struct el_event ev;
+        line[strcspn(line, "\n")] = 0;
+        CHECK_OK(el_event_decode(line, strlen(line), &ev, err, sizeof err));
+        CHECK_STR(ev.node, "me");
+        el_event_clear(&ev);
+        lines++;
+    }
+    if (f)
+        fclose(f);
+    CHECK_EQ(lines, 2);
+    unlink(path);
+    el_store_server_close(srv);
+}
+
+static void count_notes(void *arg, const char *msg)
+{
+    (*(int *)arg)++;
+    (void)msg;
+}
+
+TEST(events_emitter_never_blocks_on_a_store_that_is_gone)
+{
+    /* A port nothing listens on. */
+    struct el_store_server *srv;
+    int port = start_server(&srv);
+    CHECK(port > 0);
+    el_store_server_close(srv);
+    struct el_rdzv_config rc;
+    store_cfg(&rc, port);
+    int notes = 0;
+    struct el_events_config ec = {
+        .rdzv = &rc, .node = "me", .on_note = count_notes, .note_arg = &notes};
+    struct el_events *em;
+    char err[300];
+    CHECK_OK(el_events_open(&em, &ec, err, sizeof err));
+    long long t0 = el_now_ms();
+    int dropped_now = 0;
+    for (int i = 0; i < 3000; i++)
+        dropped_now += el_events_emit(em, "restart", i, NULL);
+    /* 3000 emits cost no store request of the caller's. */
+    CHECK(el_now_ms() - t0 < 1000);
+    CHECK(dropped_now >= 3000 - EL_EVENTS_QUEUE - 1);
+    /* Every event is dropped and counted, none stored. */
+    int64_t emitted = 0, stored = 0, dropped = 0;
+    for (long long dl = el_now_ms() + 10000; el_now_ms() < dl;) {
+        el_events_counts(em, &emitted, &stored, &dropped);
+        if (dropped == emitted)
+            break;
+        usleep(10000);
+    }
+    CHECK_EQ(emitted, 3000);
+    CHECK_EQ(stored, 0);
+    CHECK_EQ(dropped, 3000);
+    el_events_close(em, 100);
+    CHECK(notes >= 1); /* one note per outage, not one per event */
+    CHECK(notes <= 2);
+}

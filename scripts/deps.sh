@@ -15,7 +15,7 @@ pkgs=(
   libopenblas-dev zlib1g-dev   # the training example: matrix products, gzip'd IDX files
   dataset-fashion-mnist        # the example's data set
   python3-torch                # the real PyTorch client and torchrun anchor in tests/benches
-  procps iproute2 psmisc       # ps/pgrep, ip netns, fuser in tests
+  procps iproute2 psmisc tmux  # ps/pgrep, ip netns, fuser; tmux for elrun status --watch (t0910)
   clang-format                 # scripts/format-check.sh
   slurmctld slurmd slurm-client munge  # a real Slurm for the job tests (t0810)
   libhttp-parser-dev prometheus # /metrics requests; promtool and a real Prometheus in tests

@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# The job-wide event history, `elrun events` and `elrun status` of a
+# rendezvous (docs/EVENTS.md), with real agents on loopback addresses
+# (127.0.0.1..3, --local-addr) running shell workers: on an `elrun store`
+# (c10d) and on a real etcd.  The job starts with two nodes, grows to
+# three, loses one to SIGKILL and restarts after a worker is killed:
+# `elrun events` shows that sequence with its causes (human and --json),
+# -f sees a new event and stops at SIGTERM, the history outlives the agent
+# that wrote part of it, <log-dir>/events.jsonl has the same events;
+# `elrun status` shows the members and the world, and `--watch` redraws in
+# place under tmux as a person sees it.  Bad flags and an endpoint nobody
+# serves are one line each.  --event-log-handler console prints torchrun's
+# status event JSON.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/t01-common.bash"
+INFRA="$ROOT/tests/infra"
+export ETCD_BASE="$T/etcd"
+trap 'bash "$INFRA/etcd-stop.sh" all >/dev/null 2>&1; _cleanup' EXIT
+
+WORKER='while :; do sleep 0.2; done'
+CONF=last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=2
+
+# agent N BACKEND ENDPOINT ID: start node N (127.0.0.N) of job ID; its pid
+# in $T/aN.pid, its log in $T/aN.err.
+agent() {
+    local n=$1 be=$2 ep=$3 id=$4
+    "$ELRUN" --nnodes=2:3 --nproc-per-node=1 --rdzv-backend="$be" \
+        --rdzv-endpoint="$ep" --rdzv-id="$id" --local-addr="127.0.0.$n" \
+        --max-restarts=3 --rdzv-conf "$CONF" --log-dir="$T/logs-$id" \
+        --no-python /bin/sh -c "$WORKER" >"$T/a$n.out" 2>"$T/a$n.err" &
+    echo $! >"$T/a$n.pid"
+    track_pid $!
+}
+# events ARGS...: elrun events of the job, into stdout.
+# kinds FILE: the events' kinds, one per line, from human lines.
+kinds() { awk '{print $6}' "$1"; }
+# worker_of N: the pid of node N's worker.
+worker_of() { pgrep -P "$(cat "$T/a$1.pid")" | head -1; }
+# alive PID / gone PID (a zombie the script has not waited for is gone)
+alive() { local st; st=$(ps -o stat= -p "$1"); [[ -n $st && $st != Z* ]]; }
+gone() { local st; st=$(ps -o stat= -p "$1"); [[ -z $st || $st == Z* ]]; }
+# etcd_port: a free port below the ephemeral range whose peer port (+10000)
+# is free too (etcd binds both).
+etcd_port() {
+    local low p i
+    low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+    for i in $(seq 100); do
+        p=$((12000 + RANDOM % (low - 22000)))
+        [[ -z $(ss -Htan "sport = :$p") && -z $(ss -Htan "sport = :$((p + 10000))") ]] && { echo "$p"; return 0; }
+    done
+    return 1
+}
+
+# ---- the history of an elastic job: c10d on an elrun store ----
+
+start_store
+EP=127.0.0.1:$STORE_PORT
+EV=("$ELRUN" events --rdzv-endpoint="$EP" --rdzv-id=j1)
+
+test_expect_success 'a job that grows, loses a node (SIGKILL) and restarts: elrun events tells it in order, with causes' '
+    agent 1 c10d "$EP" j1
+    agent 2 c10d "$EP" j1
+    wait_until "\"\${EV[@]}\" 2>/dev/null | grep -q \"round .*cause: start\"" 30
+    agent 3 c10d "$EP" j1
+    wait_until "\"\${EV[@]}\" | grep -q \"joined: 127.0.0.3; left: -); cause: node_joined\"" 30
+    kill -KILL "$(cat "$T/a2.pid")"
+    wait_until "\"\${EV[@]}\" | grep -q \"left: 127.0.0.2); cause: node_died\"" 30
+    wait_until "[[ -n \$(worker_of 3) ]]" 20
+    w=$(worker_of 3)
+    kill -KILL "$w"
+    wait_until "\"\${EV[@]}\" | grep -q \"cause: restart\"" 30
+    "${EV[@]}" >"$T/ev1.txt"
+    cat "$T/ev1.txt"
+    kinds "$T/ev1.txt" | tr "\n" " " >"$T/kinds"
+    cat "$T/kinds"; echo
+    # round 0 of 2 nodes; round 1 of 3 (a node joined); round 2 of 2 (one died);
+    # the worker killed: a failure, a restart and round 3.
+    grep -Eq "^round (recovery )?round (recovery )?round (recovery )?failure restart round" "$T/kinds"
+    grep -q "round 0 .* round    2 nodes, world 2 (joined: -; left: -); cause: start" "$T/ev1.txt"
+    grep -q "round    3 nodes, world 3 (joined: 127.0.0.3; left: -); cause: node_joined" "$T/ev1.txt"
+    grep -q "round    2 nodes, world 2 (joined: -; left: 127.0.0.2); cause: node_died" "$T/ev1.txt"
+    grep -q "127.0.0.3 *failure  rank 1 (local 0, pid $w) on .* was killed by SIGKILL" "$T/ev1.txt"
+    grep -q "127.0.0.3 *restart  restart 1 of 3 (2 left)" "$T/ev1.txt"
+    # seq numbers run 1, 2, 3 ... without a gap
+    awk "{print \$2}" "$T/ev1.txt" | tr -d "#" >"$T/seqs"
+    [[ $(cat "$T/seqs" | tr "\n" " ") == "$(seq 1 "$(wc -l <"$T/seqs")" | tr "\n" " ")" ]]
+'
+
+test_expect_success '--json: one JSON object per line, the same events, with their fields' '
+    "${EV[@]}" --json >"$T/ev1.json"
+    python3 - "$T/ev1.json" "$T/ev1.txt" <<-"EOF"
+	import json, sys
+	evs = [json.loads(l) for l in open(sys.argv[1])]
+	human = open(sys.argv[2]).read().splitlines()
+	assert len(evs) == len(human), (len(evs), len(human))
+	assert [e["seq"] for e in evs] == list(range(1, len(evs) + 1))
+	died = [e for e in evs if e["kind"] == "round" and e["fields"]["cause"] == "node_died"]
+	assert died and died[0]["fields"]["died"] == ["127.0.0.2"], died
+	assert died[0]["fields"]["members"] == ["127.0.0.1", "127.0.0.3"], died
+	f = [e for e in evs if e["kind"] == "failure"][0]
+	assert f["node"] == "127.0.0.3" and f["fields"]["signal"] == 9, f
+	assert f["fields"]["signal_name"] == "SIGKILL" and f["fields"]["root_cause"] is True, f
+	for e in evs:
+	    assert set(e) == {"seq", "time", "time_ms", "kind", "node", "round", "fields"}, e
+	print("json ok:", len(evs), "events")
+	EOF
+'
+
+test_expect_success 'elrun status: state, round, world against MIN:MAX, every member, restarts, the root cause' '
+    "$ELRUN" status --rdzv-endpoint="$EP" --rdzv-id=j1 >"$T/st1.txt"
+    cat "$T/st1.txt"
+    grep -q "^job j1  (c10d at $EP)" "$T/st1.txt"
+    grep -q "^state:     running$" "$T/st1.txt"
+    grep -q "^round:     3$" "$T/st1.txt"
+    grep -q "^world:     2 nodes, 2 workers (MIN:MAX 2:3)$" "$T/st1.txt"
+    grep -q "^restarts:  1 used, 2 left (--max-restarts 3)$" "$T/st1.txt"
+    grep -q "^last failure: *rank 1 (local 0, pid [0-9]*) on .* was killed by SIGKILL" "$T/st1.txt"
+    grep -Eq "^  0    127\.0\.0\.1 +1 +running +[0-9:]{8}$" "$T/st1.txt"
+    grep -Eq "^  1    127\.0\.0\.3 +1 +running +[0-9:]{8}$" "$T/st1.txt"
+    refute grep -q "127.0.0.2 .*running" "$T/st1.txt"
+    grep -q "^last events:" "$T/st1.txt"
+'
+
+test_expect_success 'elrun status --watch redraws in place under tmux, and stops at Ctrl-C' '
+    command -v tmux >/dev/null
+    export TMUX_TMPDIR=$T
+    # bash, not sh: at Ctrl-C sh dies with its child, bash goes on to say
+    # how the child ended
+    printf "%s\n" "\"$ELRUN\" status --rdzv-endpoint=$EP --rdzv-id=j1 --watch" \
+        "echo EXITED \$?" "sleep 30" >"$T/watch.sh"
+    tmux new-session -d -s st -x 120 -y 45 "bash $T/watch.sh"
+    wait_until "tmux capture-pane -p -t st | grep -q \"^world:     2 nodes, 2 workers\"" 20
+    tmux capture-pane -p -t st >"$T/pane1.txt"
+    cat "$T/pane1.txt"
+    # one screen at the top: the title on the first line, drawn once
+    head -1 "$T/pane1.txt" | grep -q "^job j1 "
+    [[ $(grep -c "^job j1 " "$T/pane1.txt") == 1 ]]
+    agent 2 c10d "$EP" j1
+    wait_until "tmux capture-pane -p -t st | grep -q \"^world:     3 nodes, 3 workers\"" 30
+    tmux capture-pane -p -t st >"$T/pane2.txt"
+    cat "$T/pane2.txt"
+    [[ $(grep -c "^job j1 " "$T/pane2.txt") == 1 ]]
+    grep -Eq "^  2    127\.0\.0\.2 +1 +running" "$T/pane2.txt"
+    tmux send-keys -t st C-c
+    wait_until "tmux capture-pane -p -t st | grep -q \"EXITED 0\"" 5
+    tmux kill-session -t st
+'
+
+test_expect_success 'elrun events -f prints a new event as it comes and stops at SIGTERM at once' '
+    "${EV[@]}" -f -n 1 >"$T/follow.txt" 2>&1 &
+    fp=$!
+    track_pid $fp
+    wait_until "[[ -s $T/follow.txt ]]" 10
+    kill -TERM "$(cat "$T/a1.pid")"
+    wait_until "grep -q \"127.0.0.1 *leave .*signaled\" $T/follow.txt" 20
+    cat "$T/follow.txt"
+    kill -TERM $fp
+    wait_until "gone $fp" 2
+    st=0; wait $fp || st=$?
+    [[ $st == 0 ]]
+'
+
+test_expect_success 'the history outlives the agents that wrote it; <log-dir>/events.jsonl holds the same events' '
+    kill -KILL "$(cat "$T/a3.pid")" "$(cat "$T/a2.pid")" 2>/dev/null || true
+    wait_until "gone $(cat "$T/a3.pid")" 10
+    "${EV[@]}" >"$T/ev2.txt"
+    grep -q "127.0.0.3 *failure  rank 1" "$T/ev2.txt"
+    grep -q "127.0.0.1 *leave" "$T/ev2.txt"
+    # every event of the store is a line of the file (several agents appended to it)
+    python3 - "$T/logs-j1/events.jsonl" <<-EOF
+	import json, subprocess, sys
+	file = [json.loads(l) for l in open(sys.argv[1])]
+	store = [json.loads(l) for l in subprocess.run(["$ELRUN", "events", "--rdzv-endpoint=$EP",
+	         "--rdzv-id=j1", "--json"], capture_output=True, text=True, check=True).stdout.splitlines()]
+	assert sorted(e["seq"] for e in file) == [e["seq"] for e in store], (len(file), len(store))
+	assert {(e["seq"], e["kind"], e["node"]) for e in file} == {(e["seq"], e["kind"], e["node"]) for e in store}
+	print("file ok:", len(file))
+	EOF
+'
+
+test_expect_success 'bad flags and an endpoint nobody serves: one clear line each' '
+    st=0; "$ELRUN" events --rdzv-id=j1 2>"$T/b1" || st=$?
+    [[ $st == 2 && $(wc -l <"$T/b1") == 1 ]]
+    grep -q "which job? give --rdzv-endpoint=HOST:PORT and --rdzv-id=ID" "$T/b1"
+    st=0; "$ELRUN" events --rdzv-endpoint="$EP" --rdzv-id=j1 --bogus 2>"$T/b2" || st=$?
+    [[ $st == 2 && $(wc -l <"$T/b2") == 1 ]]
+    grep -q "unknown argument .--bogus.; usage: elrun events" "$T/b2"
+    st=0; "$ELRUN" status --rdzv-endpoint="$EP" --rdzv-id=j1 --rdzv-backend=static 2>"$T/b3" || st=$?
+    [[ $st == 2 && $(wc -l <"$T/b3") == 1 ]]
+    grep -q "c10d and etcd rendezvous only" "$T/b3"
+    p=$(free_port)
+    st=0; "$ELRUN" events --rdzv-endpoint=127.0.0.1:$p --rdzv-id=j1 2>"$T/b4" || st=$?
+    [[ $st == 1 && $(wc -l <"$T/b4") == 1 ]]
+    grep -q "cannot reach the rendezvous store at 127.0.0.1:$p" "$T/b4"
+    st=0; "$ELRUN" status --rdzv-endpoint=127.0.0.1:$p --rdzv-id=j1 2>"$T/b5" || st=$?
+    [[ $st == 1 && $(wc -l <"$T/b5") == 1 ]]
+    cat "$T/b1" "$T/b2" "$T/b3" "$T/b4" "$T/b5"
+'
+
+test_expect_success 'an id with no job: status says so, events prints nothing' '
+    "$ELRUN" status --rdzv-endpoint="$EP" --rdzv-id=nosuch >"$T/none.txt"
+    grep -q "^state:     not started (no rendezvous state under this id)" "$T/none.txt"
+    [[ -z $("${EV[@]/j1/nosuch}") ]]
+'
+
+test_expect_success '--event-log-handler console: torchrun'"'"'s status event JSON on stderr' '
+    "$ELRUN" --standalone --event-log-handler console --no-python /bin/true 2>"$T/te.err"
+    "$ELRUN" --standalone --event-log-handler=console --no-python /bin/false 2>"$T/tf.err" || true
+    python3 - "$T/te.err" "$T/tf.err" <<-"EOF"
+	import json, sys
+	for path in sys.argv[1:]:
+	    lines = [l for l in open(path) if l.startswith("{\"name\": ")]
+	    assert len(lines) == 1, lines
+	    e = json.loads(lines[0])
+	    # workers that fail still make agent.run() return: SUCCEEDED, as torchrun
+	    assert e["name"] == "torchelastic.worker.status.SUCCEEDED", e
+	    assert e["source"] == "AGENT" and e["timestamp"] == 0
+	    m = e["metadata"]
+	    assert list(m) == ["run_id", "global_rank", "group_rank", "worker_id", "role",
+	        "hostname", "state", "total_run_time", "rdzv_backend", "raw_error", "metadata",
+	        "agent_restarts", "duration_ms"], list(m)
+	    assert m["global_rank"] is None and m["worker_id"] is None and m["raw_error"] is None
+	    assert m["role"] == "default" and m["state"] == "SUCCEEDED"
+	    assert json.loads(m["metadata"]) == {"group_world_size": 1, "entry_point": "/bin/" + ("true" if path.endswith("/te.err") else "false")}
+	    # json.dumps separators, as Python prints it
+	    assert lines[0].rstrip("\n") == json.dumps(e), lines[0]
+	print("torch events ok")
+	EOF
+    # SIGTERM: FAILED with a SignalException as raw_error
+    "$ELRUN" --standalone --event-log-handler=console --no-python /bin/sh -c "$WORKER" 2>"$T/tt.err" &
+    p=$!; track_pid $p
+    wait_until "pgrep -P $p >/dev/null" 10
+    kill -TERM $p
+    wait $p || true
+    grep "^{\"name\": \"torchelastic.worker.status.FAILED\"" "$T/tt.err" |
+        python3 -c "import json,sys; e=json.loads(sys.stdin.read()); assert \"SignalException: Process\" in e[\"metadata\"][\"raw_error\"], e"
+'
+
+# ---- the same on etcd ----
+if ! command -v etcd >/dev/null; then
+    test_skip "events and status on etcd" "needs etcd-server (make deps)"
+else
+    EP_ETCD=$(bash "$INFRA/etcd-start.sh" "$(etcd_port)" 2>"$T/etcd.log") || { cat "$T/etcd.log"; exit 1; }
+    EP_ETCD=${EP_ETCD#http://}
+    EVE=("$ELRUN" events --rdzv-backend=etcd --rdzv-endpoint="$EP_ETCD" --rdzv-id=j2)
+    test_expect_success 'on etcd: the rounds, a death, a restart; elrun status; --json parses' '
+        agent 1 etcd "$EP_ETCD" j2
+        agent 2 etcd "$EP_ETCD" j2
+        wait_until "\"\${EVE[@]}\" 2>/dev/null | grep -q \"cause: start\"" 40
+        agent 3 etcd "$EP_ETCD" j2
+        wait_until "\"\${EVE[@]}\" | grep -q \"joined: 127.0.0.3; left: -); cause: node_joined\"" 40
+        kill -KILL "$(cat "$T/a2.pid")"
+        wait_until "\"\${EVE[@]}\" | grep -q \"left: 127.0.0.2); cause: node_died\"" 40
+        wait_until "[[ -n \$(worker_of 3) ]]" 20
+        kill -KILL "$(worker_of 3)"
+        wait_until "\"\${EVE[@]}\" | grep -q \"cause: restart\"" 40
+        "${EVE[@]}" | tee "$T/ev3.txt"
+        kinds "$T/ev3.txt" | tr "\n" " " | grep -Eq "failure restart round"
+        "${EVE[@]}" --json | python3 -c "import json,sys; k=[json.loads(l)[\"kind\"] for l in sys.stdin]; assert \"failure\" in k and \"restart\" in k, k"
+        "$ELRUN" status --rdzv-backend=etcd --rdzv-endpoint="$EP_ETCD" --rdzv-id=j2 | tee "$T/st3.txt"
+        grep -q "^state:     running$" "$T/st3.txt"
+        grep -q "^world:     2 nodes, 2 workers (MIN:MAX 2:3)$" "$T/st3.txt"
+        grep -q "^restarts:  1 used, 2 left" "$T/st3.txt"
+        grep -Eq "^  [01]    127\.0\.0\.3 +1 +running" "$T/st3.txt"
+        # -f on etcd: a new event (a node leaves) comes through the watch
+        "${EVE[@]}" -f -n 1 >"$T/follow3.txt" 2>&1 &
+        fp=$!; track_pid $fp
+        wait_until "[[ -s $T/follow3.txt ]]" 10
+        kill -TERM "$(cat "$T/a3.pid")"
+        wait_until "grep -q \"127.0.0.3 *leave\" $T/follow3.txt" 20
+        kill -TERM $fp
+        wait_until "gone $fp" 2
+        kill -TERM "$(cat "$T/a1.pid")"
+    '
+fi
+
+test_done

@@ -143,8 +143,7 @@ int el_events_emit(struct el_events *em, const char *kind, int64_t round,
 
 /* Add / remove a listener (any thread).  0, or -ENOMEM. */
 int el_events_listen(struct el_events *em, el_events_listener fn, void *arg);
-void el_events_unlisten(struct el_events *em, el_events_listener fn,
-                        void *arg);
+void el_events_unlisten(struct el_events *em, el_events_listener fn, void *arg);
 
 /* Events emitted, stored, and dropped (queue full or the store failing). */
 void el_events_counts(struct el_events *em, int64_t *emitted, int64_t *stored,

@@ -115,23 +115,22 @@ void el__ev_round(struct el_agent *a, const struct el_rdzv_info *info)
             if (el_rdzv_is_dead(a->r, e->prev[i].id))
                 json_array_append_new(died, json_string(e->prev[i].name));
         }
-        const char *cause = !e->cause && !e->nprev ? "start"
-                            : json_array_size(died)   ? "node_died"
-                            : json_array_size(left)   ? "node_left"
+        const char *cause = !e->cause && !e->nprev  ? "start"
+                            : json_array_size(died) ? "node_died"
+                            : json_array_size(left) ? "node_left"
                             : e->cause && !strcmp(e->cause, "worker_failure")
                                 ? "worker_failure"
                             : json_array_size(joined) ? "node_joined"
                                                       : "restart";
         emit(a, "round",
-             json_pack("{s:I, s:i, s:i, s:i, s:o, s:o, s:o, s:o, s:s, s:i, "
-                       "s:i, s:i}",
-                       "round", (json_int_t)info->round, "nodes",
-                       info->num_nodes, "world", info->world_size, "lws",
-                       a->cfg.nproc, "members", members, "joined", joined,
-                       "left", left, "died", died, "cause", cause, "min_nodes",
-                       a->cfg.rdzv_min_nodes, "max_nodes",
-                       a->cfg.rdzv_max_nodes, "max_restarts",
-                       a->cfg.max_restarts));
+             json_pack(
+                 "{s:I, s:i, s:i, s:i, s:o, s:o, s:o, s:o, s:s, s:i, "
+                 "s:i, s:i}",
+                 "round", (json_int_t)info->round, "nodes", info->num_nodes,
+                 "world", info->world_size, "lws", a->cfg.nproc, "members",
+                 members, "joined", joined, "left", left, "died", died, "cause",
+                 cause, "min_nodes", a->cfg.rdzv_min_nodes, "max_nodes",
+                 a->cfg.rdzv_max_nodes, "max_restarts", a->cfg.max_restarts));
     }
     free(e->prev);
     e->prev = m;
@@ -179,8 +178,8 @@ void el__ev_failures(struct el_agent *a, const struct el_agent_result *res)
             "{s:i, s:i, s:i, s:s, s:i, s:i, s:s, s:o, s:I, s:b}", "rank",
             f->global_rank, "local_rank", f->local_rank, "pid", (int)f->pid,
             "host", e->host, "exitcode", sig ? -1 : f->exitcode, "signal", sig,
-            "signal_name", sname, "message", first_line(f->message),
-            "ran_ms", (json_int_t)f->ran_ms, "root_cause", i == res->root);
+            "signal_name", sname, "message", first_line(f->message), "ran_ms",
+            (json_int_t)f->ran_ms, "root_cause", i == res->root);
         if (o && f->error_file)
             json_object_set_new(o, "error_file", json_string(f->error_file));
         emit(a, "failure", o);
@@ -232,15 +231,15 @@ static void torch_event(struct el_agent *a)
     json_t *md = json_pack("{s:i, s:s}", "group_world_size",
                            e->num_nodes > 0 ? e->num_nodes : 0, "entry_point",
                            a->cfg.argv && a->cfg.argv[0] ? a->cfg.argv[0] : "");
-    char *mds = md ? json_dumps(md, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII)
-                   : NULL;
+    char *mds =
+        md ? json_dumps(md, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII) : NULL;
     json_decref(md);
     json_t *meta = json_pack(
         "{s:s, s:n, s:i, s:n, s:s, s:s, s:s, s:I, s:s, s:o, s:s, s:i, s:n}",
         "run_id", a->cfg.run_id ? a->cfg.run_id : "none", "global_rank",
-        "group_rank", e->node_rank >= 0 ? e->node_rank : 0, "worker_id",
-        "role", a->cfg.role ? a->cfg.role : "default", "hostname", e->host,
-        "state", state, "total_run_time",
+        "group_rank", e->node_rank >= 0 ? e->node_rank : 0, "worker_id", "role",
+        a->cfg.role ? a->cfg.role : "default", "hostname", e->host, "state",
+        state, "total_run_time",
         (json_int_t)((el_now_ns() - e->start_ns) / 1000000000LL),
         "rdzv_backend", a->r ? el_rdzv_backend(a->r) : "static", "raw_error",
         ok ? json_null() : json_string(raw), "metadata", mds ? mds : "{}",
@@ -288,10 +287,10 @@ void el__ev_state(struct el_agent *a, int from, int to)
                           : a->res->errmsg[0]   ? a->res->errmsg
                                                 : "";
         if (!job || e->node_rank <= 0) {
-            json_t *o = json_pack("{s:s, s:s, s:I, s:i}", "outcome",
-                                  outcome_names[oc], "why", why, "rounds",
-                                  (json_int_t)a->res->rounds, "restarts",
-                                  a->res->restarts);
+            json_t *o =
+                json_pack("{s:s, s:s, s:I, s:i}", "outcome", outcome_names[oc],
+                          "why", why, "rounds", (json_int_t)a->res->rounds,
+                          "restarts", a->res->restarts);
             if (o && a->res->signal)
                 json_object_set_new(o, "signal", json_integer(a->res->signal));
             emit(a, job ? "end" : "leave", o);

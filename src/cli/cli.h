@@ -33,7 +33,6 @@ int cli_aws_main(int argc, char **argv);
 /* `elrun k8s-controller ...`: the ElasticJob controller (src/k8s). */
 int cli_k8s_main(int argc, char **argv);
 
-
 /* events_cmd.c, status_cmd.c: `elrun events` and `elrun status` of a
  * rendezvous (docs/EVENTS.md).  cli_status_of_rdzv: do these arguments
  * (after the verb) name a rendezvous (--rdzv-endpoint / --rdzv-id) rather

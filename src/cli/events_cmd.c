@@ -84,9 +84,8 @@ int cli_view_finish(struct cli_view *v)
     char err[1400];
     v->sigfd = -1;
     if (!v->endpoint || !*v->endpoint || !v->run_id || !*v->run_id)
-        return usage(v->verb,
-                     "which job? give --rdzv-endpoint=HOST:PORT and "
-                     "--rdzv-id=ID, as the job's agents were given");
+        return usage(v->verb, "which job? give --rdzv-endpoint=HOST:PORT and "
+                              "--rdzv-id=ID, as the job's agents were given");
     if (!v->backend)
         v->backend = "c10d";
     int etcd = !strcmp(v->backend, "etcd") || !strcmp(v->backend, "etcd-v2");
@@ -185,8 +184,7 @@ int cli_events_main(int argc, char **argv)
             char *end;
             long n = strtol(argv[++i], &end, 10);
             if (*end || n <= 0)
-                return usage("events", "-n %s: expected a count > 0",
-                             argv[i]);
+                return usage("events", "-n %s: expected a count > 0", argv[i]);
             last_n = (int)n;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("%s\n(docs/EVENTS.md)\n", events_usage);

@@ -74,8 +74,10 @@ static void read_history(const struct el_event *evs, int n,
             continue;
         if (!strcmp(evs[i].kind, "round")) {
             if (fe->min_nodes < 0) {
-                fe->min_nodes = json_integer_value(json_object_get(f, "min_nodes"));
-                fe->max_nodes = json_integer_value(json_object_get(f, "max_nodes"));
+                fe->min_nodes =
+                    json_integer_value(json_object_get(f, "min_nodes"));
+                fe->max_nodes =
+                    json_integer_value(json_object_get(f, "max_nodes"));
                 fe->max_restarts =
                     json_integer_value(json_object_get(f, "max_restarts"));
             }
@@ -95,8 +97,9 @@ static void read_history(const struct el_event *evs, int n,
             const char *what = strstr(line, "failure ");
             char when[16];
             clock_of(evs[i].time_ms, when, sizeof when);
-            snprintf(fe->failure, sizeof fe->failure, "%s (round %" PRId64
-                     ", %s)", what ? what + 8 : line, evs[i].round, when);
+            snprintf(fe->failure, sizeof fe->failure,
+                     "%s (round %" PRId64 ", %s)", what ? what + 8 : line,
+                     evs[i].round, when);
         }
         json_decref(f);
     }
@@ -132,8 +135,9 @@ static void screen(FILE *out, const struct cli_view *v,
         snprintf(mm, sizeof mm, "MIN:MAX %lld:%lld", fe.min_nodes,
                  fe.max_nodes);
     if (st->round >= 0 && !st->sealed)
-        fprintf(out, "round:     %" PRId64 " (open: %" PRId64
-                     " nodes joined so far)\n",
+        fprintf(out,
+                "round:     %" PRId64 " (open: %" PRId64
+                " nodes joined so far)\n",
                 st->round, st->joined);
     else if (st->round >= 0)
         fprintf(out, "round:     %" PRId64 "\n", st->round);
@@ -144,7 +148,9 @@ static void screen(FILE *out, const struct cli_view *v,
                 : "");
     if (fe.max_restarts >= 0) {
         long long left = fe.max_restarts - st->restarts;
-        fprintf(out, "restarts:  %" PRId64 " used, %lld left (--max-restarts %lld)\n",
+        fprintf(out,
+                "restarts:  %" PRId64
+                " used, %lld left (--max-restarts %lld)\n",
                 st->restarts, left > 0 ? left : 0, fe.max_restarts);
     } else {
         fprintf(out, "restarts:  %" PRId64 " used\n", st->restarts);

@@ -181,8 +181,8 @@ int el_events_open(struct el_events **out, const struct el_events_config *cfg,
         rc = el_events_log_open(&em->log, &rc_cfg, err, errlen);
     }
     if (rc == 0 && cfg->jsonl_path) {
-        em->fd = open(cfg->jsonl_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
-                      0644);
+        em->fd = open(cfg->jsonl_path,
+                      O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
         if (em->fd < 0)
             rc = el__errf(err, errlen, -errno, "cannot open %s: %s",
                           cfg->jsonl_path, strerror(errno));
@@ -228,7 +228,8 @@ int el_events_emit(struct el_events *em, const char *kind, int64_t round,
 {
     if (!em)
         return 1;
-    struct el_event ev = {.time_ms = wall_ms(), .round = round < 0 ? -1 : round};
+    struct el_event ev = {.time_ms = wall_ms(),
+                          .round = round < 0 ? -1 : round};
     snprintf(ev.kind, sizeof ev.kind, "%s", kind);
     snprintf(ev.node, sizeof ev.node, "%s", em->node);
     ev.fields = strdup(fields ? fields : "{}");

@@ -41,7 +41,8 @@ struct el_events_log {
     char errmsg[1024];
 };
 
-#define FAIL(lg, rc, ...) el__errf((lg)->errmsg, sizeof (lg)->errmsg, rc, __VA_ARGS__)
+#define FAIL(lg, rc, ...) \
+    el__errf((lg)->errmsg, sizeof(lg)->errmsg, rc, __VA_ARGS__)
 
 int el_events_log_open(struct el_events_log **out,
                        const struct el_rdzv_config *cfg, char *err,
@@ -149,14 +150,15 @@ static int connect_store(struct el_events_log *lg)
 {
     if (lg->st)
         return 0;
-    int rc = el_store_connect(&lg->st, lg->host, lg->port, lg->io_ms, lg->io_ms);
+    int rc =
+        el_store_connect(&lg->st, lg->host, lg->port, lg->io_ms, lg->io_ms);
     if (rc) {
         lg->st = NULL;
         return FAIL(lg, rc, "cannot reach the rendezvous store at %s:%d: %s",
                     lg->host, lg->port, el_strerror(rc));
     }
-    if (lg->secret_len && (rc = el_store_auth(lg->st, lg->secret,
-                                              lg->secret_len))) {
+    if (lg->secret_len &&
+        (rc = el_store_auth(lg->st, lg->secret, lg->secret_len))) {
         FAIL(lg, rc, "the store at %s:%d refused the job secret: %s", lg->host,
              lg->port, el_strerror(rc));
         el_store_close(lg->st);

@@ -147,9 +147,9 @@ static void summary(const char *kind, json_t *f, char *buf, size_t cap)
         else
             snprintf(a, sizeof a, "exited %lld", num(f, "exitcode", 0));
         snprintf(buf, cap, "rank %lld (local %lld, pid %lld) on %s %s%s%s",
-                 num(f, "rank", -1), num(f, "local_rank", -1),
-                 num(f, "pid", 0), str(f, "host"), a,
-                 *str(f, "message") ? ": " : "", str(f, "message"));
+                 num(f, "rank", -1), num(f, "local_rank", -1), num(f, "pid", 0),
+                 str(f, "host"), a, *str(f, "message") ? ": " : "",
+                 str(f, "message"));
     } else if (!strcmp(kind, "restart")) {
         snprintf(buf, cap, "restart %lld of %lld (%lld left)",
                  num(f, "restarts", 0), num(f, "max_restarts", 0),

@@ -1240,8 +1240,7 @@ static int read_status(struct etcd_rdzv *r, struct el_rdzv_status *st)
         if (rs.members) {
             st->sealed = round == st->round;
             st->members_round = round;
-            rc = el__rdzv_member_infos(rs.members, &st->members,
-                                       &st->nmembers);
+            rc = el__rdzv_member_infos(rs.members, &st->members, &st->nmembers);
             free(rs.members);
             if (rc)
                 return FAIL(r, rc,
@@ -1275,8 +1274,9 @@ int el__rdzv_etcd_status(const struct el_rdzv_config *cfg,
     const char *endpoints = cfg->endpoints;
     if (!endpoints || !*endpoints) {
         if (!cfg->host || !*cfg->host || cfg->port <= 0) {
-            snprintf(err, errlen, "the etcd rendezvous needs --rdzv-endpoint="
-                                  "HOST:PORT[,HOST:PORT...]");
+            snprintf(err, errlen,
+                     "the etcd rendezvous needs --rdzv-endpoint="
+                     "HOST:PORT[,HOST:PORT...]");
             return EL_EUSAGE;
         }
         snprintf(ep, sizeof ep, strchr(cfg->host, ':') ? "[%s]:%d" : "%s:%d",

@@ -956,12 +956,13 @@ static int read_status(struct store_rdzv *r, struct el_rdzv_status *st)
         if (rs.members) {
             st->sealed = round == st->round;
             st->members_round = round;
-            rc = el__rdzv_member_infos(rs.members, &st->members,
-                                       &st->nmembers);
+            rc = el__rdzv_member_infos(rs.members, &st->members, &st->nmembers);
             free(rs.members);
             if (rc)
-                return FAIL(r, rc, "round %" PRId64 "'s member list is "
-                                   "malformed", round);
+                return FAIL(r, rc,
+                            "round %" PRId64 "'s member list is "
+                            "malformed",
+                            round);
             break;
         }
     }
@@ -981,8 +982,9 @@ int el__rdzv_store_status(const struct el_rdzv_config *cfg,
                           struct el_rdzv_status *st, char *err, size_t errlen)
 {
     if (!cfg->host || !*cfg->host || cfg->port <= 0) {
-        snprintf(err, errlen, "the c10d rendezvous needs --rdzv-endpoint="
-                              "HOST:PORT");
+        snprintf(err, errlen,
+                 "the c10d rendezvous needs --rdzv-endpoint="
+                 "HOST:PORT");
         return EL_EUSAGE;
     }
     struct store_rdzv *r = calloc(1, sizeof *r);

@@ -63,7 +63,10 @@ TEST(events_decode_rejects_what_is_not_an_event)
 {
     struct el_event ev;
     char err[200];
-    const char *bad[] = {"", "{", "[]", "{\"seq\":1}",
+    const char *bad[] = {"",
+                         "{",
+                         "[]",
+                         "{\"seq\":1}",
                          "{\"seq\":\"1\",\"time_ms\":1,\"kind\":\"x\","
                          "\"node\":\"n\",\"round\":0,\"fields\":{}}",
                          "{\"seq\":1,\"time_ms\":1,\"kind\":\"x\","
@@ -182,7 +185,8 @@ TEST(events_emitter_stores_writes_and_tells_listeners)
     int fd = mkstemp(path);
     CHECK(fd >= 0);
     close(fd);
-    struct el_events_config ec = {.rdzv = &rc, .node = "me", .jsonl_path = path};
+    struct el_events_config ec = {
+        .rdzv = &rc, .node = "me", .jsonl_path = path};
     struct el_events *em;
     char err[300];
     CHECK_OK(el_events_open(&em, &ec, err, sizeof err));

@@ -245,7 +245,8 @@ TEST(opts_help_tells_the_truth)
     CHECK(strstr(help, "etcd (or etcd-v2)") != NULL);
     const char *ign = strstr(help, "Accepted for compatibility and ignored");
     CHECK(ign != NULL);
-    CHECK(ign && strstr(ign, "--logs-specs NAME, --numa-binding MODE\n") != NULL);
+    CHECK(ign &&
+          strstr(ign, "--logs-specs NAME, --numa-binding MODE\n") != NULL);
     CHECK(strstr(help, "--event-log-handler NAME   console") != NULL);
     free(help);
 

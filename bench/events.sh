@@ -62,7 +62,7 @@ one_agent() {
     sleep "$WINDOW"
     local c1 h; c1=$(cpu_ms "$apid"); h=$(hwm_kib "$apid")
     kill -TERM "$apid"; wait "$apid" 2>/dev/null || true
-    local n; n=$("$ELRUN" events --rdzv-endpoint=127.0.0.1:"$PORT" --rdzv-id="$id" 2>/dev/null | wc -l)
+    local n; n=$({ "$ELRUN" events --rdzv-endpoint=127.0.0.1:"$PORT" --rdzv-id="$id" 2>/dev/null || true; } | wc -l)
     echo "$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }') $h $n"
 }
 

@@ -16,8 +16,7 @@
 #include "elrun/rdzv.h"
 #include "elrun/store.h"
 
-static int set(struct el_store *s, const char *id, const char *k,
-               const char *v)
+static int set(struct el_store *s, const char *id, const char *k, const char *v)
 {
     char key[512];
     snprintf(key, sizeof key, "/elrun/%s/%s", id, k);
@@ -44,8 +43,9 @@ int main(int argc, char **argv)
     size_t l = (size_t)snprintf(list, cap, "v1 %" PRId64 "\n", round);
     size_t nl = 0;
     for (int i = 0; i < nodes; i++) {
-        l += (size_t)snprintf(list + l, cap - l, "node%03d#%d#abcdef 8 node%03d\n",
-                              i, 1000 + i, i);
+        l +=
+            (size_t)snprintf(list + l, cap - l,
+                             "node%03d#%d#abcdef 8 node%03d\n", i, 1000 + i, i);
         nl += (size_t)snprintf(names + nl, cap - nl, "%s\"node%03d\"",
                                i ? "," : "", i);
     }
@@ -57,10 +57,8 @@ int main(int argc, char **argv)
     el_store_close(s);
     if (rc)
         return 1;
-    struct el_rdzv_config cfg = {.backend = "c10d",
-                                 .host = host,
-                                 .port = port,
-                                 .run_id = id};
+    struct el_rdzv_config cfg = {
+        .backend = "c10d", .host = host, .port = port, .run_id = id};
     struct el_events_log *lg;
     char err[300];
     if (el_events_log_open(&lg, &cfg, err, sizeof err)) {
@@ -91,7 +89,8 @@ int main(int argc, char **argv)
                      i % (nodes * 8), i % nodes);
         } else {
             snprintf(ev.kind, sizeof ev.kind, "recovery");
-            snprintf(fields, fcap, "{\"seconds\":1.5,\"cause\":\"membership\"}");
+            snprintf(fields, fcap,
+                     "{\"seconds\":1.5,\"cause\":\"membership\"}");
         }
         ev.fields = fields;
         if (el_events_log_append(lg, &ev)) {

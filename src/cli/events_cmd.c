@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,23 +15,13 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/job_cli.h"
 #include "cli/view.h"
 #include "elrun/err.h"
 #include "elrun/events.h"
 #include "elrun/rdzv.h"
 
-static int usage(const char *verb, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static int usage(const char *verb, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "elrun %s: error: ", verb);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return 2;
-}
+#define usage cjob_usage /* "elrun VERB: error: ..." (job_cmd.c) */
 
 /* "--name=value" or "--name value", with '-' or '_' inside the name. */
 static int flag_value(const char *arg, const char *name, int argc, char **argv,

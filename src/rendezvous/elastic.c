@@ -569,3 +569,26 @@ int el__rdzv_member_infos(const char *list, struct el_rdzv_member_info **m,
     *n = k;
     return 0;
 }
+
+int el__rdzv_status_members(struct el__rdzv_elastic *e,
+                            struct el_rdzv_status *st)
+{
+    for (int64_t round = st->round; round >= 0 && round >= st->round - 1;
+         round--) {
+        struct el__rdzv_round rs = {0};
+        int rc = e->ops->read_round(e, round, &rs);
+        if (rc)
+            return rc;
+        if (!rs.members)
+            continue;
+        st->sealed = round == st->round;
+        st->members_round = round;
+        rc = el__rdzv_member_infos(rs.members, &st->members, &st->nmembers);
+        free(rs.members);
+        if (rc)
+            return FAIL(e, rc, "round %" PRId64 "'s member list is malformed",
+                        round);
+        return 0;
+    }
+    return 0;
+}

@@ -262,6 +262,11 @@ int el__rdzv_elastic_set_closed(struct el_rdzv *base);
 int el__rdzv_elastic_members(struct el_rdzv *base, int64_t *round,
                              struct el_rdzv_member_info **m, int *n);
 int el__rdzv_elastic_is_dead(struct el_rdzv *base, const char *id);
+/* el_rdzv_status_read's members: those of st->round, or of the round before
+ * while st->round is open (e->ops->read_round); sets sealed and
+ * members_round.  0 or an error (message in e->base). */
+int el__rdzv_status_members(struct el__rdzv_elastic *e,
+                            struct el_rdzv_status *st);
 /* Members of a sealed list's text as el_rdzv_member_info (rank order). */
 int el__rdzv_member_infos(const char *list, struct el_rdzv_member_info **m,
                           int *n);

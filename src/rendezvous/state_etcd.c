@@ -1125,28 +1125,24 @@ static int start(struct etcd_rdzv *r, char *err, size_t errlen)
     return 0;
 }
 
-int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
-                       char *err, size_t errlen)
+/* Where the job's keys are: the members (cfg->endpoints, else host:port
+ * into ep) and the prefix "<etcd_prefix>/<run_id>/".  0, or EL_EUSAGE with
+ * a message in err. */
+static int where(const struct el_rdzv_config *cfg, char *ep, size_t epcap,
+                 const char **endpoints, char *prefix, size_t pcap, char *err,
+                 size_t errlen)
 {
-    char ep[EL_HOST_MAX + 16];
-    const char *endpoints = cfg->endpoints;
-    if (cfg->min_nodes < 1 || cfg->max_nodes < cfg->min_nodes) {
-        snprintf(err, errlen,
-                 "--nnodes must be MIN:MAX with 1 <= MIN <= MAX "
-                 "(got %d:%d)",
-                 cfg->min_nodes, cfg->max_nodes);
-        return EL_EUSAGE;
-    }
-    if (!endpoints || !*endpoints) {
+    *endpoints = cfg->endpoints;
+    if (!*endpoints || !**endpoints) {
         if (!cfg->host || !*cfg->host || cfg->port <= 0) {
             snprintf(err, errlen,
                      "the etcd rendezvous needs --rdzv-endpoint="
                      "HOST:PORT[,HOST:PORT...] (etcd's client URLs)");
             return EL_EUSAGE;
         }
-        snprintf(ep, sizeof ep, strchr(cfg->host, ':') ? "[%s]:%d" : "%s:%d",
+        snprintf(ep, epcap, strchr(cfg->host, ':') ? "[%s]:%d" : "%s:%d",
                  cfg->host, cfg->port);
-        endpoints = ep;
+        *endpoints = ep;
     }
     const char *pfx =
         cfg->etcd.prefix && *cfg->etcd.prefix ? cfg->etcd.prefix : "/elrun";
@@ -1157,6 +1153,27 @@ int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
                  "bytes together, and the id must not contain '/'");
         return EL_EUSAGE;
     }
+    snprintf(prefix, pcap, "%s%s%s/", pfx,
+             pfx[strlen(pfx) - 1] == '/' ? "" : "/", run_id);
+    return 0;
+}
+
+int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
+                       char *err, size_t errlen)
+{
+    char ep[EL_HOST_MAX + 16], prefix[512];
+    const char *endpoints;
+    if (cfg->min_nodes < 1 || cfg->max_nodes < cfg->min_nodes) {
+        snprintf(err, errlen,
+                 "--nnodes must be MIN:MAX with 1 <= MIN <= MAX "
+                 "(got %d:%d)",
+                 cfg->min_nodes, cfg->max_nodes);
+        return EL_EUSAGE;
+    }
+    int rc = where(cfg, ep, sizeof ep, &endpoints, prefix, sizeof prefix, err,
+                   errlen);
+    if (rc)
+        return rc;
     struct etcd_rdzv *r = calloc(1, sizeof *r);
     if (!r)
         return -ENOMEM;
@@ -1166,8 +1183,7 @@ int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
     r->evfd = -1;
     r->ring_evfd = -1;
     pthread_mutex_init(&r->mu, NULL);
-    snprintf(r->prefix, sizeof r->prefix, "%s%s%s/", pfx,
-             pfx[strlen(pfx) - 1] == '/' ? "" : "/", run_id);
+    snprintf(r->prefix, sizeof r->prefix, "%s", prefix);
     el__rdzv_elastic_init(&r->e, cfg);
     r->e.list_ports = 1;
     /* Waits are watches; they end at least every TTL, to notice a lost
@@ -1175,7 +1191,7 @@ int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
     r->e.step_ms = r->e.window_ms;
     r->ttl_s = (r->e.window_ms + 999) / 1000;
     r->served = -1;
-    int rc = copy_opts(r, cfg, endpoints);
+    rc = copy_opts(r, cfg, endpoints);
     /* One etcd call, retries across members included, gives up after
      * read_timeout [15 s], and never outlasts the join timeout. */
     r->eo.op_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 15000;
@@ -1232,23 +1248,8 @@ static int read_status(struct etcd_rdzv *r, struct el_rdzv_status *st)
         return rc;
     if (st->round < 0)
         return 0;
-    for (int64_t round = st->round; round >= 0 && round >= st->round - 1;
-         round--) {
-        struct el__rdzv_round rs = {0};
-        if ((rc = et_read_round(&r->e, round, &rs)))
-            return rc;
-        if (rs.members) {
-            st->sealed = round == st->round;
-            st->members_round = round;
-            rc = el__rdzv_member_infos(rs.members, &st->members, &st->nmembers);
-            free(rs.members);
-            if (rc)
-                return FAIL(r, rc,
-                            "round %" PRId64 "'s member list is malformed",
-                            round);
-            break;
-        }
-    }
+    if ((rc = el__rdzv_status_members(&r->e, st)))
+        return rc;
     if (!st->sealed) {
         int64_t rev;
         key(r, k, "r%" PRId64 "/node/", st->round);
@@ -1270,31 +1271,20 @@ static int read_status(struct etcd_rdzv *r, struct el_rdzv_status *st)
 int el__rdzv_etcd_status(const struct el_rdzv_config *cfg,
                          struct el_rdzv_status *st, char *err, size_t errlen)
 {
-    char ep[EL_HOST_MAX + 16];
-    const char *endpoints = cfg->endpoints;
-    if (!endpoints || !*endpoints) {
-        if (!cfg->host || !*cfg->host || cfg->port <= 0) {
-            snprintf(err, errlen,
-                     "the etcd rendezvous needs --rdzv-endpoint="
-                     "HOST:PORT[,HOST:PORT...]");
-            return EL_EUSAGE;
-        }
-        snprintf(ep, sizeof ep, strchr(cfg->host, ':') ? "[%s]:%d" : "%s:%d",
-                 cfg->host, cfg->port);
-        endpoints = ep;
-    }
-    const char *pfx =
-        cfg->etcd.prefix && *cfg->etcd.prefix ? cfg->etcd.prefix : "/elrun";
-    const char *run_id = cfg->run_id ? cfg->run_id : "none";
+    char ep[EL_HOST_MAX + 16], prefix[512];
+    const char *endpoints;
+    int rc = where(cfg, ep, sizeof ep, &endpoints, prefix, sizeof prefix, err,
+                   errlen);
+    if (rc)
+        return rc;
     struct etcd_rdzv *r = calloc(1, sizeof *r);
     if (!r)
         return -ENOMEM;
     r->e.base.ops = &etcd_ops;
     r->e.ops = &etcd_state;
     pthread_mutex_init(&r->mu, NULL);
-    snprintf(r->prefix, sizeof r->prefix, "%s%s%s/", pfx,
-             pfx[strlen(pfx) - 1] == '/' ? "" : "/", run_id);
-    int rc = copy_opts(r, cfg, endpoints);
+    snprintf(r->prefix, sizeof r->prefix, "%s", prefix);
+    rc = copy_opts(r, cfg, endpoints);
     r->eo.op_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 5000;
     r->eo.request_timeout_ms = 2000;
     char eb[512] = "";

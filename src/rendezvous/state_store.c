@@ -862,6 +862,20 @@ static int maybe_host(struct store_rdzv *r, int is_host, char *err,
     return rc;
 }
 
+/* The job's id, the store's address and the key prefix into r. */
+static void init_link(struct store_rdzv *r, const struct el_rdzv_config *cfg,
+                      int io_timeout_ms)
+{
+    r->link.io_timeout_ms = io_timeout_ms;
+    snprintf(r->run_id, sizeof r->run_id, "%s",
+             cfg->run_id ? cfg->run_id : "none");
+    snprintf(r->link.prefix, sizeof r->link.prefix, "/elrun/%s/", r->run_id);
+    snprintf(r->link.host, sizeof r->link.host, "%s", cfg->host);
+    r->link.port = cfg->port;
+    r->link.hint = "check --rdzv-endpoint and that the host agent (or "
+                   "'elrun store') runs there";
+}
+
 int el__rdzv_store_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
                         char *err, size_t errlen)
 {
@@ -884,17 +898,10 @@ int el__rdzv_store_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
     r->e.base.ops = &store_ops;
     r->e.ops = &store_state;
     el__rdzv_elastic_init(&r->e, cfg);
-    r->link.io_timeout_ms = r->e.io_timeout_ms;
+    init_link(r, cfg, r->e.io_timeout_ms);
     r->link.on_event = cfg->on_event;
     r->link.event_arg = cfg->event_arg;
     r->stop_pipe[0] = r->stop_pipe[1] = -1;
-    snprintf(r->run_id, sizeof r->run_id, "%s",
-             cfg->run_id ? cfg->run_id : "none");
-    snprintf(r->link.prefix, sizeof r->link.prefix, "/elrun/%s/", r->run_id);
-    snprintf(r->link.host, sizeof r->link.host, "%s", cfg->host);
-    r->link.port = cfg->port;
-    r->link.hint = "check --rdzv-endpoint and that the host agent (or "
-                   "'elrun store') runs there";
     r->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (r->evfd < 0 || pipe2(r->stop_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
         int e = -errno;
@@ -948,24 +955,8 @@ static int read_status(struct store_rdzv *r, struct el_rdzv_status *st)
         return rc;
     if (st->round < 0)
         return 0;
-    struct el__rdzv_round rs = {0};
-    for (int64_t round = st->round; round >= 0 && round >= st->round - 1;
-         round--) {
-        if ((rc = st_read_round(&r->e, round, &rs)))
-            return rc;
-        if (rs.members) {
-            st->sealed = round == st->round;
-            st->members_round = round;
-            rc = el__rdzv_member_infos(rs.members, &st->members, &st->nmembers);
-            free(rs.members);
-            if (rc)
-                return FAIL(r, rc,
-                            "round %" PRId64 "'s member list is "
-                            "malformed",
-                            round);
-            break;
-        }
-    }
+    if ((rc = el__rdzv_status_members(&r->e, st)))
+        return rc;
     if (!st->sealed) {
         key(r, k, sizeof k, "r%" PRId64 "/joined", st->round);
         if ((rc = get_int(r, k, 0, &st->joined)))
@@ -992,13 +983,7 @@ int el__rdzv_store_status(const struct el_rdzv_config *cfg,
         return -ENOMEM;
     r->e.base.ops = &store_ops;
     r->e.ops = &store_state;
-    r->link.io_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 5000;
-    snprintf(r->run_id, sizeof r->run_id, "%s",
-             cfg->run_id ? cfg->run_id : "none");
-    snprintf(r->link.prefix, sizeof r->link.prefix, "/elrun/%s/", r->run_id);
-    snprintf(r->link.host, sizeof r->link.host, "%s", cfg->host);
-    r->link.port = cfg->port;
-    r->link.hint = "check --rdzv-endpoint and that the job's store runs there";
+    init_link(r, cfg, cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 5000);
     int rc = el__rdzv_link_secret(&r->link, cfg, err, errlen);
     if (rc == 0 && !(rc = el__rdzv_ensure(&r->e.base, &r->link, -1,
                                           el_now_ms() + r->link.io_timeout_ms)))

@@ -192,7 +192,7 @@ static int draw(const struct cli_view *v, struct el_events_log *lg, int tty,
                 int clear)
 {
     struct el_rdzv_status st;
-    char err[1400];
+    char err[1400] = "";
     if (el_rdzv_status_read(&v->rc, &st, err, sizeof err)) {
         fprintf(stderr, "elrun status: error: %s\n", err);
         return 1;

@@ -97,6 +97,8 @@ int el_rdzv_status_read(const struct el_rdzv_config *cfg,
 {
     memset(st, 0, sizeof *st);
     st->round = st->members_round = -1;
+    if (errlen)
+        err[0] = 0;
     const char *b = cfg->backend ? cfg->backend : "";
     if (!strcmp(b, "c10d"))
         return el__rdzv_store_status(cfg, st, err, errlen);

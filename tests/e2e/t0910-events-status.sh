@@ -194,6 +194,7 @@ test_expect_success 'bad flags and an endpoint nobody serves: one clear line eac
     grep -q "cannot reach the rendezvous store at 127.0.0.1:$p" "$T/b4"
     st=0; "$ELRUN" status --rdzv-endpoint=127.0.0.1:$p --rdzv-id=j1 2>"$T/b5" || st=$?
     [[ $st == 1 && $(wc -l <"$T/b5") == 1 ]]
+    grep -q "^elrun status: error: cannot reach the rendezvous store at 127.0.0.1:$p (Connection refused)" "$T/b5"
     cat "$T/b1" "$T/b2" "$T/b3" "$T/b4" "$T/b5"
 '
 

@@ -6,6 +6,7 @@
  * status_cmd.c (view.h).
  */
 #include <errno.h>
+#include <jansson.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include "cli/view.h"
 #include "elrun/err.h"
 #include "elrun/events.h"
+#include "elrun/job.h"
 #include "elrun/rdzv.h"
 
 #define usage cjob_usage /* "elrun VERB: error: ..." (job_cmd.c) */
@@ -68,10 +70,10 @@ int cli_view_flag(struct cli_view *v, int argc, char **argv, int *i)
     return 0;
 }
 
-int cli_view_finish(struct cli_view *v)
+/* v->rc from the flags; 0 or 2 after printing a usage error. */
+static int view_config(struct cli_view *v)
 {
     char err[1400];
-    v->sigfd = -1;
     if (!v->endpoint || !*v->endpoint || !v->run_id || !*v->run_id)
         return usage(v->verb, "which job? give --rdzv-endpoint=HOST:PORT and "
                               "--rdzv-id=ID, as the job's agents were given");
@@ -116,12 +118,91 @@ int cli_view_finish(struct cli_view *v)
             rc->secret = v->secret;
         }
     }
+    return 0;
+}
+
+int cli_view_finish(struct cli_view *v)
+{
+    v->sigfd = -1;
+    int rc = v->handle && !v->endpoint && !v->run_id ? cli_view_handle(v) : 0;
+    if (rc || (rc = view_config(v)))
+        return rc;
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigprocmask(SIG_BLOCK, &set, NULL);
     v->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    return 0;
+}
+
+/* The first line of dir/name into buf ("" if none). */
+static void read_line(const char *dir, const char *name, char *buf, size_t cap)
+{
+    char p[4400];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    buf[0] = 0;
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return;
+    if (fgets(buf, (int)cap, f))
+        buf[strcspn(buf, "\n")] = 0;
+    fclose(f);
+}
+
+int cli_view_handle(struct cli_view *v)
+{
+    struct el_job_handle h;
+    char err[1400], home[3800], dir[4200];
+    if (el_job_parse_handle(v->handle, &h, err, sizeof err))
+        return usage(v->verb, "%s", err);
+    if (strcmp(h.sched, "local"))
+        return usage(v->verb,
+                     "%s: the endpoint of a %s job is not recorded here; "
+                     "give --rdzv-endpoint and --rdzv-id",
+                     v->handle, h.sched);
+    cjob_home(home, sizeof home);
+    snprintf(dir, sizeof dir, "%s/jobs/local/%s", home, h.id);
+    char p[4300];
+    snprintf(p, sizeof p, "%s/job.json", dir);
+    json_t *spec = json_load_file(p, 0, NULL);
+    if (!spec)
+        return usage(v->verb,
+                     "no job %s: nothing at %s (elrun list shows the jobs)",
+                     v->handle, dir);
+    const char *be = json_string_value(json_object_get(spec, "rdzv_backend"));
+    const char *ep = json_string_value(json_object_get(spec, "rdzv_endpoint"));
+    snprintf(v->h_backend, sizeof v->h_backend, "%s", be ? be : "c10d");
+    if (!strncmp(v->h_backend, "etcd", 4))
+        snprintf(v->h_endpoint, sizeof v->h_endpoint, "%s", ep ? ep : "");
+    else
+        read_line(dir, "store.addr", v->h_endpoint, sizeof v->h_endpoint);
+    json_decref(spec);
+    if (!v->h_endpoint[0])
+        return usage(v->verb,
+                     "%s: a one-node job's store is its agent's, on a "
+                     "port the job does not record; give --rdzv-endpoint "
+                     "and --rdzv-id",
+                     v->handle);
+    /* The supervisor runs attempt N as rendezvous id <id>-N; "restarts"
+     * holds at least the newest N: take the newest with a rendezvous. */
+    char line[64];
+    read_line(dir, "restarts", line, sizeof line);
+    v->endpoint = v->h_endpoint;
+    v->backend = v->h_backend;
+    v->run_id = v->h_id;
+    for (int n = atoi(line); n >= 0; n--) {
+        snprintf(v->h_id, sizeof v->h_id, "%s-%d", h.id, n);
+        struct el_rdzv_status st;
+        if (n == 0 || view_config(v))
+            break;
+        if (el_rdzv_status_read(&v->rc, &st, err, sizeof err) == 0) {
+            int found = st.round >= 0;
+            el_rdzv_status_free(&st);
+            if (found)
+                break;
+        }
+    }
     return 0;
 }
 
@@ -151,7 +232,7 @@ static void print(const struct el_event *evs, int n, int as_json)
 }
 
 static const char events_usage[] =
-    "usage: elrun events --rdzv-endpoint=HOST:PORT --rdzv-id=ID "
+    "usage: elrun events (--rdzv-endpoint=HOST:PORT --rdzv-id=ID | HANDLE) "
     "[--rdzv-backend c10d|etcd] [--rdzv-conf K=V,...] [--json] [-f] [-n N]";
 
 int cli_events_main(int argc, char **argv)
@@ -175,6 +256,8 @@ int cli_events_main(int argc, char **argv)
             if (*end || n <= 0)
                 return usage("events", "-n %s: expected a count > 0", argv[i]);
             last_n = (int)n;
+        } else if (a[0] != '-' && !v.handle) {
+            v.handle = a;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("%s\n(docs/EVENTS.md)\n", events_usage);
             return 0;

@@ -24,6 +24,9 @@ struct cli_view {
     char host[EL_HOST_MAX];
     uint8_t secret[EL_STORE_SECRET_MAX + 1];
     int sigfd; /* SIGINT, SIGTERM (blocked), -1: none */
+    /* From a job handle (cli_view_handle): */
+    char h_endpoint[300], h_id[200], h_backend[16];
+    const char *handle;
 };
 
 /* Take argv[*i] (and its value) if it is one of the rendezvous flags
@@ -36,6 +39,13 @@ int cli_view_flag(struct cli_view *v, int argc, char **argv, int *i);
  * ELRUN_SECRET_FILE); block SIGINT and SIGTERM into v->sigfd.  0, or 2 after
  * printing a usage error. */
 int cli_view_finish(struct cli_view *v);
+
+/* Take the endpoint, id and backend of a job of `elrun submit -s local`
+ * (HANDLE as it printed): its job directory's store.addr (c10d) or spec
+ * (etcd), and the id of its newest attempt that has a rendezvous.  Call
+ * after cli_view_finish found no --rdzv flags (it does: v->handle).  0, or 2
+ * after printing what is missing. */
+int cli_view_handle(struct cli_view *v);
 
 /* Wait up to ms for SIGINT/SIGTERM: 1 when one came. */
 int cli_view_signaled(struct cli_view *v, int ms);

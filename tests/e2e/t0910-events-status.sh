@@ -15,7 +15,18 @@
 . "$(dirname "$0")/t01-common.bash"
 INFRA="$ROOT/tests/infra"
 export ETCD_BASE="$T/etcd"
-trap 'bash "$INFRA/etcd-stop.sh" all >/dev/null 2>&1; _cleanup' EXIT
+# The job of `elrun submit` left the script's process tree (setsid): end
+# its supervisor and agents (their pid files; an elrun by its cmdline).
+jobs_cleanup() {
+    local f p
+    for f in "$T"/home/jobs/local/*/supervisor.pid "$T"/home/jobs/local/*/replicas/*/pid; do
+        [[ -f $f ]] || continue
+        p=$(cat "$f")
+        tr "\0" " " <"/proc/$p/cmdline" 2>/dev/null | grep -q elrun && kill -KILL "$p" 2>/dev/null
+    done
+    return 0
+}
+trap 'jobs_cleanup; bash "$INFRA/etcd-stop.sh" all >/dev/null 2>&1; _cleanup' EXIT
 
 WORKER='while :; do sleep 0.2; done'
 CONF=last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=2
@@ -235,6 +246,18 @@ test_expect_success '--event-log-handler console: torchrun'"'"'s status event JS
     wait $p || true
     grep "^{\"name\": \"torchelastic.worker.status.FAILED\"" "$T/tt.err" |
         python3 -c "import json,sys; e=json.loads(sys.stdin.read()); assert \"SignalException: Process\" in e[\"metadata\"][\"raw_error\"], e"
+'
+
+test_expect_success 'elrun events HANDLE: a job of elrun submit -s local, from its job directory' '
+    export ELRUN_HOME=$T/home
+    printf "#!/bin/sh\n%s\n" "$WORKER" >"$T/sleeper.sh"; chmod +x "$T/sleeper.sh"
+    h=$("$ELRUN" submit -j 2x1 --no-python "$T/sleeper.sh")
+    wait_until "\"$ELRUN\" events $h 2>/dev/null | grep -q \"round    2 nodes, world 2 .*cause: start\"" 60
+    "$ELRUN" events "$h" --json | python3 -c "import json,sys; e=[json.loads(l) for l in sys.stdin]; assert e[0][\"kind\"] == \"round\", e"
+    "$ELRUN" cancel "$h"
+    st=0; "$ELRUN" events local://elrun/nosuch 2>"$T/nosuch" || st=$?
+    [[ $st == 2 ]]
+    grep -q "no job local://elrun/nosuch: nothing at" "$T/nosuch"
 '
 
 # ---- the same on etcd ----

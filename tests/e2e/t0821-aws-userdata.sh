@@ -63,6 +63,7 @@ wait_for_file "$T/ec2/port"
 wait_for_file "$T/https.port"
 EC2="http://10.77.0.254:$(cat "$T/ec2/port")"
 URL="https://10.77.0.254:$(cat "$T/https.port")/elrun"
+cd "$T" || exit 1
 # EFS holds the program (docs/AWS.md: paths are relative to EFS's root).
 cp "$TRAIN" "$T/efs/train_fmnist"
 

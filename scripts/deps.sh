@@ -19,15 +19,30 @@ pkgs=(
   clang-format                 # scripts/format-check.sh
   slurmctld slurmd slurm-client munge  # a real Slurm for the job tests (t0810)
   libhttp-parser-dev prometheus # /metrics requests; promtool and a real Prometheus in tests
-  awscli                       # the aws CLI elrun drives for -s aws_batch and elrun aws; t0820 (cfn-lint is not in Debian)
+  awscli                       # the aws CLI elrun drives for -s aws_batch and elrun aws; t0820 (its CloudFormation validator is npm's: tests/aws)
   libyaml-dev nftables curl python3-yaml  # k8s-controller kubeconfigs (libyaml dlopen()ed); the k8s simulator (kubectl 1.20: tests/infra/k8s/install-deps.sh)
 )
+
+# tests/aws: the CloudFormation validator t0820 runs, npm packages pinned by
+# tests/aws/package-lock.json (node_modules is not committed).  Done again
+# only when the lock changed; without npm it is left out with one line (t0820
+# then skips that case and says why).
+npm_deps() {
+  local d
+  d="$(cd "$(dirname "$0")/.." && pwd)/tests/aws"
+  command -v npm >/dev/null || { echo "deps: no npm: tests/aws (t0820's CloudFormation validator) left out" >&2; return 0; }
+  cmp -s "$d/package-lock.json" "$d/node_modules/.elrun-installed-lock" && return 0
+  echo "deps: npm ci in tests/aws"
+  (cd "$d" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null) ||
+    { echo "deps: npm ci in tests/aws failed" >&2; return 1; }
+  cp "$d/package-lock.json" "$d/node_modules/.elrun-installed-lock"
+}
 
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-((${#missing[@]} == 0)) && exit 0
+if ((${#missing[@]} == 0)); then npm_deps; exit 0; fi
 
 sudo=()
 if ((EUID != 0)); then
@@ -38,4 +53,5 @@ echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=300 update -qq
 "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+npm_deps
 echo "deps: done"

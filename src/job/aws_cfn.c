@@ -7,8 +7,9 @@
  * group, ec2:DescribeInstances to find etcd), an etcd Auto Scaling group of
  * 1 or 3 and a worker group of MIN..MAX (desired N, spot with a maximum
  * price when asked).  The user data (Debian 12 images) mounts EFS, installs
- * etcd or elrun, and starts the agent with --rdzv-backend=etcd and a spot
- * interruption watcher that SIGTERMs the agent on EC2's two-minute notice.
+ * etcd or elrun, and starts the agent with --rdzv-backend=etcd and, on
+ * spot, its preemption notice hook (--preempt-notice-cmd) pointed at EC2's
+ * two-minute interruption notice in the instance metadata (IMDSv2).
  * Pure; see job_aws.h.
  */
 #include <errno.h>
@@ -106,17 +107,36 @@ char *el_aws_user_data_worker(const struct el_aws_template *t)
     find_etcd(&b, t->name, t->etcd_nodes);
     put(&b, "endpoint=$(for ip in $ips; do printf '%%s:2379,' \"$ip\"; done |"
             " sed 's/,$//')\n");
+    int spot = t->spot_price != NULL;
+    if (spot)
+        put(&b,
+            "# EC2's spot interruption notice (two minutes ahead): the agent "
+            "runs this every second (--preempt-notice-cmd); exit 0 is a "
+            "notice.  IMDSv2: a session token first, then "
+            "spot/instance-action, which is 404 until EC2 schedules the "
+            "interruption.\n"
+            "cat >/usr/local/bin/elrun-spot-notice <<'EOF'\n#!/bin/sh\n"
+            "t=$(curl -fs -m 2 -X PUT -H 'X-aws-ec2-metadata-token-ttl-"
+            "seconds: 60' http://169.254.169.254/latest/api/token) || exit 1\n"
+            "exec curl -fs -m 2 -o /dev/null -H \"X-aws-ec2-metadata-token: "
+            "$t\" http://169.254.169.254/latest/meta-data/spot/"
+            "instance-action\nEOF\n"
+            "chmod 755 /usr/local/bin/elrun-spot-notice\n");
     put(&b,
         "cat >/etc/systemd/system/elrun-worker.service <<EOF\n"
         "[Unit]\nDescription=elrun agent of fleet %s\n"
         "After=network-online.target remote-fs.target\n[Service]\n"
         "WorkingDirectory=/mnt/efs\n"
-        "Environment=PYTHONUNBUFFERED=1 ELRUN_CKPT_DIR=/mnt/efs/%s/ckpt\n"
+        "Environment=PYTHONUNBUFFERED=1 ELRUN_LOG_LEVEL=info "
+        "ELRUN_CKPT_DIR=/mnt/efs/%s/ckpt\n"
         "ExecStartPre=/bin/mkdir -p /mnt/efs/%s/ckpt\n"
         "ExecStart=/usr/local/bin/elrun --nnodes=%d:%d --nproc-per-node=%d "
-        "--rdzv-backend=etcd --rdzv-endpoint=$endpoint --rdzv-id=%s",
+        "--rdzv-backend=etcd --rdzv-endpoint=$endpoint --rdzv-id=%s%s",
         t->name, t->name, t->name, t->size.min_nodes, t->size.max_nodes,
-        t->size.nproc, t->name);
+        t->size.nproc, t->name,
+        spot ? " --preempt-notice-secs 110 --preempt-notice-cmd "
+               "/usr/local/bin/elrun-spot-notice"
+             : "");
     for (int i = 0; i < t->n_launcher; i++) {
         char *q = el_job_shell_quote(t->launcher[i]);
         if (!q) {
@@ -126,27 +146,15 @@ char *el_aws_user_data_worker(const struct el_aws_template *t)
         put(&b, " %s", q);
         free(q);
     }
+    /* On the notice the agent has its workers checkpoint at once and leaves
+     * the job 110 s later (exit 75); EC2's shutdown before that is
+     * systemd's SIGTERM, the same preemption.  TimeoutStopSec leaves the
+     * agent its stop grace and the workers' checkpoint on SIGTERM. */
     put(&b, "\nKillSignal=SIGTERM\nKillMode=mixed\nTimeoutStopSec=110\n"
             "Restart=no\nStandardOutput=append:/var/log/elrun-worker.log\n"
-            "StandardError=inherit\nEOF\n");
-    put(&b, "# EC2's spot interruption notice (two minutes ahead, polled "
-            "every 5 s as AWS advises): SIGTERM the agent, which stops its "
-            "workers and leaves the rendezvous so the others go on.\n"
-            "cat >/usr/local/bin/elrun-spot-watch <<'EOF'\n#!/bin/bash\n"
-            "while sleep 5; do\n"
-            "  t=$(curl -fsS -X PUT http://169.254.169.254/latest/api/token "
-            "-H 'X-aws-ec2-metadata-token-ttl-seconds: 60') || continue\n"
-            "  if a=$(curl -fsS -H \"X-aws-ec2-metadata-token: $t\" "
-            "http://169.254.169.254/latest/meta-data/spot/instance-action); "
-            "then\n"
-            "    echo \"elrun-spot-watch: interruption notice $a\" >>"
-            "/var/log/elrun-worker.log\n"
-            "    systemctl stop elrun-worker\n    exit 0\n  fi\ndone\nEOF\n"
-            "chmod 755 /usr/local/bin/elrun-spot-watch\n"
-            "cat >/etc/systemd/system/elrun-spot-watch.service <<EOF\n"
-            "[Service]\nExecStart=/usr/local/bin/elrun-spot-watch\nEOF\n"
+            "StandardError=inherit\nEOF\n"
             "systemctl daemon-reload\n"
-            "systemctl start elrun-spot-watch elrun-worker\n");
+            "systemctl start elrun-worker\n");
     return done(&b);
 }
 

@@ -9,8 +9,10 @@
 # not: AWS's server-side checks, IAM, scheduling.  --dryrun's first document
 # goes to `aws batch register-job-definition --cli-input-json` as it is.
 # Inside a "Batch node" (AWS_BATCH_* set by hand) two agents rendezvous with
-# no rendezvous flags.  `elrun aws template` output passes cfn-lint (when the
-# machine has it: it is not a Debian package).
+# no rendezvous flags.  Every variant of `elrun aws template` passes a real
+# CloudFormation validator: npm's cfn-lint on AWS's resource specification
+# (tests/aws, installed by scripts/deps.sh), and the Python cfn-lint where
+# the machine has it.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/t01-common.bash"
 
@@ -217,37 +219,83 @@ EOF
     grep -q "world=2" w.1
 '
 
-if [[ -n $CFN_LINT ]]; then
-test_expect_success 'elrun aws template: cfn-lint passes it (new VPC/EFS; existing ones; spot), and catches a broken one' '
-    "$ELRUN" aws template --name demo -j 2:4x2 --desired 3 --etcd 3 --spot-price 0.5 \
-        --elrun-url https://example.com/elrun -o tpl.json --max-restarts 3 train.py --epochs 3
-    "$CFN_LINT" tpl.json
-    "$ELRUN" aws template --name demo2 --vpc vpc-0123456789abcdef0 \
-        --subnets subnet-0123456789abcdef0,subnet-0123456789abcdef1 --efs fs-0123456789abcdef0 \
-        --elrun-url https://example.com/elrun train.py >tpl2.json
-    "$CFN_LINT" tpl2.json
+# Every variant of the template: 1 or 3 etcd, spot or not, a new network
+# and EFS, an existing VPC, an existing VPC and EFS.
+tpl_variants() {
+    local e s v f
+    for e in 1 3; do for s in off on; do for v in new vpc vpc+efs; do
+        f="$T/tpl-etcd$e-spot$s-$v.json"
+        local a=(--name "v$e$s${v//+/-}" -j 2:4x2 --desired 3 --etcd $e --elrun-url https://example.com/elrun -o "$f")
+        [[ $s == on ]] && a+=(--spot-price 0.5)
+        [[ $v == vpc* ]] && a+=(--vpc vpc-0123456789abcdef0 --subnets subnet-0123456789abcdef0,subnet-0123456789abcdef1)
+        [[ $v == vpc+efs ]] && a+=(--efs fs-0123456789abcdef0)
+        "$ELRUN" aws template "${a[@]}" --max-restarts 3 train.py --epochs 3 || return 1
+        echo "$f"
+    done; done; done
+}
+# break_tpl IN OUT PYTHON: OUT is IN with the resources r changed by PYTHON.
+break_tpl() {
     python3 -c "
-import json; t=json.load(open(\"tpl.json\")); del t[\"Resources\"][\"WorkerGroup\"][\"Properties\"][\"MaxSize\"]
-t[\"Resources\"][\"WorkerGroup\"][\"Properties\"][\"LaunchTemplate\"][\"LaunchTemplateId\"]={\"Ref\":\"NoSuchThing\"}
-json.dump(t, open(\"broken.json\",\"w\"))"
-    # the user data is bash that parses
-    python3 -c "
-import json
-t = json.load(open(\"tpl.json\"))[\"Resources\"]
+import json, sys
+t = json.load(open(sys.argv[1])); r = t[\"Resources\"]
+$3
+json.dump(t, open(sys.argv[2], \"w\"))" "$1" "$2"
+}
+NODE=$(command -v node || true)
+CFN_VALIDATE="$ROOT/tests/aws/cfn-validate.js"
+if [[ -n $NODE ]]; then
+test_expect_success 'elrun aws template: every variant passes the CloudFormation validator (npm: cfn-lint on AWS'"'"'s resource specification), which catches broken ones' '
+    [[ -d $ROOT/tests/aws/node_modules/cfn-lint ]] || { echo "tests/aws/node_modules is missing: run scripts/deps.sh (npm ci in tests/aws)"; false; }
+    tpl_variants >variants
+    test "$(wc -l <variants)" = 12
+    "$NODE" "$CFN_VALIDATE" $(cat variants) >val.out
+    cat val.out
+    test "$(grep -c ": valid$" val.out)" = 12
+    # the user data of each is bash that parses, no CloudFormation variable left
+    for f in $(cat variants); do
+        python3 -c "
+import json, sys
+t = json.load(open(sys.argv[1]))[\"Resources\"]
 for n in (\"WorkerLaunchTemplate\", \"EtcdLaunchTemplate\"):
     sub = t[n][\"Properties\"][\"LaunchTemplateData\"][\"UserData\"][\"Fn::Base64\"][\"Fn::Sub\"]
     text = sub[0] if isinstance(sub, list) else sub
-    open(n + \".sh\", \"w\").write(text.replace(\"\${AWS::Region}\", \"us-east-1\").replace(\"\${FileSystemId}\", \"fs-1\"))"
-    bash -n WorkerLaunchTemplate.sh
-    bash -n EtcdLaunchTemplate.sh
-    refute grep -q "[$][{]" WorkerLaunchTemplate.sh
-    refute "$CFN_LINT" broken.json >lint.out
-    cat lint.out
-    grep -q "MaxSize" lint.out
-    grep -q "NoSuchThing" lint.out
+    open(n + \".sh\", \"w\").write(text.replace(\"\${AWS::Region}\", \"us-east-1\").replace(\"\${FileSystemId}\", \"fs-1\"))" "$f"
+        bash -n WorkerLaunchTemplate.sh
+        bash -n EtcdLaunchTemplate.sh
+        refute grep -q "[$][{]" WorkerLaunchTemplate.sh
+    done
+    # broken on purpose: each is refused, with the reason
+    t=$(head -1 variants)
+    break_tpl "$t" b1.json "del r[\"WorkerGroup\"][\"Properties\"][\"MaxSize\"]"
+    break_tpl "$t" b2.json "r[\"WorkerGroup\"][\"Properties\"][\"LaunchTemplate\"][\"LaunchTemplateId\"] = {\"Ref\": \"NoSuchThing\"}"
+    break_tpl "$t" b3.json "r[\"WorkerGroup\"][\"Properties\"][\"LaunchTemplate\"][\"Version\"] = {\"Fn::GetAtt\": [\"WorkerLaunchTemplate\", \"LatestVersion\"]}"
+    break_tpl "$t" b4.json "r[\"WorkerLaunchTemplate\"][\"Properties\"][\"LaunchTemplateData\"][\"MetadataOptions\"][\"HttpToken\"] = \"required\""
+    break_tpl "$t" b5.json "r[\"LogGroup\"][\"Type\"] = \"AWS::Logs::LogGroups\""
+    for i in 1 2 3 4 5; do refute "$NODE" "$CFN_VALIDATE" b$i.json >b$i.out; cat b$i.out; done
+    grep -q "b1.json: crit: .*Required property MaxSize missing for type AWS::AutoScaling::AutoScalingGroup" b1.out
+    grep -q "b2.json: crit: .*Referenced value NoSuchThing does not exist" b2.out
+    grep -q "b3.json: crit: .*No such attribute LatestVersion on AWS::EC2::LaunchTemplate" b3.out
+    grep -q "b4.json: crit: .*HttpToken is not a valid property of AWS::EC2::LaunchTemplate.MetadataOptions" b4.out
+    grep -q "b5.json: crit: .*No such resource AWS::Logs::LogGroups" b5.out
+    # the good ones in the same run stay good
+    refute "$NODE" "$CFN_VALIDATE" "$t" b1.json >mix.out
+    grep -q "$t: valid" mix.out
 '
 else
-    test_skip 'elrun aws template passes cfn-lint' 'no cfn-lint on this machine (not a Debian package)'
+    test_skip 'elrun aws template passes the CloudFormation validator' 'no node (Debian: nodejs; then scripts/deps.sh)'
+fi
+
+# An extra, where the machine has it: the Python cfn-lint (PyPI, not Debian).
+if [[ -n $CFN_LINT ]]; then
+test_expect_success 'elrun aws template: the Python cfn-lint passes every variant too' '
+    tpl_variants >variants
+    for f in $(cat variants); do "$CFN_LINT" "$f"; done
+    break_tpl "$(head -1 variants)" broken.json "del r[\"WorkerGroup\"][\"Properties\"][\"MaxSize\"]"
+    refute "$CFN_LINT" broken.json >lint.out
+    grep -q "MaxSize" lint.out
+'
+else
+    test_skip 'elrun aws template passes the Python cfn-lint (an extra)' 'no cfn-lint on this machine (PyPI, not a Debian package)'
 fi
 
 test_expect_success 'elrun aws up/scale/status/down through the aws CLI (the recorder stands in for CloudFormation and Auto Scaling)' '

@@ -291,10 +291,19 @@ TEST(aws_template_resources)
     CHECK_STR(at(wd, "InstanceMarketOptions.SpotOptions.MaxPrice"), "0.42");
     const char *ud = at(wd, "UserData.Fn::Base64.Fn::Sub.0");
     CHECK(strstr(ud, "--nnodes=2:5 --nproc-per-node=4 --rdzv-backend=etcd "
-                     "--rdzv-endpoint=$endpoint --rdzv-id=demo 'train.py' "
+                     "--rdzv-endpoint=$endpoint --rdzv-id=demo "
+                     "--preempt-notice-secs 110 --preempt-notice-cmd "
+                     "/usr/local/bin/elrun-spot-notice 'train.py' "
                      "'--epochs' '3'"));
     CHECK(strstr(ud, "/mnt/efs nfs4 nfsvers=4.1"));
-    CHECK(strstr(ud, "meta-data/spot/instance-action"));
+    /* Spot (above): the agent's notice hook polls EC2's interruption
+     * notice, IMDSv2 (a token first, sent with the request). */
+    const char *tok = strstr(ud, "http://169.254.169.254/latest/api/token");
+    const char *act = strstr(ud, "http://169.254.169.254/latest/meta-data/"
+                                 "spot/instance-action");
+    CHECK(tok && act && tok < act);
+    const char *hdr = strstr(tok, "-H \"X-aws-ec2-metadata-token: $t\"");
+    CHECK(hdr && hdr < act);
     CHECK(!jat(r, "EtcdLaunchTemplate.Properties.LaunchTemplateData."
                   "InstanceMarketOptions"));
     json_decref(o);
@@ -313,6 +322,10 @@ TEST(aws_template_resources)
     CHECK_STR(at(o, "Outputs.FileSystem.Value"), "fs-9");
     CHECK(!jat(r, "WorkerLaunchTemplate.Properties.LaunchTemplateData."
                   "InstanceMarketOptions"));
+    /* On demand: no notice to poll. */
+    CHECK(!strstr(at(r, "WorkerLaunchTemplate.Properties.LaunchTemplateData."
+                        "UserData.Fn::Base64.Fn::Sub.0"),
+                  "preempt-notice"));
     json_decref(o);
 }
 

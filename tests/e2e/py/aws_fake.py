@@ -9,8 +9,12 @@ Batch (REST-JSON: /v1/registerjobdefinition, /v1/submitjob, /v1/describejobs,
 /v1/terminatejob), CloudWatch Logs (JSON 1.1: Logs_20140328.GetLogEvents),
 and CloudFormation and Auto Scaling (the query protocol, XML answers:
 CreateStack, DescribeStacks, DescribeStackResource, DeleteStack,
-SetDesiredCapacity, DescribeAutoScalingGroups).
-It listens on 127.0.0.1 (an ephemeral port, written to DIR/port), appends
+SetDesiredCapacity, DescribeAutoScalingGroups), and EC2's DescribeInstances
+(query protocol; what the fleet's user data asks to find etcd, t0821), from
+DIR/instances: one instance a line, "ID PRIVATE-IP STATE KEY=VALUE,...",
+the tags last, filtered by tag:KEY and instance-state-name.
+It listens on 127.0.0.1 or $AWS_FAKE_ADDR (an ephemeral port, written to
+DIR/port), appends
 each request as one JSON line to DIR/requests.jsonl, and is steered by files:
 DIR/status (the job's status word, default RUNNING), DIR/fail (every request
 gets a 400 ClientException with the file's text).  SIGTERM ends it.
@@ -20,7 +24,7 @@ import os
 import signal
 import sys
 import uuid
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
 D = sys.argv[1]
@@ -166,8 +170,51 @@ class H(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def instances(self, q):
+        want = {}
+        i = 1
+        while "Filter.%d.Name" % i in q:
+            vals, j = [], 1
+            while "Filter.%d.Value.%d" % (i, j) in q:
+                vals.append(q["Filter.%d.Value.%d" % (i, j)])
+                j += 1
+            want[q["Filter.%d.Name" % i]] = vals
+            i += 1
+        items = []
+        for line in (read("instances", "") or "").splitlines():
+            iid, ip, st, tags = (line.split() + [""])[:4]
+            tags = dict(t.split("=", 1) for t in tags.split(",") if t)
+            ok = True
+            for k, vals in want.items():
+                if k == "instance-state-name":
+                    ok = ok and st in vals
+                elif k.startswith("tag:"):
+                    ok = ok and tags.get(k[4:]) in vals
+                else:
+                    return self.reply(400, {"message": "the recorder does not "
+                                            "filter on %s" % k},
+                                      etype="InvalidParameterValue")
+            if ok:
+                items.append("<item><instanceId>%s</instanceId><instanceState>"
+                             "<code>16</code><name>%s</name></instanceState>"
+                             "<privateIpAddress>%s</privateIpAddress></item>"
+                             % (iid, st, ip))
+        body = ('<DescribeInstancesResponse xmlns="http://ec2.amazonaws.com/'
+                'doc/2016-11-15/"><requestId>r1</requestId><reservationSet>%s'
+                '</reservationSet></DescribeInstancesResponse>' % "".join(
+                    "<item><reservationId>r-%d</reservationId><ownerId>"
+                    "123456789012</ownerId><instancesSet>%s</instancesSet>"
+                    "</item>" % (n, it) for n, it in enumerate(items))).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def query(self, q):
         a, name = q.get("Action"), q.get("StackName", "")
+        if a == "DescribeInstances":
+            return self.instances(q)
         sid = "arn:aws:cloudformation:us-east-1:123456789012:stack/%s/1" % name
         if a == "CreateStack":
             STACKS[name] = "CREATE_COMPLETE"
@@ -233,7 +280,8 @@ class H(BaseHTTPRequestHandler):
 
 
 def main():
-    srv = HTTPServer(("127.0.0.1", 0), H)
+    srv = ThreadingHTTPServer((os.environ.get("AWS_FAKE_ADDR", "127.0.0.1"),
+                               0), H)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
     tmp = os.path.join(D, "port.tmp")
     with open(tmp, "w") as f:

@@ -3,11 +3,12 @@
 # keep-alive window, as docs/AGENT.md says: its store connection falls
 # silent, the store closes it after keep_alive_interval x
 # keep_alive_max_attempt and appends "dead <id>", and the two others are
-# woken at once and re-form without it (plus the last call, as the round
-# is short of MAX).  Not before the window less one interval (the last
-# heartbeat may have come up to one interval before the stop): a silent
-# node cannot be told from a slow one sooner.  The times measured are
-# printed (the figures in docs/AGENT.md); no upper bound is asserted.
+# woken at once and re-form without it (they are all the round expects: no
+# last call).  Not before the window less one interval (the last heartbeat
+# may have come up to one interval before the stop; 0.5 s of slack for a
+# loaded machine): a silent node cannot be told from a slow one sooner.
+# The times measured are printed (the figures in docs/AGENT.md); no upper
+# bound is asserted.
 . "$(dirname "$0")/lib.sh"
 start_store
 
@@ -39,7 +40,8 @@ hung_case() {
     seen=$(ms_of "$(grep -m1 "other nodes are waiting for a new round" "$T/a1.$ka.log")")
     formed=$(ms_of "$(grep -m1 "round [0-9]*: node .* of 2," "$T/a1.$ka.log")")
     echo "keep-alive ${1} s x $2 (window $((win / 1000)) s): the stop seen after $((seen - t0)) ms, the two re-formed after $((formed - t0)) ms" | tee -a "$T/figures"
-    (( seen - t0 >= win - $1 * 1000 ))
+    # 0.5 s of slack: a starved agent's last heartbeat may come late.
+    (( seen - t0 >= win - $1 * 1000 - 500 ))
     grep -q "round [0-9]*: node .* of 2," "$T/a2.$ka.log"
 }
 

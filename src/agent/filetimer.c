@@ -307,6 +307,10 @@ static void request(struct el_agent *a, const char *line, size_t len)
             f->t = t;
             f->cap = cap;
         }
+        /* It goes into log lines: no control characters. */
+        for (char *c = r.scope; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                *c = '?';
         f->t[i].scope = strdup(r.scope);
         if (!f->t[i].scope)
             return;
@@ -362,6 +366,31 @@ static void scope_list(const struct el__ftimer *f, pid_t pid, char *buf,
         snprintf(buf + len, cap - len, "]");
 }
 
+/* Timer pick (-1: none with a signal) of pid, a process of worker wk,
+ * expired: torchrun's records, and the worker reported hung and killed. */
+static void reap(struct el_agent *a, struct el__worker *wk, pid_t pid, int pick,
+                 double now)
+{
+    struct el__ftimer *f = a->ftimer;
+    char scopes[1024], why[1400];
+    scope_list(f, pid, scopes, sizeof scopes);
+    say(a, EL_AGENT_INFO, "Reaping worker_pid=[%d]. Expired timers: %s",
+        (int)pid, scopes);
+    if (pick < 0) {
+        say(a, EL_AGENT_INFO,
+            "No signal specified with worker=[%d]. Do not reap it.", (int)pid);
+        return;
+    }
+    snprintf(why, sizeof why,
+             "its file timer '%.1000s' (TORCHELASTIC_TIMER_FILE) expired "
+             "%.1f s ago%s",
+             f->t[pick].scope, now - f->t[pick].expires,
+             pid == wk->pid ? "" : " in a child process");
+    el__watch_hung(a, wk, pid, f->t[pick].sig, why);
+    say(a, EL_AGENT_INFO, "Successfully reaped worker=[%d] with signal=%d",
+        (int)pid, f->t[pick].sig);
+}
+
 static void reap_expired(struct el_agent *a)
 {
     struct el__ftimer *f = a->ftimer;
@@ -379,27 +408,11 @@ static void reap_expired(struct el_agent *a)
                 f->t[j].sig > 0 &&
                 (pick < 0 || f->t[j].expires < f->t[pick].expires))
                 pick = j;
-        char scopes[1024];
-        scope_list(f, pid, scopes, sizeof scopes);
-        say(a, EL_AGENT_INFO, "Reaping worker_pid=[%d]. Expired timers: %s",
-            (int)pid, scopes);
+        /* Not HEALTHY, or the worker gone or failed: its stop is under
+         * way, the timers are only dropped. */
         int wi = a->state == EL__GS_HEALTHY ? worker_of(a, pid) : -1;
-        if (pick < 0) {
-            say(a, EL_AGENT_INFO,
-                "No signal specified with worker=[%d]. Do not reap it.",
-                (int)pid);
-        } else if (wi >= 0 && !a->w[wi].failed) {
-            char why[1400];
-            snprintf(why, sizeof why,
-                     "its file timer '%.1000s' (TORCHELASTIC_TIMER_FILE) "
-                     "expired %.1f s ago%s",
-                     f->t[pick].scope, now - f->t[pick].expires,
-                     pid == a->w[wi].pid ? "" : " in a child process");
-            el__watch_hung(a, &a->w[wi], pid, f->t[pick].sig, why);
-            say(a, EL_AGENT_INFO,
-                "Successfully reaped worker=[%d] with signal=%d", (int)pid,
-                f->t[pick].sig);
-        }
+        if (wi >= 0 && !a->w[wi].failed)
+            reap(a, &a->w[wi], pid, pick, now);
         for (int j = f->n - 1; j >= 0; j--)
             if (f->t[j].pid == pid)
                 drop(f, j);

@@ -48,6 +48,16 @@ test_expect_success 'a block that ends in time: not killed past its deadline; TO
     refute test -e "$T/ok/pipe"
 '
 
+test_expect_success 'a timer with signal 0 expires: logged as torch does, the worker is not killed' '
+    ft nosig nosig
+    [[ $RC -eq 0 ]] || { tail -20 "$T/nosig/err"; false; }
+    p=$(sed -n "s/^done attempt=0 pid=//p" "$T/nosig/out")
+    [[ -n $p ]]
+    grep -q "Reaping worker_pid=\[$p\]. Expired timers: \[.quick-block.\]" "$T/nosig/err"
+    grep -q "No signal specified with worker=\[$p\]. Do not reap it." "$T/nosig/err"
+    refute grep -q "is hung" "$T/nosig/err"
+'
+
 test_expect_success 'malformed requests and a timer of pid 1: one line each, nobody is killed, the job succeeds' '
     ft bad bad
     [[ $RC -eq 0 ]] || { tail -20 "$T/bad/err"; false; }

@@ -7,6 +7,8 @@ usage: file_timer_worker.py MODE OUT
         kill it); a later attempt runs "ok"
   ok    an expires(after=1) block that ends in 0.1 s, then 2.5 s past its
         deadline: a released timer must not kill
+  nosig a client with signal=0 (torch: "do not kill"): an expires(after=1)
+        block that sleeps 2.5 s must end
   bad   malformed requests (and an expired timer of pid 1) on the pipe
         first, then "ok"
 Writes "done attempt=N pid=P" to OUT when it gets to the end, and
@@ -22,7 +24,7 @@ import torch.distributed.elastic.timer as timer
 mode, out = sys.argv[1], sys.argv[2]
 path = os.environ["TORCHELASTIC_TIMER_FILE"]
 attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
-timer.configure(timer.FileTimerClient(path))
+timer.configure(timer.FileTimerClient(path, signal=0 if mode == "nosig" else 9))
 
 
 def note(line):
@@ -54,6 +56,6 @@ if mode == "hang" and attempt == 0:
     sys.exit(3)
 
 with timer.expires(after=1, scope="quick-block"):
-    time.sleep(0.1)
+    time.sleep(2.5 if mode == "nosig" else 0.1)
 time.sleep(2.5)
 note(f"done attempt={attempt} pid={os.getpid()}")

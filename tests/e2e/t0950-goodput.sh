@@ -89,12 +89,13 @@ test_expect_success 'a preemption notice file: the workers checkpoint at once, t
     final_of notice | grep -q "(3752 steps).*world 2$"
 '
 
-# The three jobs of this script share one store, and torch's worker keys
+# The three jobs of this script share one store, and the workers' keys
 # (/worker/attempt_<round>/) do not carry the run id: the round that
 # follows the hang is attempt 1, where the jobs above left their workers'
-# addresses.  A worker that read a dead rank's address dialled it until its
-# 60 s timeout (the flake of #14, 2 of 3 runs).  Planted here so that the
-# case always meets them: the round's raiser must clear its attempt's keys.
+# addresses.  A worker that read a dead rank's address there dialled it
+# until its 60 s connect timeout (the flake of #14: rank 0 timed out
+# waiting for ranks 1 and 2).  Planted here so that the case always meets
+# them, and a canary checks that the round's opener cleared its attempt.
 test_expect_success 'a SIGSTOPped worker: reported hung with its rank, host and last step, killed, the group restarts' '
     trap gp_stop EXIT
     # What the jobs above leave in attempt 1 (the addresses of dead ranks),

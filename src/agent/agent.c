@@ -129,6 +129,7 @@ void el_agent_close(struct el_agent *a)
     el__obs_close(a);
     el__ev_close(a);
     el__watch_close(a);
+    el__ftimer_close(a);
     if (a->sigfd >= 0) {
         /* A handled signal that came after the run is over would kill the
          * process the moment the mask is restored: it is taken here. */
@@ -650,6 +651,14 @@ static void on_watch(struct el_agent *a)
     check_group(a);
 }
 
+/* filetimer.c's FIFO or clock: a worker whose timer expired was marked
+ * failed and signalled there; its stop follows here. */
+static void on_ftimer(struct el_agent *a, uint64_t tag)
+{
+    el__ftimer_event(a, tag);
+    check_group(a);
+}
+
 static void on_stream(struct el_agent *a, uint64_t tag)
 {
     uint64_t idx = tag - EL__TAG_STREAM;
@@ -682,6 +691,8 @@ static int dispatch(struct el_agent *a)
             on_timer(a);
         else if (tag == EL__TAG_WATCH)
             on_watch(a);
+        else if (tag == EL__TAG_FTIMER || tag == EL__TAG_FTIMER + 1)
+            on_ftimer(a, tag);
         else if (tag >= EL__TAG_PROGRESS)
             el__obs_progress(a, (int)(tag - EL__TAG_PROGRESS));
         else if (tag >= EL__TAG_STREAM)
@@ -847,6 +858,7 @@ static void next_round(struct el_agent *a)
           info.base_rank + a->cfg.nproc - 1, info.world_size, info.store_host,
           info.store_port, a->cfg.nproc);
     el__obs_round(a, &info);
+    el__ftimer_round(a);
     rc = el__agent_start_workers(a, &info, res);
     if (rc == 1) {
         begin_stop(a, EL__STOP_EXEC, SIGKILL);
@@ -879,6 +891,10 @@ int el_agent_run(struct el_agent *a, struct el_rdzv *r,
                  "cannot create the log "
                  "directory under %s: %s",
                  a->cfg.log_dir ? a->cfg.log_dir : "$TMPDIR", strerror(-rc));
+        finish(a, EL_AGENT_EXEC_ERROR);
+        return 0;
+    }
+    if ((rc = el__ftimer_open(a, res->errmsg, sizeof res->errmsg))) {
         finish(a, EL_AGENT_EXEC_ERROR);
         return 0;
     }

@@ -26,6 +26,7 @@ struct el_rdzv_info;
 #define EL__TAG_STREAM 4 /* + 2 * worker index + stream (0 out, 1 err) */
 #define EL__TAG_PROGRESS (1ULL << 40)     /* + worker index (observe.c)       */
 #define EL__TAG_WATCH (UINT64_C(1) << 62) /* watch.c's tick timer */
+#define EL__TAG_FTIMER (UINT64_C(1) << 61) /* filetimer.c: FIFO, +1 clock */
 
 #define EL__LINE_MAX 65536 /* a teed line longer than this is cut */
 
@@ -110,7 +111,8 @@ struct el_agent {
     struct el__agent_obs *obs; /* observe.c's metrics; NULL when off      */
     struct el__agent_ev *ev;   /* events.c's state; NULL without events   */
     int64_t woke_ns; /* when epoll_wait last returned (el_now_ns)      */
-    struct el__watch *watch; /* watch.c's state, NULL when nothing to watch */
+    struct el__watch *watch;   /* watch.c's state, NULL when nothing to watch */
+    struct el__ftimer *ftimer; /* filetimer.c's server, NULL when off */
 };
 
 /* spawn.c.  Create <log_dir>/<run_id>_<rand> (a new /tmp/torchelastic_*
@@ -208,6 +210,41 @@ int el__watch_reaped(struct el_agent *a, pid_t pid, int status);
 int el__watch_preempted(const struct el_agent *a);
 void el__watch_env(const struct el_agent *a, const struct el__worker *w,
                    char *hb, size_t hbcap, char *sig, size_t sigcap);
+
+/* watch.c.  Report worker wk hung (one ERROR line naming rank, host and
+ * why), mark it failed, and send sig to target (-pid: its process group),
+ * followed by SIGCONT unless sig is SIGKILL.  The group's stop and restart
+ * follow as for a crash (check_group). */
+void el__watch_hung(struct el_agent *a, struct el__worker *wk, pid_t target,
+                    int sig, const char *why);
+
+/* filetimer.c: torch's FileTimerServer (TORCHELASTIC_ENABLE_FILE_TIMER=1).
+ * el__ftimer_open (once the run directory exists): make the FIFO and add
+ * it and its clock to a->epfd; 0 when off or done, else -errno with a
+ * one-line message in err.  el__ftimer_close removes the FIFO.
+ * el__ftimer_round drops every timer (a new round's workers start).
+ * el__ftimer_event handles EL__TAG_FTIMER (+1): reads requests, reaps
+ * expired timers through el__watch_hung.  el__ftimer_path: the value of
+ * the workers' TORCHELASTIC_TIMER_FILE ("" for none). */
+struct el__ftimer;
+int el__ftimer_enabled(void);
+int el__ftimer_open(struct el_agent *a, char *err, size_t errlen);
+void el__ftimer_close(struct el_agent *a);
+void el__ftimer_round(struct el_agent *a);
+void el__ftimer_event(struct el_agent *a, uint64_t tag);
+const char *el__ftimer_path(const struct el_agent *a);
+
+/* filetimer.c.  One request line (not NUL-terminated, len bytes): 0 and
+ * *r filled, or EL_EFORMAT with what is wrong in err.  Never crashes on any
+ * bytes (tests/fuzz/fuzz_ftimer.c). */
+struct el__ftimer_req {
+    pid_t pid;
+    double expires; /* time.time() seconds; < 0: a release */
+    int sig;        /* <= 0: do not kill */
+    char scope[4096];
+};
+int el__ftimer_parse(const char *line, size_t len, struct el__ftimer_req *r,
+                     char *err, size_t errlen);
 
 int el__rm_rf(const char *path);
 int el__mkdir_p(const char *path);

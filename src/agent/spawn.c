@@ -123,8 +123,9 @@ static const char *const env_set_names[] = {
     "NCCL_ASYNC_ERROR_HANDLING",
     "TORCH_NCCL_ASYNC_ERROR_HANDLING",
     "ELRUN_HEARTBEAT_FILE",
-    "ELRUN_PREEMPT_SIGNAL", /* watch.c's */
-    "ELRUN_PROGRESS_FD",    /* last: set only with metrics (observe.c) */
+    "ELRUN_PREEMPT_SIGNAL",    /* watch.c's */
+    "TORCHELASTIC_TIMER_FILE", /* filetimer.c's; this and the last: */
+    "ELRUN_PROGRESS_FD",       /* left out when empty (observe.c's) */
 };
 #define N_ENV_SET (sizeof env_set_names / sizeof env_set_names[0])
 
@@ -165,10 +166,13 @@ static char **build_env(const struct el_agent *a, const struct el__worker *w,
     snprintf(vals[16], sizeof vals[16], "%s", nccl ? nccl : "1");
     snprintf(vals[17], sizeof vals[17], "%s", tnccl ? tnccl : "1");
     el__watch_env(a, w, vals[18], sizeof vals[18], vals[19], sizeof vals[19]);
-    vals[20][0] = 0;
+    snprintf(vals[20], sizeof vals[20], "%s", el__ftimer_path(a));
+    vals[21][0] = 0;
     if (progress_fd >= 0)
-        snprintf(vals[20], sizeof vals[20], "%d", progress_fd);
-    size_t nset = progress_fd >= 0 ? N_ENV_SET : N_ENV_SET - 1;
+        snprintf(vals[21], sizeof vals[21], "%d", progress_fd);
+    int skip[N_ENV_SET] = {0};
+    skip[N_ENV_SET - 2] = !vals[N_ENV_SET - 2][0];
+    skip[N_ENV_SET - 1] = !vals[N_ENV_SET - 1][0];
 
     size_t n = 0, bytes = 0;
     for (char **e = environ; *e; e++) {
@@ -177,9 +181,11 @@ static char **build_env(const struct el_agent *a, const struct el__worker *w,
         n++;
         bytes += strlen(*e) + 1;
     }
-    for (size_t i = 0; i < nset; i++)
-        bytes += strlen(env_set_names[i]) + strlen(vals[i]) + 2;
-    n += nset;
+    for (size_t i = 0; i < N_ENV_SET; i++)
+        if (!skip[i]) {
+            bytes += strlen(env_set_names[i]) + strlen(vals[i]) + 2;
+            n++;
+        }
     char **envp = malloc((n + 1) * sizeof *envp + bytes);
     if (!envp)
         return NULL;
@@ -193,7 +199,9 @@ static char **build_env(const struct el_agent *a, const struct el__worker *w,
         envp[j++] = s;
         s += l;
     }
-    for (size_t i = 0; i < nset; i++) {
+    for (size_t i = 0; i < N_ENV_SET; i++) {
+        if (skip[i])
+            continue;
         int l = sprintf(s, "%s=%s", env_set_names[i], vals[i]);
         envp[j++] = s;
         s += l + 1;

@@ -11,6 +11,9 @@
  * group, output to /dev/null, one at a time), tells workers of a notice,
  * and stats each live worker's heartbeat file.
  *
+ * el__watch_hung is the one way a hung worker is reported and killed: for
+ * a stall here, for an expired file timer in filetimer.c.
+ *
  * Heartbeats are files, not pipes: ELRUN_HEARTBEAT_FILE=<worker dir>/
  * heartbeat, which the worker rewrites with its step (el_worker_heartbeat,
  * or `echo STEP > "$ELRUN_HEARTBEAT_FILE"` from any language).  A change of
@@ -364,22 +367,41 @@ static void check_beats(struct el_agent *a)
             continue;
         if (now - b->seen_ns < 2 * limit && !is_stopped(wk->pid))
             continue;
-        char step[32];
+        char step[32], why[200];
         read_small(path, step, sizeof step);
         step[strcspn(step, "\n")] = 0;
         if (!step[0])
             snprintf(step, sizeof step, "unknown");
-        say(a, EL_AGENT_ERROR,
-            "worker rank %d (local_rank %d, pid %d) on "
-            "%s is hung: no heartbeat for %.1f s (last step %s; "
-            "--worker-stall-timeout %g s); killing it",
-            wk->global_rank, wk->local_rank, (int)wk->pid, w->host,
-            (double)(now - b->seen_ns) / 1e9, step,
-            a->cfg.worker_stall_ms / 1000.0);
-        wk->failed = 1;
-        wk->fail_time = (int64_t)time(NULL);
-        kill(-wk->pid, SIGKILL);
+        snprintf(why, sizeof why,
+                 "no heartbeat for %.1f s (last step %s; "
+                 "--worker-stall-timeout %g s)",
+                 (double)(now - b->seen_ns) / 1e9, step,
+                 a->cfg.worker_stall_ms / 1000.0);
+        el__watch_hung(a, wk, -wk->pid, SIGKILL, why);
     }
+}
+
+void el__watch_hung(struct el_agent *a, struct el__worker *wk, pid_t target,
+                    int sig, const char *why)
+{
+    char host[256], how[64] = "";
+    if (a->watch)
+        snprintf(host, sizeof host, "%s", a->watch->host);
+    else
+        el_agent_fqdn(host, sizeof host);
+    if (sig != SIGKILL)
+        snprintf(how, sizeof how, " with signal %d (%s)", sig,
+                 sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+    say(a, EL_AGENT_ERROR,
+        "worker rank %d (local_rank %d, pid %d) on %s is hung: %s; "
+        "killing it%s",
+        wk->global_rank, wk->local_rank, (int)wk->pid, host, why, how);
+    wk->failed = 1;
+    wk->fail_time = (int64_t)time(NULL);
+    wk->fail_ns = el_now_ns();
+    kill(target, sig);
+    if (sig != SIGKILL)
+        kill(target, SIGCONT); /* a stopped process acts on it at once */
 }
 
 int el__watch_tick(struct el_agent *a)

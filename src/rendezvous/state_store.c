@@ -342,10 +342,27 @@ static int st_read_job(struct el__rdzv_elastic *e, int64_t *round, int64_t *rev)
     return closed;
 }
 
+/* Delete the workers' keys of attempt 'round' (best effort).  The workers
+ * of every job on this store share /worker/attempt_<round>/ (torch's
+ * prefix; the run id is not in it), so a job that ran before on the same
+ * store left its keys there: a new worker that read a dead rank's address
+ * from them dialled it until its timeout (t0950's hung-worker case, #14). */
+static void forget_workers(struct store_rdzv *r, int64_t round)
+{
+    char wk[64];
+    int64_t cnt;
+    snprintf(wk, sizeof wk, "/worker/attempt_%" PRId64 "/", round);
+    el_store_delete_prefix(r->link.cl, wk, &cnt);
+    snprintf(wk, sizeof wk, "//worker/attempt_%" PRId64 "/", round);
+    el_store_delete_prefix(r->link.cl, wk, &cnt);
+}
+
 /* Raise the shared round to at least 'target' (compare-and-set loop).
  * *now gets the round in force afterwards.  Appends "round N" when this
  * call raised it.  'expect' (may be NULL) is written first (if absent), so
- * every joiner of the round sees it. */
+ * every joiner of the round sees it.  The call that raised it clears the
+ * round's workers' keys at once (forget_workers): the round has no member
+ * list yet, so no worker of this job has written there. */
 static int raise_to(struct store_rdzv *r, int64_t target, const char *expect,
                     int64_t *now)
 {
@@ -375,6 +392,7 @@ static int raise_to(struct store_rdzv *r, int64_t target, const char *expect,
         if (rc == 0) {
             free(got);
             cur = target;
+            forget_workers(r, target);
             if ((rc = append_event(r, "round %" PRId64, target)))
                 return rc;
             break;
@@ -605,11 +623,8 @@ static void st_forget(struct el__rdzv_elastic *e, int64_t round)
 {
     struct store_rdzv *r = R(e);
     int64_t cnt;
-    char wk[64], k[400];
-    snprintf(wk, sizeof wk, "/worker/attempt_%" PRId64 "/", round);
-    el_store_delete_prefix(r->link.cl, wk, &cnt);
-    snprintf(wk, sizeof wk, "//worker/attempt_%" PRId64 "/", round);
-    el_store_delete_prefix(r->link.cl, wk, &cnt);
+    char k[400];
+    forget_workers(r, round);
     key(r, k, sizeof k, "r%" PRId64 "/", round);
     el_store_delete_prefix(r->link.cl, k, &cnt);
 }

@@ -21,13 +21,26 @@ pkgs=(
   libhttp-parser-dev prometheus # /metrics requests; promtool and a real Prometheus in tests
   awscli                       # the aws CLI elrun drives for -s aws_batch and elrun aws; t0820 (cfn-lint is not in Debian)
   libyaml-dev nftables curl python3-yaml  # k8s-controller kubeconfigs (libyaml dlopen()ed); the k8s simulator (kubectl 1.20: tests/infra/k8s/install-deps.sh)
+  xxd                          # the dashboard's page embedded as C arrays (scripts/embed-assets.sh)
+  chromium nodejs              # the dashboard in a headless browser (t0920; playwright-core below)
 )
+# npm comes with nodejs where nodejs is not Debian's (NodeSource's includes
+# it, and Debian's npm would conflict with it).
+command -v npm >/dev/null || pkgs+=(npm)
 
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-((${#missing[@]} == 0)) && exit 0
+# tests/browser's driver (playwright-core, pinned by package-lock.json) from
+# npm's registry, once; it uses Debian's chromium, downloads no browser.
+browser_deps() {
+  [[ -d tests/browser/node_modules/playwright-core ]] && return 0
+  (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
+    { echo "deps: npm ci in tests/browser failed (the dashboard's browser test will skip)" >&2; return 0; }
+}
+cd "$(dirname "$0")/.."
+((${#missing[@]} == 0)) && { browser_deps; exit 0; }
 
 sudo=()
 if ((EUID != 0)); then
@@ -38,4 +51,5 @@ echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=300 update -qq
 "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+browser_deps
 echo "deps: done"

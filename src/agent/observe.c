@@ -214,10 +214,10 @@ void el__obs_state(struct el_agent *a, int from, int to)
         el_metric_observe(o->recover_s, (const char *[]){o->failure_cause},
                           secs);
         o->failure_ns = 0;
-        el__dash_event(o->dash, &(struct el__dash_event){
-                                    .kind = EL__DASH_RECOVERY,
-                                    .round = -1,
-                                    .seconds = secs});
+        el__dash_event(o->dash,
+                       &(struct el__dash_event){.kind = EL__DASH_RECOVERY,
+                                                .round = -1,
+                                                .seconds = secs});
     }
 }
 
@@ -239,14 +239,14 @@ void el__obs_round(struct el_agent *a, const struct el_rdzv_info *info)
     if (info->num_nodes < o->last_nodes)
         el_metric_add(o->leaves, NULL, o->last_nodes - info->num_nodes);
     o->last_nodes = info->num_nodes;
-    el__dash_event(o->dash, &(struct el__dash_event){
-                                .kind = EL__DASH_ROUND,
-                                .round = info->round,
-                                .nodes = info->num_nodes,
-                                .world = info->world_size,
-                                .node_rank = info->node_rank,
-                                .members = info->members[0] ? info->members
-                                                            : NULL});
+    el__dash_event(o->dash,
+                   &(struct el__dash_event){
+                       .kind = EL__DASH_ROUND,
+                       .round = info->round,
+                       .nodes = info->num_nodes,
+                       .world = info->world_size,
+                       .node_rank = info->node_rank,
+                       .members = info->members[0] ? info->members : NULL});
     /* New ranks: the old per-rank series go. */
     el_metric_clear(o->step);
     el_metric_clear(o->samples);
@@ -297,13 +297,13 @@ void el__obs_exit(struct el_agent *a, const struct el__worker *w)
     }
     el_metric_add(o->exits, (const char *[]){code, sig, w->failed ? "1" : "0"},
                   1);
-    el__dash_event(o->dash,
-                   &(struct el__dash_event){
-                       .kind = w->failed ? EL__DASH_FAILURE : EL__DASH_EXIT,
-                       .round = -1,
-                       .rank = w->global_rank,
-                       .code = WIFEXITED(w->status) ? WEXITSTATUS(w->status) : 0,
-                       .sig = WIFSIGNALED(w->status) ? WTERMSIG(w->status) : 0});
+    el__dash_event(
+        o->dash, &(struct el__dash_event){
+                     .kind = w->failed ? EL__DASH_FAILURE : EL__DASH_EXIT,
+                     .round = -1,
+                     .rank = w->global_rank,
+                     .code = WIFEXITED(w->status) ? WEXITSTATUS(w->status) : 0,
+                     .sig = WIFSIGNALED(w->status) ? WTERMSIG(w->status) : 0});
 }
 
 void el__obs_failure(struct el_agent *a, const char *cause)
@@ -333,10 +333,10 @@ void el__obs_restarts(struct el_agent *a)
     el_metric_set(o->restarts, NULL, a->res->restarts);
     int left = a->cfg.max_restarts - a->res->restarts;
     el_metric_set(o->restarts_left, NULL, left > 0 ? left : 0);
-    el__dash_event(o->dash, &(struct el__dash_event){
-                                .kind = EL__DASH_RESTART,
-                                .round = -1,
-                                .restarts = a->res->restarts});
+    el__dash_event(o->dash,
+                   &(struct el__dash_event){.kind = EL__DASH_RESTART,
+                                            .round = -1,
+                                            .restarts = a->res->restarts});
 }
 
 /* ---- progress lines ---- */

@@ -30,18 +30,18 @@ enum el__dash_kind {
 
 struct el__dash_event {
     enum el__dash_kind kind;
-    int64_t t_ms;     /* wall-clock ms since the epoch; 0: now          */
-    int64_t round;    /* -1: not known                                  */
-    int nodes, world; /* ROUND                                          */
-    int node_rank;    /* ROUND: this node's rank                        */
-    int rank;         /* FAILURE, EXIT: global rank (-1: not known)     */
-    int code, sig;    /* FAILURE, EXIT: exit code, or the signal (> 0)  */
-    int restarts;     /* RESTART: used so far                           */
-    double seconds;   /* RECOVERY                                       */
+    int64_t t_ms;        /* wall-clock ms since the epoch; 0: now          */
+    int64_t round;       /* -1: not known                                  */
+    int nodes, world;    /* ROUND                                          */
+    int node_rank;       /* ROUND: this node's rank                        */
+    int rank;            /* FAILURE, EXIT: global rank (-1: not known)     */
+    int code, sig;       /* FAILURE, EXIT: exit code, or the signal (> 0)  */
+    int restarts;        /* RESTART: used so far                           */
+    double seconds;      /* RECOVERY                                       */
     const char *members; /* ROUND: "id workers\n" per node in rank
                           * order, or NULL (the backend does not say)   */
-    char node[200];   /* JOIN, LEAVE, DEATH: the member's id            */
-    char text[256];   /* a one-line description ("" makes one)          */
+    char node[200];      /* JOIN, LEAVE, DEATH: the member's id            */
+    char text[256];      /* a one-line description ("" makes one)          */
 };
 
 /* Record ev (copied).  ROUND also diffs the members with the last round's
@@ -52,8 +52,7 @@ void el__dash_event(struct el_dash *d, const struct el__dash_event *ev);
 /* A worker's progress line: rate < 0 when not known yet, loss NaN when
  * it reported none. */
 void el__dash_progress(struct el_dash *d, int rank, int local_rank,
-                       int64_t step, int64_t samples, double rate,
-                       double loss);
+                       int64_t step, int64_t samples, double rate, double loss);
 
 /* The embedded files (the generated assets.c). */
 struct el__dash_asset {

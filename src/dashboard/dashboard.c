@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,11 +70,11 @@ struct el_dash {
 };
 
 static const char *const kinds[] = {
-    [EL__DASH_ROUND] = "round",         [EL__DASH_JOIN] = "join",
-    [EL__DASH_LEAVE] = "leave",         [EL__DASH_DEATH] = "death",
-    [EL__DASH_FAILURE] = "failure",     [EL__DASH_EXIT] = "exit",
+    [EL__DASH_ROUND] = "round",           [EL__DASH_JOIN] = "join",
+    [EL__DASH_LEAVE] = "leave",           [EL__DASH_DEATH] = "death",
+    [EL__DASH_FAILURE] = "failure",       [EL__DASH_EXIT] = "exit",
     [EL__DASH_MEMBERSHIP] = "membership", [EL__DASH_RESTART] = "restart",
-    [EL__DASH_RECOVERY] = "recovery",   [EL__DASH_STATE] = "state",
+    [EL__DASH_RECOVERY] = "recovery",     [EL__DASH_STATE] = "state",
 };
 
 static int64_t wall_ms(void)
@@ -151,8 +152,8 @@ static void push_point(struct el_dash *d, int64_t t_ms)
 static void member_event(struct el_dash *d, enum el__dash_kind kind,
                          const char *id, int64_t t_ms, int64_t round)
 {
-    struct el__dash_event e = {.kind = kind, .t_ms = t_ms, .round = round,
-                               .rank = -1};
+    struct el__dash_event e = {
+        .kind = kind, .t_ms = t_ms, .round = round, .rank = -1};
     snprintf(e.node, sizeof e.node, "%s", id);
     if (kind == EL__DASH_JOIN)
         snprintf(e.text, sizeof e.text, "node %s joined (round %lld)", id,
@@ -212,10 +213,9 @@ static void take_members(struct el_dash *d, const char *text, int64_t t_ms,
         for (int j = 0; j < d->nmembers && !still; j++)
             still = strcmp(old[i].id, d->members[j].id) == 0;
         if (!still)
-            member_event(d,
-                         d->membership_pending ? EL__DASH_DEATH
-                                               : EL__DASH_LEAVE,
-                         old[i].id, t_ms, round);
+            member_event(
+                d, d->membership_pending ? EL__DASH_DEATH : EL__DASH_LEAVE,
+                old[i].id, t_ms, round);
     }
     free(old);
 }
@@ -225,9 +225,11 @@ static void describe(struct el__dash_event *e, const struct el_dash *d)
     if (e->text[0])
         return;
     char how[48];
-    if (e->sig > 0)
-        snprintf(how, sizeof how, "signal %d", e->sig);
-    else
+    if (e->sig > 0) {
+        const char *abbrev = sigabbrev_np(e->sig);
+        snprintf(how, sizeof how, "signal %d, SIG%s", e->sig,
+                 abbrev ? abbrev : "?");
+    } else
         snprintf(how, sizeof how, "exit code %d", e->code);
     switch (e->kind) {
     case EL__DASH_ROUND:
@@ -236,12 +238,12 @@ static void describe(struct el__dash_event *e, const struct el_dash *d)
                  (long long)e->round, e->nodes, e->world, e->node_rank);
         break;
     case EL__DASH_FAILURE:
-        snprintf(e->text, sizeof e->text, "worker rank %d failed (%s)",
-                 e->rank, how);
+        snprintf(e->text, sizeof e->text, "worker rank %d failed (%s)", e->rank,
+                 how);
         break;
     case EL__DASH_EXIT:
-        snprintf(e->text, sizeof e->text, "worker rank %d exited (%s)",
-                 e->rank, how);
+        snprintf(e->text, sizeof e->text, "worker rank %d exited (%s)", e->rank,
+                 how);
         break;
     case EL__DASH_MEMBERSHIP:
         snprintf(e->text, sizeof e->text,
@@ -320,8 +322,7 @@ void el__dash_event(struct el_dash *d, const struct el__dash_event *ev)
 }
 
 void el__dash_progress(struct el_dash *d, int rank, int local_rank,
-                       int64_t step, int64_t samples, double rate,
-                       double loss)
+                       int64_t step, int64_t samples, double rate, double loss)
 {
     if (!d || local_rank < 0 || local_rank >= EL_DASH_MAX_RANKS)
         return;
@@ -329,8 +330,8 @@ void el__dash_progress(struct el_dash *d, int rank, int local_rank,
     pthread_mutex_lock(&d->mu);
     struct worker *w = &d->workers[local_rank];
     if (w->rank != rank)
-        *w = (struct worker){.rank = rank, .local_rank = local_rank,
-                             .rate = -1, .loss = NAN};
+        *w = (struct worker){
+            .rank = rank, .local_rank = local_rank, .rate = -1, .loss = NAN};
     w->step = step;
     if (samples >= 0)
         w->samples = samples;
@@ -354,8 +355,8 @@ void el__dash_progress(struct el_dash *d, int rank, int local_rank,
 static json_t *event_json(const struct el__dash_event *e)
 {
     json_t *o = json_pack("{s:I, s:s, s:I, s:s}", "t_ms", (json_int_t)e->t_ms,
-                          "kind", kinds[e->kind], "round",
-                          (json_int_t)e->round, "text", e->text);
+                          "kind", kinds[e->kind], "round", (json_int_t)e->round,
+                          "text", e->text);
     if (!o)
         return NULL;
     switch (e->kind) {
@@ -404,12 +405,12 @@ static json_t *render(struct el_dash *d)
         return NULL;
     }
     int left = d->max_restarts - d->restarts;
-    json_object_set_new(
-        root, "job",
-        json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i}", "run_id", d->run_id,
-                  "node", d->node, "role", d->role, "min_nodes", d->min_nodes,
-                  "max_nodes", d->max_nodes, "nproc_per_node", d->nproc,
-                  "max_restarts", d->max_restarts));
+    json_object_set_new(root, "job",
+                        json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i}",
+                                  "run_id", d->run_id, "node", d->node, "role",
+                                  d->role, "min_nodes", d->min_nodes,
+                                  "max_nodes", d->max_nodes, "nproc_per_node",
+                                  d->nproc, "max_restarts", d->max_restarts));
     json_object_set_new(root, "now_ms", json_integer(wall_ms()));
     json_object_set_new(root, "started_ms", json_integer(d->started_ms));
     json_object_set_new(root, "state", json_string(d->state));
@@ -418,7 +419,8 @@ static json_t *render(struct el_dash *d)
     json_object_set_new(root, "world", json_integer(d->world));
     json_object_set_new(root, "node_rank", json_integer(d->node_rank));
     json_object_set_new(root, "restarts", json_integer(d->restarts));
-    json_object_set_new(root, "restarts_left", json_integer(left > 0 ? left : 0));
+    json_object_set_new(root, "restarts_left",
+                        json_integer(left > 0 ? left : 0));
     for (int i = 0; i < d->nmembers; i++) {
         const struct member *m = &d->members[i];
         char host[200];
@@ -427,21 +429,20 @@ static json_t *render(struct el_dash *d)
         if (h)
             *h = 0;
         json_array_append_new(
-            members, json_pack("{s:s, s:s, s:i, s:i, s:I, s:b}", "id", m->id,
-                               "host", host, "node_rank", i, "workers",
-                               m->workers, "since_ms", (json_int_t)m->since_ms,
-                               "self", i == d->node_rank));
+            members,
+            json_pack("{s:s, s:s, s:i, s:i, s:I, s:b}", "id", m->id, "host",
+                      host, "node_rank", i, "workers", m->workers, "since_ms",
+                      (json_int_t)m->since_ms, "self", i == d->node_rank));
     }
     json_object_set_new(root, "members", members);
     for (int i = 0; i < EL_DASH_MAX_RANKS; i++) {
         const struct worker *w = &d->workers[i];
         if (w->rank < 0)
             continue;
-        json_t *o = json_pack("{s:i, s:i, s:I, s:I, s:I}", "rank", w->rank,
-                              "local_rank", w->local_rank, "step",
-                              (json_int_t)w->step, "samples",
-                              (json_int_t)w->samples, "last_ms",
-                              (json_int_t)w->last_ms);
+        json_t *o = json_pack(
+            "{s:i, s:i, s:I, s:I, s:I}", "rank", w->rank, "local_rank",
+            w->local_rank, "step", (json_int_t)w->step, "samples",
+            (json_int_t)w->samples, "last_ms", (json_int_t)w->last_ms);
         if (!o)
             continue;
         json_object_set_new(o, "steps_per_second",
@@ -449,7 +450,7 @@ static json_t *render(struct el_dash *d)
         json_object_set_new(o, "loss",
                             isnan(w->loss) ? json_null() : json_real(w->loss));
         json_object_set_new(o, "state",
-                            json_string(!w->exited ? "running"
+                            json_string(!w->exited  ? "running"
                                         : w->failed ? "failed"
                                                     : "exited"));
         json_array_append_new(workers, o);
@@ -473,10 +474,9 @@ static json_t *render(struct el_dash *d)
     json_object_set_new(root, "events", events);
     for (int k = 0; k < d->nloss; k++) {
         int i = (d->hloss - d->nloss + k + MAX_LOSS) % MAX_LOSS;
-        json_array_append_new(loss, json_pack("[I, I, f]",
-                                              (json_int_t)d->loss[i].t_ms,
-                                              (json_int_t)d->loss[i].step,
-                                              d->loss[i].loss));
+        json_array_append_new(
+            loss, json_pack("[I, I, f]", (json_int_t)d->loss[i].t_ms,
+                            (json_int_t)d->loss[i].step, d->loss[i].loss));
     }
     json_object_set_new(root, "loss", loss);
     json_object_set_new(root, "dropped",

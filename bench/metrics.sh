@@ -28,16 +28,7 @@ pids=()
 # (|| true: under set -e a pid already gone would end the trap early.)
 trap 'for p in "${pids[@]:-}"; do [[ -n $p ]] && kill -KILL "$p" 2>/dev/null || true; done; rm -rf "$W"' EXIT
 
-stats() {
-    sort -g | awk '{ v[NR] = $1 } END {
-        if (NR == 0) { print "nan nan nan"; exit }
-        m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-        printf "%.4g (%.4g-%.4g)\n", m, v[1], v[NR] }'
-}
-cpu_ms() { # PID: CPU time of all its threads in ms (schedstat: ns on CPU)
-    cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { print s / 1e6 }'
-}
-hwm_kib() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
+. bench/lib.sh
 metrics_port() { # LOG
     for _ in $(seq 500); do
         p=$(sed -n 's|.*metrics at http://.*:\([0-9]*\)/metrics$|\1|p' "$1" | head -1)

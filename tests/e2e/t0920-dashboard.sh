@@ -13,7 +13,7 @@
 # a browser.
 . "$(dirname "$0")/lib.sh"
 PY=${PYTHON_EXEC:-/usr/bin/python3}
-W="$ROOT/tests/e2e/py/dash_worker.py"
+W="$ROOT/tests/e2e/py/progress_worker.py"
 DRIVER="$ROOT/tests/browser/dashboard.js"
 ART="$ROOT/$BUILD/artifacts/t0920-dashboard"
 
@@ -25,14 +25,21 @@ exited() { local st; st=$(ps -o stat= -p "$1"); [[ -z $st || $st == Z* ]]; }
 api() { curl -sf "$1api/job" | "$PY" -c "import json,sys; j=json.load(sys.stdin); print($2)"; }
 
 # ---- the flags ----
-test_expect_success 'a bad --dashboard-addr is a usage error (exit 2, one line saying what to give)' '
+test_expect_success 'a bad --dashboard-addr is a usage error (exit 2, one line saying what to give); a port in use fails the start' '
     st=0; "$ELRUN" --standalone --dashboard-addr=nope --no-python true 2>"$T/bad.err" || st=$?
     [[ $st == 2 ]]
     grep -q "dashboard-addr needs HOST:PORT (for example 127.0.0.1:8080, or port 0 for a free one), got .nope." "$T/bad.err"
+    [[ $(wc -l <"$T/bad.err") == 1 ]]
+    "$PY" -c "import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\",0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(30)" >"$T/busy" &
+    track_pid $!
+    wait_until "[[ -s $T/busy ]]" 10
+    st=0; "$ELRUN" --standalone --dashboard-addr="127.0.0.1:$(cat "$T/busy")" --no-python true 2>"$T/busy.err" || st=$?
+    [[ $st == 1 ]]
+    grep -q "choose another port" "$T/busy.err"
 '
 test_expect_success 'PET_DASHBOARD_ADDR: the URL is logged at the default level; one server answers /, its assets, /api/job, /metrics and 404s the rest' '
     PET_DASHBOARD_ADDR=127.0.0.1:0 "$ELRUN" --standalone --no-python \
-        "$PY" "$W" "$T/one.stop" >"$T/one.out" 2>"$T/one.err" &
+        "$PY" "$W" "$T/one.stop" --loss >"$T/one.out" 2>"$T/one.err" &
     pid=$!; track_pid $pid
     wait_until "[[ -n \$(url_of dashboard $T/one.err) ]]" 20
     u=$(url_of dashboard "$T/one.err")
@@ -79,7 +86,7 @@ agent() { # NAME [FLAGS...]
     PYTHON_EXEC=$PY "$ELRUN" --nnodes=2:3 --nproc-per-node=1 \
         --rdzv-backend=c10d --rdzv-endpoint="127.0.0.1:$STORE_PORT" \
         --rdzv-id=dash1 --rdzv-conf="is_host=false,$KA" --max-restarts=3 \
-        --restart-backoff=0 "$@" "$W" "$T/stop" >"$T/$n.out" 2>"$T/$n.err" &
+        --restart-backoff=0 "$@" "$W" "$T/stop" --loss >"$T/$n.out" 2>"$T/$n.err" &
     AGENT_PID[$n]=$!
     track_pid $!
 }

@@ -42,6 +42,11 @@
         el("td", {}, m.workers), el("td", {}, clock(m.since_ms)));
       return tr;
     }));
+    if (!j.members.length && j.nodes > 0) {
+      const tr = el("tr", {});
+      tr.append(el("td", { colspan: 5, class: "note" }, j.nodes + " node(s); this rendezvous backend does not list them"));
+      mb.replaceChildren(tr);
+    }
     const wb = $("workers").tBodies[0];
     wb.replaceChildren(...j.workers.map((w) => {
       const tr = el("tr", { "data-rank": w.rank });

@@ -4,6 +4,7 @@
  *   elrun chaos --rdzv-id=ID ...       fault injector (chaos_cmd.c)
  *   elrun [run] [flags] SCRIPT [ARGS]  torchrun-compatible launcher
  *   elrun k8s-controller [flags]       the ElasticJob controller
+ *   elrun dashboard --rdzv-endpoint=H:P --rdzv-id=ID   a job's live page
  *
  * Anything that is not a known subcommand goes to the launcher, so
  * `elrun --standalone --nproc-per-node=2 train.py` works as torchrun does.
@@ -40,6 +41,8 @@ int main(int argc, char **argv)
         return cli_job_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "k8s-controller") == 0)
         return cli_k8s_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "dashboard") == 0)
+        return cli_dashboard_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "run") == 0)
         argc--, argv++;
     /* Inside a Slurm step the allocation gives the rendezvous flags that

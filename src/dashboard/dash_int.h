@@ -21,7 +21,8 @@ enum el__dash_kind {
     EL__DASH_DEATH,      /* a node gone while its round ran: text = cause   */
     EL__DASH_FAILURE,    /* a worker's exit failed the group: rank, code/sig */
     EL__DASH_EXIT,       /* any other worker exit                          */
-    EL__DASH_MEMBERSHIP, /* healthy workers stopped: other nodes wait       */
+    EL__DASH_MEMBERSHIP, /* healthy workers stopped: other nodes wait; with
+                          * node: that node is known gone (the store) */
     EL__DASH_RESTART,    /* a restart charged: restarts = used              */
     EL__DASH_RECOVERY,   /* every worker of the next round runs: seconds    */
     EL__DASH_STATE,      /* the worker group's state: text = its name       */
@@ -40,13 +41,14 @@ struct el__dash_event {
     double seconds;      /* RECOVERY                                       */
     const char *members; /* ROUND: "id workers\n" per node in rank
                           * order, or NULL (the backend does not say)   */
-    char node[200];      /* JOIN, LEAVE, DEATH: the member's id            */
+    char node[200];      /* JOIN, LEAVE, DEATH (MEMBERSHIP): a member's id */
     char text[256];      /* a one-line description ("" makes one)          */
 };
 
 /* Record ev (copied).  ROUND also diffs the members with the last round's
- * and records the JOIN, LEAVE or DEATH events itself (DEATH when a
- * MEMBERSHIP event came since the last round). */
+ * and records the JOIN, LEAVE or DEATH events itself: a missing member is
+ * a DEATH when a MEMBERSHIP event came since the last round or one named
+ * it (among the last 16 named), else a LEAVE. */
 void el__dash_event(struct el_dash *d, const struct el__dash_event *ev);
 
 /* A worker's progress line: rate < 0 when not known yet, loss NaN when

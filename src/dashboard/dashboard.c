@@ -52,6 +52,8 @@ struct el_dash {
     int64_t round;
     int nodes, world, node_rank, restarts;
     int membership_pending; /* a MEMBERSHIP event since the last round */
+    char dead[16][200];     /* ids MEMBERSHIP events named, a ring      */
+    int hdead;
     int nmembers;
     struct member members[MAX_MEMBERS];
     struct worker workers[EL_DASH_MAX_RANKS];
@@ -212,10 +214,12 @@ static void take_members(struct el_dash *d, const char *text, int64_t t_ms,
         int still = 0;
         for (int j = 0; j < d->nmembers && !still; j++)
             still = strcmp(old[i].id, d->members[j].id) == 0;
+        int dead = d->membership_pending;
+        for (int k = 0; k < 16 && !dead; k++)
+            dead = strcmp(d->dead[k], old[i].id) == 0;
         if (!still)
-            member_event(
-                d, d->membership_pending ? EL__DASH_DEATH : EL__DASH_LEAVE,
-                old[i].id, t_ms, round);
+            member_event(d, dead ? EL__DASH_DEATH : EL__DASH_LEAVE, old[i].id,
+                         t_ms, round);
     }
     free(old);
 }
@@ -233,9 +237,14 @@ static void describe(struct el__dash_event *e, const struct el_dash *d)
         snprintf(how, sizeof how, "exit code %d", e->code);
     switch (e->kind) {
     case EL__DASH_ROUND:
-        snprintf(e->text, sizeof e->text,
-                 "round %lld: %d nodes, %d workers; this node is rank %d",
-                 (long long)e->round, e->nodes, e->world, e->node_rank);
+        if (e->node_rank >= 0)
+            snprintf(e->text, sizeof e->text,
+                     "round %lld: %d nodes, %d workers; this node is rank %d",
+                     (long long)e->round, e->nodes, e->world, e->node_rank);
+        else
+            snprintf(e->text, sizeof e->text,
+                     "round %lld: %d nodes, %d workers", (long long)e->round,
+                     e->nodes, e->world);
         break;
     case EL__DASH_FAILURE:
         snprintf(e->text, sizeof e->text, "worker rank %d failed (%s)", e->rank,
@@ -251,8 +260,11 @@ static void describe(struct el__dash_event *e, const struct el_dash *d)
                  "stopping this node's workers");
         break;
     case EL__DASH_RESTART:
-        snprintf(e->text, sizeof e->text, "restart %d of %d", e->restarts,
-                 d->max_restarts);
+        if (d->max_restarts >= 0)
+            snprintf(e->text, sizeof e->text, "restart %d of %d", e->restarts,
+                     d->max_restarts);
+        else
+            snprintf(e->text, sizeof e->text, "restart %d", e->restarts);
         break;
     case EL__DASH_RECOVERY:
         snprintf(e->text, sizeof e->text,
@@ -295,7 +307,12 @@ void el__dash_event(struct el_dash *d, const struct el__dash_event *ev)
         push_point(d, e.t_ms);
         break;
     case EL__DASH_MEMBERSHIP:
-        d->membership_pending = 1;
+        if (e.node[0]) { /* that node is gone: its absence is a death */
+            snprintf(d->dead[d->hdead], sizeof d->dead[0], "%s", e.node);
+            d->hdead = (d->hdead + 1) % 16;
+        } else {
+            d->membership_pending = 1;
+        }
         push_event(d, &e);
         break;
     case EL__DASH_RESTART:
@@ -405,12 +422,21 @@ static json_t *render(struct el_dash *d)
         return NULL;
     }
     int left = d->max_restarts - d->restarts;
-    json_object_set_new(root, "job",
-                        json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i}",
-                                  "run_id", d->run_id, "node", d->node, "role",
-                                  d->role, "min_nodes", d->min_nodes,
-                                  "max_nodes", d->max_nodes, "nproc_per_node",
-                                  d->nproc, "max_restarts", d->max_restarts));
+    /* Negative: not known (elrun dashboard, without its flags): null. */
+    json_t *job = json_pack("{s:s, s:s, s:s}", "run_id", d->run_id, "node",
+                            d->node, "role", d->role);
+    const struct {
+        const char *name;
+        int v;
+    } nums[] = {{"min_nodes", d->min_nodes},
+                {"max_nodes", d->max_nodes},
+                {"nproc_per_node", d->nproc},
+                {"max_restarts", d->max_restarts}};
+    for (size_t i = 0; job && i < sizeof nums / sizeof nums[0]; i++)
+        json_object_set_new(job, nums[i].name,
+                            nums[i].v >= 0 ? json_integer(nums[i].v)
+                                           : json_null());
+    json_object_set_new(root, "job", job);
     json_object_set_new(root, "now_ms", json_integer(wall_ms()));
     json_object_set_new(root, "started_ms", json_integer(d->started_ms));
     json_object_set_new(root, "state", json_string(d->state));
@@ -419,8 +445,9 @@ static json_t *render(struct el_dash *d)
     json_object_set_new(root, "world", json_integer(d->world));
     json_object_set_new(root, "node_rank", json_integer(d->node_rank));
     json_object_set_new(root, "restarts", json_integer(d->restarts));
-    json_object_set_new(root, "restarts_left",
-                        json_integer(left > 0 ? left : 0));
+    json_object_set_new(
+        root, "restarts_left",
+        d->max_restarts < 0 ? json_null() : json_integer(left > 0 ? left : 0));
     for (int i = 0; i < d->nmembers; i++) {
         const struct member *m = &d->members[i];
         char host[200];

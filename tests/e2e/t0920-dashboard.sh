@@ -90,10 +90,17 @@ agent() { # NAME [FLAGS...]
     AGENT_PID[$n]=$!
     track_pid $!
 }
+# `elrun dashboard`: the job's page from its store, no member of the job.
+"$ELRUN" dashboard --rdzv-endpoint="127.0.0.1:$STORE_PORT" --rdzv-id=dash1 \
+    --nnodes=2:3 --max-restarts=3 >"$T/sd.out" 2>"$T/sd.err" &
+SD_PID=$!
+track_pid $SD_PID
 agent a --dashboard-addr=127.0.0.1:0
 agent b
 wait_for_line "$T/a.err" ' dashboard at http://' 20
 U=$(url_of dashboard "$T/a.err")
+wait_for_line "$T/sd.err" ' dashboard of job dash1 at http://' 20
+SD=$(sed -n "s|.* dashboard of job dash1 at \(http://[^ ]*\)$|\1|p" "$T/sd.err")
 
 test_expect_success 'two agents: the dashboard of A says round 0, 2 nodes, 2 workers, both members' '
     wait_until "[[ \$(api $U \"j[\\\"nodes\\\"], j[\\\"state\\\"]\" 2>/dev/null) == \"2 healthy\" ]]" 60
@@ -152,6 +159,18 @@ test_expect_success '/api/job agrees with the page: sizes, timeline, events, mem
     [[ $(p "all(e[\"text\"] in x[\"text\"] for e, x in zip(j[\"events\"], reversed(s[\"events\"])))") == true ]]
     [[ $(p "[e[\"kind\"] for e in j[\"events\"]].count(\"recovery\") >= 2") == true ]]
 '
+test_expect_success 'elrun dashboard (from the store) tells the same story: world sizes 2, 3, 2, the join and the death of C, the same members; its page in chromium too' '
+    wait_until "[[ \$(api $SD \"[p[\\\"nodes\\\"] for p in j[\\\"timeline\\\"]]\") == \"[2, 3, 2]\" ]]" 20
+    curl -sf "${SD}api/job" >"$ART/job-api.json"
+    q() { "$PY" -c "import json; j=json.load(open(\"$ART/job-api.json\")); a=json.load(open(\"$ART/api.json\")); print(json.dumps($1))"; }
+    [[ $(q "[e[\"node\"] for e in j[\"events\"] if e[\"kind\"] in (\"join\", \"death\")]") == "[\"$C_ID\", \"$C_ID\"]" ]]
+    [[ $(q "[e[\"kind\"] for e in j[\"events\"] if e[\"kind\"] in (\"join\", \"death\")]") == "[\"join\", \"death\"]" ]]
+    [[ $(q "sorted(m[\"id\"] for m in j[\"members\"]) == sorted(m[\"id\"] for m in a[\"members\"])") == true ]]
+    [[ $(q "[j[\"round\"], j[\"nodes\"], j[\"world\"], j[\"job\"][\"max_nodes\"], j[\"job\"][\"nproc_per_node\"]]") == "[2, 2, 2, 3, null]" ]]
+    node "$DRIVER" "$SD" "$ART/job-page.json" "$ART/dashboard-job.png" \
+        "document.querySelectorAll(\"#events li[data-kind=death]\").length === 1"
+    [[ $("$PY" -c "import json; s=json.load(open(\"$ART/job-page.json\")); print(s[\"points\"], s[\"nodes\"])") == "[2, 3, 2] 2" ]]
+'
 touch "$T/stop"
 # Waited for here, not in a case (a case is a subshell): at most 30 s each.
 declare -A ST
@@ -162,5 +181,14 @@ for n in a b; do
 done
 test_expect_success 'the job ends: A and B exit 0 once their workers are done' '
     [[ ${ST[a]} == 0 && ${ST[b]} == 0 ]]
+'
+test_expect_success 'elrun dashboard: the job shown closed (succeeded); SIGTERM ends it with 0; a missing --rdzv-id is a usage error' '
+    wait_until "[[ \$(api $SD \"j[\\\"state\\\"]\") == succeeded ]]" 20
+    grep -q "the job is closed: ok" "$T/sd.err"
+    kill -TERM $SD_PID
+    wait_until "exited $SD_PID" 5
+    st=0; "$ELRUN" dashboard --rdzv-endpoint=127.0.0.1:1 2>"$T/sdu.err" || st=$?
+    [[ $st == 2 ]]
+    grep -q "rdzv-id=ID are required" "$T/sdu.err"
 '
 test_done

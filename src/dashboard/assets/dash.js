@@ -23,10 +23,10 @@
     set("state", j.state);
     set("round", j.round < 0 ? "\u2013" : j.round);
     set("world-nodes", j.nodes);
-    set("nodes-range", "of " + j.job.min_nodes + ":" + j.job.max_nodes);
+    set("nodes-range", j.job.min_nodes === null ? "" : "of " + j.job.min_nodes + ":" + j.job.max_nodes);
     set("world-workers", j.world);
     set("restarts", j.restarts);
-    set("restarts-left", j.restarts_left + " left");
+    set("restarts-left", j.restarts_left === null ? "" : j.restarts_left + " left");
     set("members-round", j.round < 0 ? "\u2013" : j.round);
     const rates = j.workers.map((w) => w.steps_per_second).filter((r) => r !== null);
     set("step-rate", rates.length ? fmt(rates.reduce((a, b) => a + b, 0) / rates.length, 1) : "\u2013");
@@ -72,7 +72,7 @@
     const pts = j.timeline;
     const t0 = pts.length ? Math.min(pts[0].t_ms, j.started_ms) : j.started_ms;
     const t1 = Math.max(j.now_ms, t0 + 1000);
-    const ymax = Math.max(1, j.job.max_nodes * j.job.nproc_per_node, ...pts.map((p) => p.world));
+    const ymax = Math.max(1, (j.job.max_nodes || 0) * (j.job.nproc_per_node || 0), ...pts.map((p) => p.world));
     const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R);
     const y = (v) => H - B - (v / ymax) * (H - T - B);
     const kids = [];

@@ -87,18 +87,7 @@ one_agent() {
 part() { [[ $PARTS == *" $1 "* ]]; }
 declare -A NAME=([base]="base build" [off]="this build, no flag" [metrics]="--metrics-addr"
                  [dash]="--dashboard-addr, not looked at" [looked]="--dashboard-addr, page open (1 poll/s)")
-for mode in base off metrics dash looked; do
-    part agent || break
-    bin=$ELRUN; m=$mode
-    if [[ $mode == base ]]; then
-        [[ -x $BASE/elrun ]] || continue
-        bin=$BASE/elrun; m=off
-    fi
-    : >"$W/res"
-    for _ in $(seq "$RUNS"); do one_agent "$bin" "$m" >>"$W/res"; done
-    echo "RESULT agent cpu_ms/${WINDOW}s ${NAME[$mode]}: $(cut -d' ' -f1 "$W/res" | stats)"
-    echo "RESULT agent peak_rss_kib ${NAME[$mode]}: $(cut -d' ' -f2 "$W/res" | stats)"
-done
+part agent && agent_table base off metrics dash looked
 
 # A full event ring: 2 workers that exit 1 at once, 200 restarts (1000+
 # events: exits, failures, restarts, rounds; 512 kept), against the same run

@@ -61,17 +61,7 @@ one_agent() {
 }
 
 declare -A NAME=([base]="base build" [off]="metrics off" [on]="metrics on" [scraped]="on, scraped /100 ms")
-for mode in base off on scraped; do
-    bin=$ELRUN; m=$mode
-    if [[ $mode == base ]]; then
-        [[ -x $BASE/elrun ]] || continue
-        bin=$BASE/elrun; m=off
-    fi
-    : >"$W/res"
-    for _ in $(seq "$RUNS"); do one_agent "$bin" "$m" >>"$W/res"; done
-    echo "RESULT agent cpu_ms/${WINDOW}s ${NAME[$mode]}: $(cut -d' ' -f1 "$W/res" | stats)"
-    echo "RESULT agent peak_rss_kib ${NAME[$mode]}: $(cut -d' ' -f2 "$W/res" | stats)"
-done
+agent_table base off on scraped
 
 # scrape latency: 2 workers reporting progress 20 times a second.
 cat >"$W/w.py" <<'EOF'

@@ -1,15 +1,17 @@
-// dashboard.js URL OUT.json SHOT.png [WAIT_JS]: open elrun's dashboard in
-// Debian's chromium (headless, driven by playwright-core), wait until the
-// page has drawn /api/job at least once and, when given, until the
-// JavaScript condition WAIT_JS holds in the page (30 s at most), then write
-// what the page shows, read from its DOM, to OUT.json and a full-page
-// screenshot to SHOT.png.  Exit 0, or 1 with one line saying what failed.
-// CHROMIUM: the browser's path [/usr/bin/chromium].
+// dashboard.js URL OUT.json SHOT.png [WAIT_JS [TIMELINE.svg]]: open elrun's
+// dashboard in Debian's chromium (headless, driven by playwright-core),
+// wait until the page has drawn /api/job at least once and, when given,
+// until the JavaScript condition WAIT_JS ("" for none) holds in the page
+// (30 s at most), then write what the page shows, read from its DOM, to
+// OUT.json, a full-page screenshot to SHOT.png and, when asked, the
+// timeline as a standalone SVG file (its styles inlined).  Exit 0, or 1
+// with one line saying what failed.  CHROMIUM: the browser's path
+// [/usr/bin/chromium].
 "use strict";
 const { chromium } = require("playwright-core");
 
 async function main() {
-  const [url, out, shot, waitJs] = process.argv.slice(2);
+  const [url, out, shot, waitJs, svgOut] = process.argv.slice(2);
   if (!url || !out || !shot) throw new Error("usage: dashboard.js URL OUT.json SHOT.png [WAIT_JS]");
   const browser = await chromium.launch({
     executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
@@ -50,6 +52,26 @@ async function main() {
     seen.requests = requests;
     seen.page_errors = errors;
     await page.screenshot({ path: shot, fullPage: true });
+    if (svgOut) {
+      // The page's own SVG, with the style sheet's values written on each
+      // element, so that the file looks the same anywhere.
+      const svg = await page.evaluate(() => {
+        const src = document.getElementById("timeline");
+        const copy = src.cloneNode(true);
+        const props = ["fill", "stroke", "stroke-width", "stroke-dasharray", "font-size", "font-family"];
+        const a = [src, ...src.querySelectorAll("*")], b = [copy, ...copy.querySelectorAll("*")];
+        a.forEach((e, i) => {
+          const cs = getComputedStyle(e);
+          b[i].setAttribute("style", props.map((p) => p + ":" + cs.getPropertyValue(p)).join(";"));
+        });
+        copy.setAttribute("xmlns", "http://www.w3.org/2000/svg");
+        copy.setAttribute("width", "900");
+        copy.setAttribute("height", "220");
+        copy.style.background = "#fff";
+        return '<?xml version="1.0" encoding="UTF-8"?>\n' + copy.outerHTML + "\n";
+      });
+      require("fs").writeFileSync(svgOut, svg);
+    }
     require("fs").writeFileSync(out, JSON.stringify(seen, null, 1) + "\n");
   } finally {
     await browser.close();

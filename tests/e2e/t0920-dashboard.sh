@@ -130,7 +130,7 @@ WAIT="document.getElementById('world-nodes').textContent === '2' && document.que
 # fetched right after (j), printed as JSON ("2", "[2, 3, 2]", "true").
 p() { "$PY" -c "import json; s=json.load(open(\"$ART/page.json\")); j=json.load(open(\"$ART/api.json\")); print(json.dumps($1))"; }
 test_expect_success 'the page in chromium: world sizes 2, 3, 2 on the timeline, the join and the death marked and listed, 2 members, step rate and loss' '
-    node "$DRIVER" "$U" "$ART/page.json" "$ART/dashboard.png" "$WAIT"
+    node "$DRIVER" "$U" "$ART/page.json" "$ART/dashboard.png" "$WAIT" "$ART/timeline.svg"
     curl -sf "${U}api/job" >"$ART/api.json"
     [[ $(p "[s[\"conn\"], s[\"nodes\"], s[\"workers\"], s[\"state\"]]") == "[\"live\", \"2\", \"2\", \"healthy\"]" ]]
     [[ $(p "s[\"points\"]") == "[2, 3, 2]" ]]
@@ -148,6 +148,14 @@ test_expect_success 'the page in chromium: world sizes 2, 3, 2 on the timeline, 
     [[ $(p "all(r.startswith(\"$U\") for r in s[\"requests\"])") == true ]]
     [[ -s $ART/dashboard.png ]]
     cp "$ART/dashboard.png" "$ROOT/$BUILD/artifacts/dashboard.png"
+'
+test_expect_success 'the timeline exported as a standalone SVG file: the world line, 3 round points, the join and death marks, styles inlined' '
+    x() { "$PY" -c "import json, xml.etree.ElementTree as E; r=E.parse(\"$ART/timeline.svg\").getroot(); N=\"{http://www.w3.org/2000/svg}\"; print(json.dumps($1))"; }
+    [[ $(x "r.tag") == "\"{http://www.w3.org/2000/svg}svg\"" ]]
+    [[ $(x "[c.get(\"data-nodes\") for c in r.iter(N + \"circle\") if c.get(\"class\") == \"point\"]") == "[\"2\", \"3\", \"2\"]" ]]
+    [[ $(x "sorted(g.get(\"data-kind\") for g in r.iter(N + \"g\") if g.get(\"data-kind\") in (\"join\", \"death\"))") == "[\"death\", \"join\"]" ]]
+    x "[p.get(\"style\") for p in r.iter(N + \"path\") if p.get(\"data-series\") == \"world\"][0]" | grep -q "stroke:rgb(31, 111, 235)"
+    cp "$ART/timeline.svg" "$ROOT/$BUILD/artifacts/timeline.svg"
 '
 test_expect_success '/api/job agrees with the page: sizes, timeline, events, members' '
     [[ $(p "[p[\"nodes\"] for p in j[\"timeline\"]] == s[\"points\"]") == true ]]

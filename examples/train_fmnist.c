@@ -1015,6 +1015,8 @@ int main(int argc, char **argv)
             progress(&r, &s, (uint64_t)train.n,
                      s.epoch_samples / (s.epoch_seconds + 1e-9), 0);
             el_worker_heartbeat(s.step);
+            el_worker_progress_loss(s.step, run_samples,
+                                    m.g[m.nparams] / (double)b.global_count);
             int stopping = m.g[m.nparams + 2] > 0; /* the same everywhere */
             /* A preemption notice on any node: save this step at once, all
              * ranks together, and train on until the node goes. */

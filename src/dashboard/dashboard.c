@@ -1,7 +1,9 @@
 /* dashboard.c -- the dashboard's record and its HTTP routes: events in a
  * ring of EL_DASH_MAX_EVENTS, the world-size timeline in a ring of
  * EL_DASH_MAX_POINTS, the current round's members, the workers' last
- * progress and a bounded loss series; rendered as JSON with jansson.
+ * progress and local rank 0's loss over the whole job (MAX_LOSS points at
+ * least LOSS_EVERY_MS apart; when full, every other point goes and the
+ * spacing doubles); rendered as JSON with jansson.
  *
  * Threads: the agent's thread writes (el__dash_event, el__dash_progress),
  * the metrics server's thread reads (el_dash_handle); one mutex guards it
@@ -23,6 +25,7 @@
 
 #define MAX_MEMBERS 256
 #define MAX_LOSS 512
+#define LOSS_EVERY_MS 250
 
 struct member {
     char id[200];
@@ -67,8 +70,9 @@ struct el_dash {
     } pt[EL_DASH_MAX_POINTS];
     int npt, hpt;
     long dropped_pt;
-    struct loss_pt loss[MAX_LOSS];
-    int nloss, hloss;
+    struct loss_pt loss[MAX_LOSS]; /* oldest first */
+    int nloss;
+    int64_t loss_every_ms;
 };
 
 static const char *const kinds[] = {
@@ -104,6 +108,7 @@ int el_dash_new(struct el_dash **out, const struct el_dash_job *job)
     d->nproc = job->nproc;
     d->max_restarts = job->max_restarts;
     d->started_ms = wall_ms();
+    d->loss_every_ms = LOSS_EVERY_MS;
     d->round = -1;
     d->node_rank = -1;
     snprintf(d->state, sizeof d->state, "init");
@@ -356,11 +361,15 @@ void el__dash_progress(struct el_dash *d, int rank, int local_rank,
         w->rate = rate;
     if (!isnan(loss)) {
         w->loss = loss;
-        if (local_rank == 0) {
-            d->loss[d->hloss] = (struct loss_pt){now, step, loss};
-            d->hloss = (d->hloss + 1) % MAX_LOSS;
-            if (d->nloss < MAX_LOSS)
-                d->nloss++;
+        if (local_rank == 0 && (!d->nloss || now - d->loss[d->nloss - 1].t_ms >=
+                                                 d->loss_every_ms)) {
+            if (d->nloss == MAX_LOSS) { /* half the points, twice apart */
+                for (int i = 0; i < MAX_LOSS / 2; i++)
+                    d->loss[i] = d->loss[2 * i + 1];
+                d->nloss = MAX_LOSS / 2;
+                d->loss_every_ms *= 2;
+            }
+            d->loss[d->nloss++] = (struct loss_pt){now, step, loss};
         }
     }
     w->last_ms = now;
@@ -499,12 +508,10 @@ static json_t *render(struct el_dash *d)
             json_array_append_new(events, o);
     }
     json_object_set_new(root, "events", events);
-    for (int k = 0; k < d->nloss; k++) {
-        int i = (d->hloss - d->nloss + k + MAX_LOSS) % MAX_LOSS;
+    for (int i = 0; i < d->nloss; i++)
         json_array_append_new(
             loss, json_pack("[I, I, f]", (json_int_t)d->loss[i].t_ms,
                             (json_int_t)d->loss[i].step, d->loss[i].loss));
-    }
     json_object_set_new(root, "loss", loss);
     json_object_set_new(root, "dropped",
                         json_pack("{s:i, s:i}", "events", (int)d->dropped_ev,

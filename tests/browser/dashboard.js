@@ -47,6 +47,8 @@ async function main() {
         marks: [...document.querySelectorAll("#timeline .mark")].map((g) => g.dataset.kind),
         points: [...document.querySelectorAll("#timeline circle.point")].map((c) => Number(c.dataset.nodes)),
         world_path: document.querySelector("#timeline path.world").getAttribute("d"),
+        loss_points: document.getElementById("loss-section").hidden ? 0
+          : document.querySelector("#loss-chart polyline").getAttribute("points").split(" ").length,
       };
     });
     seen.requests = requests;

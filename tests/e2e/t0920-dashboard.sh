@@ -144,6 +144,7 @@ test_expect_success 'the page in chromium: world sizes 2, 3, 2 on the timeline, 
     p "s[\"members\"]" | grep -qF "#${AGENT_PID[b]}#"
     [[ $(p "float(s[\"step_rate\"]) > 1") == true ]]
     [[ $(p "0 < float(s[\"loss\"]) < 2") == true ]]
+    [[ $(p "1 < s[\"loss_points\"] <= len(j[\"loss\"])") == true ]]
     [[ $(p "s[\"page_errors\"]") == "[]" ]]
     [[ $(p "all(r.startswith(\"$U\") for r in s[\"requests\"])") == true ]]
     [[ -s $ART/dashboard.png ]]

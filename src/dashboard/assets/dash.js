@@ -106,12 +106,29 @@
     svg.replaceChildren(...kids);
   }
 
+  // Loss against time, linear, from the series' min to its max.
+  function lossChart(j) {
+    const pts = j.loss;
+    $("loss-section").hidden = pts.length < 2;
+    if (pts.length < 2) return;
+    const W = 900, H = 120, L = 44, R = 10, T = 8, B = 8;
+    const t0 = pts[0][0], t1 = Math.max(pts[pts.length - 1][0], t0 + 1);
+    let lo = Math.min(...pts.map((p) => p[2])), hi = Math.max(...pts.map((p) => p[2]));
+    if (hi === lo) hi = lo + 1;
+    const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R);
+    const y = (v) => T + (1 - (v - lo) / (hi - lo)) * (H - T - B);
+    $("loss-chart").replaceChildren(
+      el("svg:polyline", { class: "loss", points: pts.map((p) => x(p[0]) + "," + y(p[2])).join(" ") }),
+      el("svg:text", { class: "axis", x: L - 6, y: T + 8, "text-anchor": "end" }, fmt(hi, 3)),
+      el("svg:text", { class: "axis", x: L - 6, y: H - B, "text-anchor": "end" }, fmt(lo, 3)));
+  }
+
   async function poll() {
     try {
       const r = await fetch("api/job", { cache: "no-store" });
       if (!r.ok) throw new Error("HTTP " + r.status);
       const j = await r.json();
-      cards(j); timeline(j); tables(j); events(j);
+      cards(j); timeline(j); lossChart(j); tables(j); events(j);
       set("updated", clock(j.now_ms));
       $("conn").className = "conn live"; set("conn", "live");
       document.body.dataset.loaded = "1";

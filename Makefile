@@ -54,9 +54,11 @@ CFLAGS  += -O1 -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=a
 LDFLAGS += -fsanitize=$(SAN)
 endif
 
-LIB_MODULES := common store rendezvous agent worker coll ckpt etcd job metrics http k8s events
+LIB_MODULES := common store rendezvous agent worker coll ckpt etcd job metrics http k8s events dashboard
 LIB_SRC  := $(foreach m,$(LIB_MODULES),$(wildcard src/$(m)/*.c))
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# The dashboard's page (src/dashboard/assets) compiled in as C arrays.
+DASH_ASSETS := $(sort $(wildcard src/dashboard/assets/*))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/dash_assets.o
 CLI_SRC  := $(wildcard src/cli/*.c)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC := $(wildcard tests/unit/*.c)
@@ -80,6 +82,13 @@ deps:
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/gen/dash_assets.c: $(DASH_ASSETS) scripts/embed-assets.sh
+	@mkdir -p $(dir $@)
+	scripts/embed-assets.sh $@ $(DASH_ASSETS)
+
+$(BUILD)/gen/dash_assets.o: $(BUILD)/gen/dash_assets.c
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libelrun.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)

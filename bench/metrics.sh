@@ -28,16 +28,7 @@ pids=()
 # (|| true: under set -e a pid already gone would end the trap early.)
 trap 'for p in "${pids[@]:-}"; do [[ -n $p ]] && kill -KILL "$p" 2>/dev/null || true; done; rm -rf "$W"' EXIT
 
-stats() {
-    sort -g | awk '{ v[NR] = $1 } END {
-        if (NR == 0) { print "nan nan nan"; exit }
-        m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-        printf "%.4g (%.4g-%.4g)\n", m, v[1], v[NR] }'
-}
-cpu_ms() { # PID: CPU time of all its threads in ms (schedstat: ns on CPU)
-    cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { print s / 1e6 }'
-}
-hwm_kib() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
+. bench/lib.sh
 metrics_port() { # LOG
     for _ in $(seq 500); do
         p=$(sed -n 's|.*metrics at http://.*:\([0-9]*\)/metrics$|\1|p' "$1" | head -1)
@@ -70,17 +61,7 @@ one_agent() {
 }
 
 declare -A NAME=([base]="base build" [off]="metrics off" [on]="metrics on" [scraped]="on, scraped /100 ms")
-for mode in base off on scraped; do
-    bin=$ELRUN; m=$mode
-    if [[ $mode == base ]]; then
-        [[ -x $BASE/elrun ]] || continue
-        bin=$BASE/elrun; m=off
-    fi
-    : >"$W/res"
-    for _ in $(seq "$RUNS"); do one_agent "$bin" "$m" >>"$W/res"; done
-    echo "RESULT agent cpu_ms/${WINDOW}s ${NAME[$mode]}: $(cut -d' ' -f1 "$W/res" | stats)"
-    echo "RESULT agent peak_rss_kib ${NAME[$mode]}: $(cut -d' ' -f2 "$W/res" | stats)"
-done
+agent_table base off on scraped
 
 # scrape latency: 2 workers reporting progress 20 times a second.
 cat >"$W/w.py" <<'EOF'

@@ -1015,6 +1015,15 @@ int main(int argc, char **argv)
             progress(&r, &s, (uint64_t)train.n,
                      s.epoch_samples / (s.epoch_seconds + 1e-9), 0);
             el_worker_heartbeat(s.step);
+            /* Progress (step, samples, this step's mean loss) for the
+             * agent's metrics and dashboard, at most 10 times a second. */
+            static double reported;
+            if (now_s() - reported >= 0.1) {
+                reported = now_s();
+                el_worker_progress_loss(s.step, run_samples,
+                                        m.g[m.nparams] /
+                                            (double)b.global_count);
+            }
             int stopping = m.g[m.nparams + 2] > 0; /* the same everywhere */
             /* A preemption notice on any node: save this step at once, all
              * ranks together, and train on until the node goes. */

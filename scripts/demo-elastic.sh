@@ -5,7 +5,10 @@
 # one node at first; a second node joins (the job grows to 2 workers); then
 # the second node is killed with SIGKILL (the job shrinks back to 1).  Each
 # change starts a new round that resumes from the newest checkpoint, keeping
-# the global batch, and training runs to the end.
+# the global batch, and training runs to the end.  node-a serves the live
+# dashboard (docs/DASHBOARD.md); at the end its timeline is written as an
+# SVG file, and a screenshot, to $BUILD/artifacts (with tests/browser's
+# chromium driver, when make deps could install it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -16,12 +19,13 @@ a1= a2=
 trap 'kill -KILL $a1 $a2 2>/dev/null; [[ -n ${KEEP:-} ]] || rm -rf "$D"' EXIT
 say() { printf '\n\033[1mdemo: %s\033[0m\n' "$*"; }
 port=$(/usr/bin/python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-agent() { # NAME: one node of the job, its output in $D/NAME.*
-    "$ELRUN" --nnodes=1:2 --nproc-per-node=1 --rdzv-backend=c10d \
+agent() { # NAME [FLAGS]: one node of the job, its output in $D/NAME.*
+    local name=$1; shift
+    "$ELRUN" "$@" --nnodes=1:2 --nproc-per-node=1 --rdzv-backend=c10d \
         --rdzv-endpoint="127.0.0.1:$port" --rdzv-id=elastic-demo \
-        --rdzv-conf=last_call_timeout=1 --max-restarts=3 --local-addr="$1" \
-        --no-python "$TRAIN" --epochs 6 --ckpt-dir "$D/ckpt-$1" --ckpt-every 100 \
-        >"$D/$1.out" 2>"$D/$1.err" &
+        --rdzv-conf=last_call_timeout=1 --max-restarts=3 --local-addr="$name" \
+        --no-python "$TRAIN" --epochs 6 --ckpt-dir "$D/ckpt-$name" --ckpt-every 100 \
+        >"$D/$name.out" 2>"$D/$name.err" &
 }
 # wait_line FILE REGEX: until a line of FILE matches (the job gives up in 120 s)
 wait_line() {
@@ -33,7 +37,10 @@ wait_line() {
 }
 
 say "node-a starts the job alone (--nnodes=1:2)"
-agent node-a; a1=$!
+agent node-a --dashboard-addr=127.0.0.1:0; a1=$!
+wait_line "$D/node-a.err" " dashboard at http://"
+dash=$(sed -n 's|.* dashboard at \(http://[^ ]*\)$|\1|p' "$D/node-a.err" | head -1)
+say "the live dashboard of node-a: $dash (open it while the job runs)"
 # A few checkpoints into the run:
 deadline=$((SECONDS + 120))
 until ls "$D/ckpt-node-a" 2>/dev/null | grep -q 'ckpt-0000000300'; do
@@ -51,6 +58,18 @@ say "node-b is killed with SIGKILL: the job shrinks to 1 worker"
 kill -KILL $a2; wait $a2 2>/dev/null; a2=
 wait_line "$D/node-a.err" "round [0-9]+: 1 nodes \(joined: -; left: node-b\)"
 grep -hE "left: node-b" "$D/node-a.err" | tail -1 | sed 's/^/  /'
+# The page as it is now (1 -> 2 -> 1 nodes), while node-a still serves it.
+art=$PWD/$BUILD/artifacts
+mkdir -p "$art"
+svg=
+if command -v chromium >/dev/null && [[ -d tests/browser/node_modules/playwright-core ]] &&
+    node tests/browser/dashboard.js "$dash" "$D/page.json" "$art/demo-elastic.png" \
+        "document.querySelectorAll('#timeline circle.point').length >= 3" \
+        "$art/demo-elastic-timeline.svg" 2>"$D/browser.err"; then
+    svg=$art/demo-elastic-timeline.svg
+else
+    say "no timeline SVG: $(cat "$D/browser.err" 2>/dev/null || echo "chromium or tests/browser's playwright-core missing (make deps)")"
+fi
 wait $a1; rc=$?; a1=
 say "training output of node-a (epochs run at whatever world size the job had)"
 cat "$D/node-a.out"
@@ -58,3 +77,4 @@ grep -hE "round [0-9]+: |resumed from checkpoint" "$D/node-a.err" | sed 's/^/  n
 [[ $rc -eq 0 ]] || { say "node-a failed (exit $rc)"; tail -20 "$D/node-a.err"; exit 1; }
 acc=$(sed -n 's/^final: test accuracy \([0-9.]*\)%.*/\1/p' "$D/node-a.out" | tail -1)
 say "the job grew from 1 to 2 nodes and shrank back to 1; final test accuracy $acc%"
+say "the dashboard was at $dash (node-a's, gone with it)${svg:+; its timeline: $svg, the page: $art/demo-elastic.png}"

@@ -21,21 +21,32 @@ pkgs=(
   libhttp-parser-dev prometheus # /metrics requests; promtool and a real Prometheus in tests
   awscli                       # the aws CLI elrun drives for -s aws_batch and elrun aws; t0820 (its CloudFormation validator is npm's: tests/aws)
   libyaml-dev nftables curl python3-yaml  # k8s-controller kubeconfigs (libyaml dlopen()ed); the k8s simulator (kubectl 1.20: tests/infra/k8s/install-deps.sh)
+  xxd                          # the dashboard's page embedded as C arrays (scripts/embed-assets.sh)
+  chromium nodejs              # the dashboard in a headless browser (t0920; playwright-core below)
 )
+# npm comes with nodejs where nodejs is not Debian's (NodeSource's includes
+# it, and Debian's npm would conflict with it).
+command -v npm >/dev/null || pkgs+=(npm)
 
-# tests/aws: the CloudFormation validator t0820 runs, npm packages pinned by
-# tests/aws/package-lock.json (node_modules is not committed).  Done again
-# only when the lock changed; without npm it is left out with one line (t0820
-# then skips that case and says why).
+# npm packages of the tests, pinned by each folder's package-lock.json
+# (node_modules is not committed): tests/aws = the CloudFormation validator
+# t0820 runs; tests/browser = playwright-core, the driver of Debian's
+# chromium for the dashboard's test t0920 (it downloads no browser).  Done
+# again only when a lock changed; a failure is one line and the tests that
+# need the folder say so (t0820 fails, t0920 skips naming the reason).
 npm_deps() {
-  local d
-  d="$(cd "$(dirname "$0")/.." && pwd)/tests/aws"
-  command -v npm >/dev/null || { echo "deps: no npm: tests/aws (t0820's CloudFormation validator) left out" >&2; return 0; }
-  cmp -s "$d/package-lock.json" "$d/node_modules/.elrun-installed-lock" && return 0
-  echo "deps: npm ci in tests/aws"
-  (cd "$d" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null) ||
-    { echo "deps: npm ci in tests/aws failed" >&2; return 1; }
-  cp "$d/package-lock.json" "$d/node_modules/.elrun-installed-lock"
+  local root d
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  command -v npm >/dev/null || { echo "deps: no npm: tests/aws and tests/browser left out" >&2; return 0; }
+  for d in "$root/tests/aws" "$root/tests/browser"; do
+    cmp -s "$d/package-lock.json" "$d/node_modules/.elrun-installed-lock" && continue
+    echo "deps: npm ci in ${d#"$root"/}"
+    if (cd "$d" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null); then
+      cp "$d/package-lock.json" "$d/node_modules/.elrun-installed-lock"
+    else
+      echo "deps: npm ci in ${d#"$root"/} failed" >&2
+    fi
+  done
 }
 
 missing=()

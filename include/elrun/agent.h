@@ -109,6 +109,10 @@ struct el_agent_config {
     /* --event-log-handler console: torchrun's own status event JSON
      * (torchelastic.worker.status.SUCCEEDED|FAILED) on err_fd at the end. */
     int torch_events_console;
+    /* The live dashboard's record (include/elrun/dashboard.h), fed by the
+     * same hooks; used only with metrics (NULL: off).  Must outlive the
+     * agent. */
+    struct el_dash *dashboard;
     /* Goodput (src/agent/watch.c, docs/AGENT.md "Preemption notices" and
      * "Hung workers").  A preemption notice is the file preempt_notice_file
      * appearing, or the command preempt_notice_cmd (run with /bin/sh -c

@@ -28,6 +28,8 @@
 
 #include <stddef.h>
 
+#include "elrun/http.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -116,6 +118,14 @@ struct el_metrics_server;
  * -errno / EL_EUSAGE with a one-line reason in err. */
 int el_metrics_serve(struct el_metrics_server **out, struct el_metrics *reg,
                      const char *host, int port, char *err, size_t errlen);
+
+/* The same, with other(other_arg, ...) answering every path but /metrics
+ * (the dashboard: el_dash_handle), on the server's thread.  NULL other:
+ * as el_metrics_serve. */
+int el_metrics_serve_routes(struct el_metrics_server **out,
+                            struct el_metrics *reg, const char *host, int port,
+                            el_http_handler other, void *other_arg, char *err,
+                            size_t errlen);
 
 int el_metrics_server_port(const struct el_metrics_server *s);
 

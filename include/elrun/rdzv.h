@@ -92,6 +92,10 @@ struct el_rdzv_info {
     char store_host[EL_HOST_MAX]; /* the workers' MASTER_ADDR               */
     int store_port;      /* the workers' MASTER_PORT                  */
     int use_agent_store; /* TORCHELASTIC_USE_AGENT_STORE              */
+    /* The round's nodes in rank order, one "ID WORKERS\n" line each (ID:
+     * the member's "host#pid#nonce"), truncated at a line's end; "" when
+     * the backend does not say (static, standalone).  The dashboard. */
+    char members[4096];
 };
 
 struct el_rdzv;

@@ -142,6 +142,10 @@ int el_worker_record_error(const char *fmt, ...)
  * the agent is behind and this report was dropped; or -errno. */
 int el_worker_progress(int64_t step, int64_t samples);
 
+/* The same with the training loss ("step N samples M loss F\n": the
+ * dashboard shows it, docs/DASHBOARD.md).  loss NaN or infinite: left out. */
+int el_worker_progress_loss(int64_t step, int64_t samples, double loss);
+
 /* Heartbeat (src/worker/health.c): tell the agent this worker still makes
  * progress, once a step: rewrites $ELRUN_HEARTBEAT_FILE with step.  With
  * --worker-stall-timeout S the agent kills a worker that beat once and then

@@ -11,6 +11,9 @@
  * same hooks feed the job's events (events.c, el__ev_*) first, whether
  * metrics are on or not.
  *
+ * The same hooks feed the live dashboard's record (cfg.dashboard,
+ * src/dashboard) through el__dash_event(), when it is on.
+ *
  * Threads: the hooks run on the agent's thread.  The per-rank progress
  * state is also read by the scrape's collect hook (the metrics thread), so
  * it sits behind obs->mu; everything else goes straight to the registry,
@@ -19,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +33,7 @@
 #include <unistd.h>
 
 #include "agent/agent_impl.h"
+#include "dashboard/dash_int.h"
 #include "elrun/metrics.h"
 #include "elrun/net.h"
 #include "elrun/rdzv.h"
@@ -46,6 +51,7 @@ struct rank_progress {
 
 struct el__agent_obs {
     struct el_metrics *reg;
+    struct el_dash *dash; /* NULL: no dashboard */
     struct el_metric *round, *nodes, *world, *node_rank, *local, *state,
         *workers, *restarts, *restarts_left, *rounds, *rdzv_s, *detect_s,
         *recover_s, *exits, *joins, *leaves, *membership, *step, *samples,
@@ -83,6 +89,7 @@ int el__obs_open(struct el_agent *a)
     if (!o)
         return -ENOMEM;
     o->reg = a->cfg.metrics;
+    o->dash = a->cfg.dashboard;
     o->np = a->cfg.nproc;
     o->p = calloc((size_t)o->np, sizeof *o->p);
     if (!o->p) {
@@ -198,14 +205,22 @@ void el__obs_state(struct el_agent *a, int from, int to)
         return;
     el_metric_set(o->state, (const char *[]){group_states[from]}, 0);
     el_metric_set(o->state, (const char *[]){group_states[to]}, 1);
+    struct el__dash_event ev = {.kind = EL__DASH_STATE, .round = -1};
+    snprintf(ev.text, sizeof ev.text, "%s", group_states[to]);
+    el__dash_event(o->dash, &ev);
     if (to == EL__GS_RENDEZVOUS)
         o->rdzv_start_ns = el_now_ns();
     if (to == EL__GS_HEALTHY)
         el__obs_workers(a);
     if (to == EL__GS_HEALTHY && o->failure_ns) {
+        double secs = (double)(el_now_ns() - o->failure_ns) / 1e9;
         el_metric_observe(o->recover_s, (const char *[]){o->failure_cause},
-                          (double)(el_now_ns() - o->failure_ns) / 1e9);
+                          secs);
         o->failure_ns = 0;
+        el__dash_event(o->dash,
+                       &(struct el__dash_event){.kind = EL__DASH_RECOVERY,
+                                                .round = -1,
+                                                .seconds = secs});
     }
 }
 
@@ -228,6 +243,14 @@ void el__obs_round(struct el_agent *a, const struct el_rdzv_info *info)
     if (info->num_nodes < o->last_nodes)
         el_metric_add(o->leaves, NULL, o->last_nodes - info->num_nodes);
     o->last_nodes = info->num_nodes;
+    el__dash_event(o->dash,
+                   &(struct el__dash_event){
+                       .kind = EL__DASH_ROUND,
+                       .round = info->round,
+                       .nodes = info->num_nodes,
+                       .world = info->world_size,
+                       .node_rank = info->node_rank,
+                       .members = info->members[0] ? info->members : NULL});
     /* New ranks: the old per-rank series go. */
     el_metric_clear(o->step);
     el_metric_clear(o->samples);
@@ -278,6 +301,13 @@ void el__obs_exit(struct el_agent *a, const struct el__worker *w)
     }
     el_metric_add(o->exits, (const char *[]){code, sig, w->failed ? "1" : "0"},
                   1);
+    el__dash_event(
+        o->dash, &(struct el__dash_event){
+                     .kind = w->failed ? EL__DASH_FAILURE : EL__DASH_EXIT,
+                     .round = -1,
+                     .rank = w->global_rank,
+                     .code = WIFEXITED(w->status) ? WEXITSTATUS(w->status) : 0,
+                     .sig = WIFSIGNALED(w->status) ? WTERMSIG(w->status) : 0});
 }
 
 void el__obs_failure(struct el_agent *a, const char *cause)
@@ -289,8 +319,11 @@ void el__obs_failure(struct el_agent *a, const char *cause)
     int64_t now = el_now_ns();
     if (strcmp(cause, "worker_failure") == 0 && a->woke_ns)
         el_metric_observe(o->detect_s, NULL, (double)(now - a->woke_ns) / 1e9);
-    else
+    else {
         el_metric_add(o->membership, NULL, 1);
+        el__dash_event(o->dash, &(struct el__dash_event){
+                                    .kind = EL__DASH_MEMBERSHIP, .round = -1});
+    }
     if (!o->failure_ns) {
         o->failure_ns = now;
         o->failure_cause = cause;
@@ -311,6 +344,10 @@ void el__obs_restarts(struct el_agent *a)
     el_metric_set(o->restarts, NULL, a->res->restarts);
     int left = a->cfg.max_restarts - a->res->restarts;
     el_metric_set(o->restarts_left, NULL, left > 0 ? left : 0);
+    el__dash_event(o->dash,
+                   &(struct el__dash_event){.kind = EL__DASH_RESTART,
+                                            .round = -1,
+                                            .restarts = a->res->restarts});
 }
 
 /* ---- progress lines ---- */
@@ -355,13 +392,22 @@ void el__obs_progress_forked(struct el_agent *a, int i)
     o->p[i].wfd = -1;
 }
 
-/* "step N samples M" or "step N"; anything else is ignored. */
+/* "step N samples M" or "step N", optionally followed by " loss F" (the
+ * dashboard shows it); anything else is ignored. */
 static void take_line(struct el__agent_obs *o, struct rank_progress *p, int i)
 {
     long long step, samples = -1;
     int n = sscanf(p->line, "step %lld samples %lld", &step, &samples);
     if (n < 1 || step < 0)
         return;
+    double loss = NAN;
+    const char *l = strstr(p->line, " loss ");
+    if (l) {
+        char *end;
+        double v = strtod(l + 6, &end);
+        if (end != l + 6 && (*end == 0 || *end == ' ') && isfinite(v))
+            loss = v;
+    }
     int64_t now = el_now_ns();
     char rank[16], lr[16];
     snprintf(rank, sizeof rank, "%d", p->rank);
@@ -390,6 +436,8 @@ static void take_line(struct el__agent_obs *o, struct rank_progress *p, int i)
     if (rate >= 0)
         el_metric_set(o->rate, v, rate);
     el_metric_set(o->since, v, 0);
+    el__dash_progress(o->dash, p->rank, i, step, n == 2 ? samples : -1, rate,
+                      loss);
 }
 
 void el__obs_progress(struct el_agent *a, int i)

@@ -32,6 +32,9 @@ int cli_job_aws_env(int argc, char **argv);
 int cli_aws_main(int argc, char **argv);
 /* `elrun k8s-controller ...`: the ElasticJob controller (src/k8s). */
 int cli_k8s_main(int argc, char **argv);
+/* `elrun dashboard ...`: a job's live dashboard from its store
+ * (dashboard_cmd.c, docs/DASHBOARD.md). */
+int cli_dashboard_main(int argc, char **argv);
 
 /* events_cmd.c, status_cmd.c: `elrun events` and `elrun status` of a
  * rendezvous (docs/EVENTS.md).  cli_status_of_rdzv: do these arguments

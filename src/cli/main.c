@@ -6,6 +6,7 @@
  *   elrun k8s-controller [flags]       the ElasticJob controller
  *   elrun events|status --rdzv-...     a job's events, its status
  *                                      (events_cmd.c, status_cmd.c)
+ *   elrun dashboard --rdzv-endpoint=H:P --rdzv-id=ID   a job's live page
  *
  * Anything that is not a known subcommand goes to the launcher, so
  * `elrun --standalone --nproc-per-node=2 train.py` works as torchrun does.
@@ -47,6 +48,8 @@ int main(int argc, char **argv)
         return cli_job_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "k8s-controller") == 0)
         return cli_k8s_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "dashboard") == 0)
+        return cli_dashboard_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "run") == 0)
         argc--, argv++;
     /* Inside a Slurm step the allocation gives the rendezvous flags that

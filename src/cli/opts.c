@@ -61,6 +61,7 @@ enum opt_id {
     O_RESTART_BACKOFF,
     O_RESTART_BACKOFF_MAX,
     O_METRICS_ADDR,
+    O_DASHBOARD_ADDR,
     O_PREEMPT_NOTICE_FILE,
     O_PREEMPT_NOTICE_CMD,
     O_PREEMPT_NOTICE_SECS,
@@ -235,6 +236,8 @@ static const struct opt_def defs[O_COUNT] = {
                                    "--restart-backoff=0 to restart at once)"},
     [O_METRICS_ADDR] = {"metrics-addr", .env = 1, .set = set_str_or_null,
                         .off = F(metrics_addr)},
+    [O_DASHBOARD_ADDR] = {"dashboard-addr", .env = 1, .set = set_str_or_null,
+                          .off = F(dashboard_addr)},
     /* Goodput: docs/AGENT.md "Preemption notices" and "Hung workers". */
     [O_PREEMPT_NOTICE_FILE] = {"preempt-notice-file", .env = 1,
                                .set = set_str_or_null,
@@ -327,6 +330,8 @@ static const char help_tail[] =
     "                             picks one; see docs/METRICS.md)\n"
     "  --event-log-handler NAME   console: torchrun's status event JSON on stderr\n"
     "                             at the end; null [default] (docs/EVENTS.md)\n"
+    "  --dashboard-addr HOST:PORT the live dashboard at / (JSON: /api/job) and\n"
+    "                             /metrics (docs/DASHBOARD.md)\n"
     "  -h, --help                 this text;  --version  elrun's version\n"
     "  LOGLEVEL or ELRUN_LOG_LEVEL (which wins): error, warn [default], info\n"
     "  (torchrun's launch records), debug\n"

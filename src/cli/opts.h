@@ -75,6 +75,7 @@ struct el_opts {
     double restart_backoff;      /* --restart-backoff S          [1]      */
     double restart_backoff_max;  /* --restart-backoff-max S      [30]     */
     const char *metrics_addr;    /* --metrics-addr HOST:PORT     [NULL]   */
+    const char *dashboard_addr;  /* --dashboard-addr HOST:PORT   [NULL]   */
     const char *preempt_notice_file; /* --preempt-notice-file PATH [NULL]  */
     const char *preempt_notice_cmd;  /* --preempt-notice-cmd CMD   [NULL]  */
     double preempt_notice_secs;      /* --preempt-notice-secs S      [30]     */

@@ -22,6 +22,7 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "elrun/agent.h"
+#include "elrun/dashboard.h"
 #include "elrun/err.h"
 #include "elrun/events.h"
 #include "elrun/log.h"
@@ -746,6 +747,8 @@ struct run {
     struct el_metrics *metrics;
     struct el_metrics_server *msrv;
     struct el_events *events;
+    struct el_dash *dash;
+    struct el_metrics_server *dsrv; /* the dashboard's, when not msrv */
 };
 
 static void run_free(struct run *run)
@@ -753,13 +756,82 @@ static void run_free(struct run *run)
     el_events_close(run->events, 2000); /* while the hosted store runs */
     el_rdzv_close(run->rdzv);
     el_metrics_server_close(run->msrv); /* before the agent it reads */
+    el_metrics_server_close(run->dsrv);
     el_agent_close(run->agent);
     el_metrics_free(run->metrics);
+    el_dash_free(run->dash);
     free(run->own_ef);
     free(run->wargv);
     free(run->redir);
     free(run->tee);
     free(run->show);
+}
+
+/* log_url ADDR PORT PATH WHAT: "WHAT at http://HOST:PORT/PATH", at any log
+ * level: the address was asked for. */
+static void log_url(const char *what, const char *addr, int port,
+                    const char *path)
+{
+    char h[EL_HOST_MAX];
+    int p;
+    el_addr_parse(addr, -1, h, &p);
+    el_log_(EL_LOG_INFO, "%s at http://%s%s%s:%d%s", what,
+            strchr(h, ':') ? "[" : "", h, strchr(h, ':') ? "]" : "", port,
+            path);
+}
+
+/* --metrics-addr and --dashboard-addr: one registry; the dashboard's
+ * server also answers /metrics, so the same address given to both is one
+ * server.  0, EL_EUSAGE (a bad address) or another error; err says why. */
+static int start_observers(struct run *run, const char *const *consts,
+                           char *err, size_t cap)
+{
+    const struct el_opts *o = &run->o;
+    const char *maddr = o->metrics_addr, *daddr = o->dashboard_addr;
+    char host[EL_HOST_MAX];
+    int port, rc;
+    if (daddr && el_addr_parse(daddr, -1, host, &port) < 0) {
+        snprintf(err, cap,
+                 "--dashboard-addr needs HOST:PORT (for example "
+                 "127.0.0.1:8080, or port 0 for a free one), got '%s'",
+                 daddr);
+        return EL_EUSAGE;
+    }
+    if (daddr && maddr && strcmp(daddr, maddr) == 0)
+        maddr = NULL;
+    if (maddr) {
+        if ((rc = el_metrics_start(maddr, consts, &run->metrics, &run->msrv,
+                                   err, cap)))
+            return rc;
+        log_url("metrics", maddr, el_metrics_server_port(run->msrv),
+                "/metrics");
+    } else if ((rc = el_metrics_new(&run->metrics, consts)) < 0) {
+        snprintf(err, cap, "metrics: %s", el_strerror(rc));
+        return rc;
+    }
+    if (!daddr)
+        return 0;
+    struct el_dash_job job = {
+        .run_id = consts[1],
+        .node = consts[3],
+        .role = consts[5],
+        .min_nodes = o->min_nodes,
+        .max_nodes = o->max_nodes,
+        .nproc = o->nproc,
+        .max_restarts = o->max_restarts,
+    };
+    if ((rc = el_dash_new(&run->dash, &job)) < 0) {
+        snprintf(err, cap, "dashboard: %s", el_strerror(rc));
+        return rc;
+    }
+    if ((rc = el_metrics_serve_routes(&run->dsrv, run->metrics, host, port,
+                                      el_dash_handle, run->dash, err, cap)))
+        return rc;
+    log_url("dashboard", daddr, el_metrics_server_port(run->dsrv), "/");
+    if (!o->metrics_addr || strcmp(daddr, o->metrics_addr) == 0)
+        log_url("metrics", daddr, el_metrics_server_port(run->dsrv),
+                "/metrics");
+    return 0;
 }
 
 static int run_main(struct run *run, int argc, char **argv)
@@ -861,26 +933,19 @@ static int run_main(struct run *run, int argc, char **argv)
         ac.preempt_signal = np ? psig[0] : 0;
     }
 
-    if (o->metrics_addr) {
+    if (o->metrics_addr || o->dashboard_addr) {
         char node[256];
         el_agent_fqdn(node, sizeof node);
         const char *const consts[] = {"run_id", ac.run_id, "node", node,
                                       "role",   ac.role,   NULL};
-        rc = el_metrics_start(o->metrics_addr, consts, &run->metrics,
-                              &run->msrv, err, sizeof err);
+        rc = start_observers(run, consts, err, sizeof err);
         if (rc == EL_EUSAGE)
             return usage_error(err);
         if (rc) {
             el_log(EL_LOG_ERROR, "%s", err);
             return 1;
         }
-        /* Shown at any log level: the address was asked for. */
-        char mh[EL_HOST_MAX];
-        int mp;
-        el_addr_parse(o->metrics_addr, -1, mh, &mp);
-        el_log_(EL_LOG_INFO, "metrics at http://%s%s%s:%d/metrics",
-                strchr(mh, ':') ? "[" : "", mh, strchr(mh, ':') ? "]" : "",
-                el_metrics_server_port(run->msrv));
+        ac.dashboard = run->dash;
         ac.metrics = run->metrics;
         /* What alerts compare the job with (deploy/prometheus). */
         struct el_metric *g;

@@ -26,6 +26,8 @@ struct el_metrics_server {
     uv_loop_t loop;
     uv_async_t stop;
     struct el_http *http;
+    el_http_handler other; /* every path but /metrics, or NULL */
+    void *other_arg;
     pthread_t th;
 };
 
@@ -33,6 +35,10 @@ static void handle(void *arg, const struct el_http_request *rq,
                    struct el_http_response *rs)
 {
     struct el_metrics_server *s = arg;
+    if (strcmp(rq->path, "/metrics") != 0 && s->other) {
+        s->other(s->other_arg, rq, rs);
+        return;
+    }
     if (strcmp(rq->path, "/metrics") != 0) {
         rs->status = 404;
         rs->body = strdup("not found: elrun serves /metrics\n");
@@ -65,12 +71,23 @@ static void *run(void *arg)
 int el_metrics_serve(struct el_metrics_server **out, struct el_metrics *reg,
                      const char *host, int port, char *err, size_t errlen)
 {
+    return el_metrics_serve_routes(out, reg, host, port, NULL, NULL, err,
+                                   errlen);
+}
+
+int el_metrics_serve_routes(struct el_metrics_server **out,
+                            struct el_metrics *reg, const char *host, int port,
+                            el_http_handler other, void *other_arg, char *err,
+                            size_t errlen)
+{
     struct el_metrics_server *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
     s->reg = reg;
+    s->other = other;
+    s->other_arg = other_arg;
     int rc = uv_loop_init(&s->loop);
     if (rc < 0) {
         snprintf(err, errlen, "cannot start an event loop: %s",

@@ -270,6 +270,16 @@ void el__rdzv_take_round(struct el__rdzv_node *self, int64_t round,
     info->num_nodes = n;
     info->base_rank = base_rank;
     info->world_size = world;
+    size_t used = 0;
+    for (int i = 0; i < n; i++) {
+        int k = snprintf(info->members + used, sizeof info->members - used,
+                         "%s %d\n", m[i].id, m[i].lws);
+        if (k < 0 || (size_t)k >= sizeof info->members - used) {
+            info->members[used] = 0;
+            break;
+        }
+        used += (size_t)k;
+    }
 }
 
 long long el__rdzv_wall_ms(void)

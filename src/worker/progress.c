@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -14,6 +15,11 @@
 
 int el_worker_progress(int64_t step, int64_t samples)
 {
+    return el_worker_progress_loss(step, samples, NAN);
+}
+
+int el_worker_progress_loss(int64_t step, int64_t samples, double loss)
+{
     const char *v = getenv("ELRUN_PROGRESS_FD");
     char *end;
     if (!v || !*v)
@@ -21,12 +27,14 @@ int el_worker_progress(int64_t step, int64_t samples)
     long fd = strtol(v, &end, 10);
     if (*end || fd < 0 || fd > 1 << 20)
         return -EBADF;
-    char line[80];
-    int n =
-        samples >= 0
-            ? snprintf(line, sizeof line,
-                       "step %" PRId64 " samples %" PRId64 "\n", step, samples)
-            : snprintf(line, sizeof line, "step %" PRId64 "\n", step);
+    char line[128];
+    int n = samples >= 0
+                ? snprintf(line, sizeof line,
+                           "step %" PRId64 " samples %" PRId64, step, samples)
+                : snprintf(line, sizeof line, "step %" PRId64, step);
+    if (isfinite(loss))
+        n += snprintf(line + n, sizeof line - (size_t)n, " loss %.6g", loss);
+    line[n++] = '\n';
     ssize_t w;
     while ((w = write((int)fd, line, (size_t)n)) < 0 && errno == EINTR) {
     }

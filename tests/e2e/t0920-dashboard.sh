@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# The live dashboard (docs/DASHBOARD.md) in a real headless browser: an
+# `elrun store` and an elastic job (c10d, 2:3 nodes, one worker each, a
+# Python worker reporting step and loss); it starts with agents A and B,
+# grows when C joins, and loses a node when C's agent is SIGKILLed.  The
+# page of A (--dashboard-addr, port 0), opened in Debian's chromium driven
+# by playwright-core (tests/browser), shows the world sizes 2, 3, 2 on its
+# timeline, the join and the death marked and listed with C's id, the two
+# members left, the step rate and loss; /api/job agrees with what the page
+# shows; the page loads nothing but its own server's files.  The
+# screenshot is kept: $BUILD/artifacts/t0920-dashboard/ and
+# $BUILD/artifacts/dashboard.png.  The flags are checked first, without
+# a browser.
+. "$(dirname "$0")/lib.sh"
+PY=${PYTHON_EXEC:-/usr/bin/python3}
+W="$ROOT/tests/e2e/py/progress_worker.py"
+DRIVER="$ROOT/tests/browser/dashboard.js"
+ART="$ROOT/$BUILD/artifacts/t0920-dashboard"
+
+# url_of WHAT LOG: the "WHAT at http://H:P/..." URL an agent logged.
+url_of() { sed -n "s|.* $1 at \(http://[^ ]*\)$|\1|p" "$2" | head -1; }
+# api URL EXPR: a Python expression over the /api/job document j.
+# exited PID: the process is gone or a zombie (not waited for yet).
+exited() { local st; st=$(ps -o stat= -p "$1"); [[ -z $st || $st == Z* ]]; }
+api() { curl -sf "$1api/job" | "$PY" -c "import json,sys; j=json.load(sys.stdin); print($2)"; }
+
+# ---- the flags ----
+test_expect_success 'a bad --dashboard-addr is a usage error (exit 2, one line saying what to give); a port in use fails the start' '
+    st=0; "$ELRUN" --standalone --dashboard-addr=nope --no-python true 2>"$T/bad.err" || st=$?
+    [[ $st == 2 ]]
+    grep -q "dashboard-addr needs HOST:PORT (for example 127.0.0.1:8080, or port 0 for a free one), got .nope." "$T/bad.err"
+    [[ $(wc -l <"$T/bad.err") == 1 ]]
+    "$PY" -c "import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\",0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(30)" >"$T/busy" &
+    track_pid $!
+    wait_until "[[ -s $T/busy ]]" 10
+    st=0; "$ELRUN" --standalone --dashboard-addr="127.0.0.1:$(cat "$T/busy")" --no-python true 2>"$T/busy.err" || st=$?
+    [[ $st == 1 ]]
+    grep -q "choose another port" "$T/busy.err"
+'
+test_expect_success 'PET_DASHBOARD_ADDR: the URL is logged at the default level; one server answers /, its assets, /api/job, /metrics and 404s the rest' '
+    PET_DASHBOARD_ADDR=127.0.0.1:0 "$ELRUN" --standalone --no-python \
+        "$PY" "$W" "$T/one.stop" --loss >"$T/one.out" 2>"$T/one.err" &
+    pid=$!; track_pid $pid
+    wait_until "[[ -n \$(url_of dashboard $T/one.err) ]]" 20
+    u=$(url_of dashboard "$T/one.err")
+    [[ $u =~ ^http://127\.0\.0\.1:[0-9]+/$ ]]
+    [[ $(url_of metrics "$T/one.err") == "${u}metrics" ]]
+    curl -sf "$u" | grep -q "<title>elrun dashboard</title>"
+    curl -sfI "${u}dash.js" | grep -qi "^content-type: text/javascript"
+    curl -sf "${u}dash.css" >/dev/null
+    wait_until "[[ \$(api $u \"j[\\\"workers\\\"][0][\\\"loss\\\"] is not None\" 2>/dev/null) == True ]]" 20
+    curl -sf "${u}metrics" | grep -q "^elrun_worker_step{"
+    code=$(curl -s -o "$T/404" -w "%{http_code}" "${u}nope")
+    [[ $code == 404 ]]
+    grep -q "elrun serves / (the dashboard), /api/job (its JSON) and /metrics" "$T/404"
+    touch "$T/one.stop"; wait $pid
+'
+test_expect_success 'the same address for --metrics-addr and --dashboard-addr is one server; two addresses are two' '
+    "$ELRUN" --standalone --metrics-addr=127.0.0.1:0 --dashboard-addr=127.0.0.1:0 \
+        --no-python true 2>"$T/same.err"
+    d=$(url_of dashboard "$T/same.err")
+    [[ -n $d && $(url_of metrics "$T/same.err") == "${d}metrics" ]]
+    [[ $(grep -c " metrics at " "$T/same.err") == 1 ]]
+    "$ELRUN" --standalone --metrics-addr=127.0.0.1:0 --dashboard-addr=127.0.0.2:0 \
+        --no-python true 2>"$T/two.err"
+    [[ $(url_of metrics "$T/two.err") =~ ^http://127\.0\.0\.1:[0-9]+/metrics$ ]]
+    [[ $(url_of dashboard "$T/two.err") =~ ^http://127\.0\.0\.2:[0-9]+/$ ]]
+    "$ELRUN" --standalone --metrics-addr=127.0.0.1:0 --no-python true 2>"$T/m.err"
+    refute grep -q "dashboard at" "$T/m.err"
+'
+
+# ---- a job that grows and loses a node, seen in chromium ----
+browser_ok() { command -v chromium >/dev/null && [[ -d $ROOT/tests/browser/node_modules/playwright-core ]]; }
+browser_ok || "$ROOT/scripts/deps.sh" >&2 || true
+if ! browser_ok; then
+    test_skip "the dashboard in a headless browser" \
+        "chromium or tests/browser's playwright-core could not be installed (make deps as root)"
+    test_done; exit
+fi
+
+start_store
+KA="last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=2"
+declare -A AGENT_PID
+agent() { # NAME [FLAGS...]
+    local n=$1; shift
+    PYTHON_EXEC=$PY "$ELRUN" --nnodes=2:3 --nproc-per-node=1 \
+        --rdzv-backend=c10d --rdzv-endpoint="127.0.0.1:$STORE_PORT" \
+        --rdzv-id=dash1 --rdzv-conf="is_host=false,$KA" --max-restarts=3 \
+        --restart-backoff=0 "$@" "$W" "$T/stop" --loss >"$T/$n.out" 2>"$T/$n.err" &
+    AGENT_PID[$n]=$!
+    track_pid $!
+}
+# `elrun dashboard`: the job's page from its store, no member of the job.
+"$ELRUN" dashboard --rdzv-endpoint="127.0.0.1:$STORE_PORT" --rdzv-id=dash1 \
+    --nnodes=2:3 --max-restarts=3 >"$T/sd.out" 2>"$T/sd.err" &
+SD_PID=$!
+track_pid $SD_PID
+agent a --dashboard-addr=127.0.0.1:0
+agent b
+wait_for_line "$T/a.err" ' dashboard at http://' 20
+U=$(url_of dashboard "$T/a.err")
+wait_for_line "$T/sd.err" ' dashboard of job dash1 at http://' 20
+SD=$(sed -n "s|.* dashboard of job dash1 at \(http://[^ ]*\)$|\1|p" "$T/sd.err")
+
+test_expect_success 'two agents: the dashboard of A says round 0, 2 nodes, 2 workers, both members' '
+    wait_until "[[ \$(api $U \"j[\\\"nodes\\\"], j[\\\"state\\\"]\" 2>/dev/null) == \"2 healthy\" ]]" 60
+    [[ $(api "$U" "len(j[\"members\"])") == 2 ]]
+    [[ $(api "$U" "j[\"world\"]") == 2 ]]
+'
+agent c
+test_expect_success 'C joins: a round of 3 nodes' '
+    wait_until "[[ \$(api $U \"j[\\\"nodes\\\"], j[\\\"state\\\"]\" 2>/dev/null) == \"3 healthy\" ]]" 60
+    api "$U" "[m[\"id\"] for m in j[\"members\"]]" | grep -q "#${AGENT_PID[c]}#"
+'
+# C's id ("host#pid#nonce") as A's dashboard lists it.
+C_ID=$(api "$U" "[m[\"id\"] for m in j[\"members\"] if \"#${AGENT_PID[c]}#\" in m[\"id\"]][0]")
+kill -KILL "${AGENT_PID[c]}"
+pkill -KILL -P "${AGENT_PID[c]}" 2>/dev/null || true
+
+test_expect_success 'C SIGKILLed: A runs a round of 2 nodes again' '
+    wait_until "[[ \$(api $U \"j[\\\"nodes\\\"], j[\\\"state\\\"]\" 2>/dev/null) == \"2 healthy\" ]]" 60
+    wait_until "[[ \$(api $U \"sum(e[\\\"kind\\\"] == \\\"death\\\" for e in j[\\\"events\\\"])\") == 1 ]]" 20
+'
+
+mkdir -p "$ART"
+rm -f "$ART"/*
+# The page is read once the new round's workers report their step rate.
+WAIT="document.getElementById('world-nodes').textContent === '2' && document.querySelectorAll('#events li[data-kind=death]').length === 1 && document.querySelectorAll('#workers tbody tr').length === 1 && document.getElementById('step-rate').textContent !== '\u2013'"
+# p EXPR: a Python expression over the page as read (s) and /api/job
+# fetched right after (j), printed as JSON ("2", "[2, 3, 2]", "true").
+p() { "$PY" -c "import json; s=json.load(open(\"$ART/page.json\")); j=json.load(open(\"$ART/api.json\")); print(json.dumps($1))"; }
+test_expect_success 'the page in chromium: world sizes 2, 3, 2 on the timeline, the join and the death marked and listed, 2 members, step rate and loss' '
+    node "$DRIVER" "$U" "$ART/page.json" "$ART/dashboard.png" "$WAIT" "$ART/timeline.svg"
+    curl -sf "${U}api/job" >"$ART/api.json"
+    [[ $(p "[s[\"conn\"], s[\"nodes\"], s[\"workers\"], s[\"state\"]]") == "[\"live\", \"2\", \"2\", \"healthy\"]" ]]
+    [[ $(p "s[\"points\"]") == "[2, 3, 2]" ]]
+    [[ $(p "sorted(set(s[\"marks\"]) & {\"join\", \"death\"})") == "[\"death\", \"join\"]" ]]
+    [[ $(p "[e[\"kind\"] for e in s[\"events\"]].count(\"death\")") == 1 ]]
+    p "[e[\"text\"] for e in s[\"events\"] if e[\"kind\"] == \"death\"]" | grep -qF "node $C_ID died"
+    p "[e[\"text\"] for e in s[\"events\"] if e[\"kind\"] == \"join\"]" | grep -qF "node $C_ID joined"
+    [[ $(p "len(s[\"members\"])") == 2 ]]
+    refute grep -qF "$C_ID" <(p "s[\"members\"]")
+    p "s[\"members\"]" | grep -qF "#${AGENT_PID[a]}#"
+    p "s[\"members\"]" | grep -qF "#${AGENT_PID[b]}#"
+    [[ $(p "float(s[\"step_rate\"]) > 1") == true ]]
+    [[ $(p "0 < float(s[\"loss\"]) < 2") == true ]]
+    [[ $(p "1 < s[\"loss_points\"] <= len(j[\"loss\"])") == true ]]
+    [[ $(p "s[\"page_errors\"]") == "[]" ]]
+    [[ $(p "all(r.startswith(\"$U\") for r in s[\"requests\"])") == true ]]
+    [[ -s $ART/dashboard.png ]]
+    cp "$ART/dashboard.png" "$ROOT/$BUILD/artifacts/dashboard.png"
+'
+test_expect_success 'the timeline exported as a standalone SVG file: the world line, 3 round points, the join and death marks, styles inlined' '
+    x() { "$PY" -c "import json, xml.etree.ElementTree as E; r=E.parse(\"$ART/timeline.svg\").getroot(); N=\"{http://www.w3.org/2000/svg}\"; print(json.dumps($1))"; }
+    [[ $(x "r.tag") == "\"{http://www.w3.org/2000/svg}svg\"" ]]
+    [[ $(x "[c.get(\"data-nodes\") for c in r.iter(N + \"circle\") if c.get(\"class\") == \"point\"]") == "[\"2\", \"3\", \"2\"]" ]]
+    [[ $(x "sorted(g.get(\"data-kind\") for g in r.iter(N + \"g\") if g.get(\"data-kind\") in (\"join\", \"death\"))") == "[\"death\", \"join\"]" ]]
+    x "[p.get(\"style\") for p in r.iter(N + \"path\") if p.get(\"data-series\") == \"world\"][0]" | grep -q "stroke:rgb(31, 111, 235)"
+    cp "$ART/timeline.svg" "$ROOT/$BUILD/artifacts/timeline.svg"
+'
+test_expect_success '/api/job agrees with the page: sizes, timeline, events, members' '
+    [[ $(p "[p[\"nodes\"] for p in j[\"timeline\"]] == s[\"points\"]") == true ]]
+    [[ $(p "[p[\"world\"] for p in j[\"timeline\"]]") == "[2, 3, 2]" ]]
+    [[ $(p "[m[\"id\"] for m in j[\"members\"]] == s[\"members\"]") == true ]]
+    [[ $(p "[j[\"nodes\"], j[\"world\"], j[\"job\"][\"min_nodes\"], j[\"job\"][\"max_nodes\"]]") == "[2, 2, 2, 3]" ]]
+    [[ $(p "[e[\"node\"] for e in j[\"events\"] if e[\"kind\"] in (\"join\", \"death\")]") == "[\"$C_ID\", \"$C_ID\"]" ]]
+    [[ $(p "[e[\"kind\"] for e in j[\"events\"]] == [e[\"kind\"] for e in reversed(s[\"events\"])]") == true ]]
+    [[ $(p "all(e[\"text\"] in x[\"text\"] for e, x in zip(j[\"events\"], reversed(s[\"events\"])))") == true ]]
+    [[ $(p "[e[\"kind\"] for e in j[\"events\"]].count(\"recovery\") >= 2") == true ]]
+'
+test_expect_success 'elrun dashboard (from the store) tells the same story: world sizes 2, 3, 2, the join and the death of C, the same members; its page in chromium too' '
+    wait_until "[[ \$(api $SD \"[p[\\\"nodes\\\"] for p in j[\\\"timeline\\\"]]\") == \"[2, 3, 2]\" ]]" 20
+    curl -sf "${SD}api/job" >"$ART/job-api.json"
+    q() { "$PY" -c "import json; j=json.load(open(\"$ART/job-api.json\")); a=json.load(open(\"$ART/api.json\")); print(json.dumps($1))"; }
+    [[ $(q "[e[\"node\"] for e in j[\"events\"] if e[\"kind\"] in (\"join\", \"death\")]") == "[\"$C_ID\", \"$C_ID\"]" ]]
+    [[ $(q "[e[\"kind\"] for e in j[\"events\"] if e[\"kind\"] in (\"join\", \"death\")]") == "[\"join\", \"death\"]" ]]
+    [[ $(q "sorted(m[\"id\"] for m in j[\"members\"]) == sorted(m[\"id\"] for m in a[\"members\"])") == true ]]
+    [[ $(q "[j[\"round\"], j[\"nodes\"], j[\"world\"], j[\"job\"][\"max_nodes\"], j[\"job\"][\"nproc_per_node\"]]") == "[2, 2, 2, 3, null]" ]]
+    node "$DRIVER" "$SD" "$ART/job-page.json" "$ART/dashboard-job.png" \
+        "document.querySelectorAll(\"#events li[data-kind=death]\").length === 1"
+    [[ $("$PY" -c "import json; s=json.load(open(\"$ART/job-page.json\")); print(s[\"points\"], s[\"nodes\"])") == "[2, 3, 2] 2" ]]
+'
+touch "$T/stop"
+# Waited for here, not in a case (a case is a subshell): at most 30 s each.
+declare -A ST
+for n in a b; do
+    until exited "${AGENT_PID[$n]}" || ((SECONDS > ${DEADLINE:=$((SECONDS + 30))})); do sleep 0.05; done
+    exited "${AGENT_PID[$n]}" || kill -TERM "${AGENT_PID[$n]}"
+    ST[$n]=0; wait "${AGENT_PID[$n]}" || ST[$n]=$?
+done
+test_expect_success 'the job ends: A and B exit 0 once their workers are done' '
+    [[ ${ST[a]} == 0 && ${ST[b]} == 0 ]]
+'
+test_expect_success 'elrun dashboard: the job shown closed (succeeded); SIGTERM ends it with 0; a missing --rdzv-id is a usage error' '
+    wait_until "[[ \$(api $SD \"j[\\\"state\\\"]\") == succeeded ]]" 20
+    grep -q "the job is closed: ok" "$T/sd.err"
+    kill -TERM $SD_PID
+    wait_until "exited $SD_PID" 5
+    st=0; "$ELRUN" dashboard --rdzv-endpoint=127.0.0.1:1 2>"$T/sdu.err" || st=$?
+    [[ $st == 2 ]]
+    grep -q "rdzv-id=ID are required" "$T/sdu.err"
+'
+test_done

@@ -22,6 +22,9 @@
 #include "rendezvous/rdzv_impl.h"
 
 #define EL__RDZV_ID_MAX 192
+/* A node as lines name it: "<name>/<4 hex of its id>" (two agents on one
+ * host, or one agent before and after it was declared dead, differ). */
+#define EL__RDZV_LABEL_MAX (EL_HOST_MAX + 8)
 
 struct el__rdzv_member {
     char id[EL__RDZV_ID_MAX]; /* "<name>#<pid>#<random>": one agent's life  */
@@ -37,6 +40,7 @@ struct el__rdzv_member {
 struct el__rdzv_node {
     char id[EL__RDZV_ID_MAX]; /* "<name>#<pid>#<random>"                   */
     char name[EL_HOST_MAX];   /* --local-addr, else the hostname           */
+    char label[EL__RDZV_LABEL_MAX]; /* el__rdzv_label(id)                 */
     int64_t round;            /* last round this node was a member of      */
     int rank;                 /* its rank in that round, -1 if none        */
     struct el__rdzv_member *members; /* that round's members, rank order    */
@@ -54,8 +58,14 @@ void el__rdzv_node_init(struct el__rdzv_node *self,
 void el__rdzv_node_free(struct el__rdzv_node *self);
 
 /* A new id for this node ("<name>#<pid>#<random>"): after it was declared
- * dead, it rejoins as a new member. */
+ * dead, it rejoins as a new member.  Sets the label too. */
 void el__rdzv_node_new_id(struct el__rdzv_node *self);
+
+/* The label of the member whose id is 'id' ("<name>#<pid>#<random>"):
+ * "<name>/<the random part's last 4 hex digits>", the one name of a node in
+ * every line (joined, left, gone, waiting).  An id of another form is
+ * copied as it is. */
+void el__rdzv_label(const char *id, char *buf, size_t cap);
 
 /* A one-line note to the caller's on_event (if any). */
 void el__rdzv_note(const struct el__rdzv_node *self, const char *fmt, ...)
@@ -245,6 +255,13 @@ struct el__rdzv_elastic {
     int left_out;  /* rounds in a row sealed without us     */
     int rebirths;  /* times declared dead and rejoined      */
     int cancel_fd; /* of the call in progress (backends)    */
+    /* The open round's joiners as this node last read them, for
+     * el__rdzv_elastic_joiners() on another thread (under jmu, which
+     * el__rdzv_elastic_init sets up and nothing needs to destroy). */
+    pthread_mutex_t jmu;
+    int64_t jround, jcount; /* the round and count they were read at   */
+    int jn;                 /* labels in jtext; -1: none read          */
+    char jtext[512];        /* "h/3f2a, h/09bc"                        */
 };
 
 /* Settings from cfg (timeouts with their defaults), self from cfg. */
@@ -258,6 +275,8 @@ int el__rdzv_elastic_report_failure(struct el_rdzv *base, const char *why);
 int el__rdzv_elastic_exit_barrier(struct el_rdzv *base, int succeeded,
                                   int timeout_ms, int cancel_fd);
 int el__rdzv_elastic_set_closed(struct el_rdzv *base);
+/* el_rdzv_ops.joiners: thread-safe, beside a blocked next(). */
+int el__rdzv_elastic_joiners(struct el_rdzv *base, char *buf, size_t cap);
 
 /* How long a node left out of 'left_out' rounds in a row (that it joined,
  * sealed below MAX without it) waits before it opens another: 0 for the

@@ -24,6 +24,8 @@ struct el_rdzv_ops {
                         int cancel_fd);
     int (*set_closed)(struct el_rdzv *r);
     int (*report_failure)(struct el_rdzv *r, const char *why); /* optional */
+    /* optional: el_rdzv_joiners(); the one op called beside another */
+    int (*joiners)(struct el_rdzv *r, char *buf, size_t cap);
     void (*close)(struct el_rdzv *r);
 };
 

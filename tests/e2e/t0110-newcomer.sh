@@ -164,7 +164,41 @@ test_expect_success 'joining a rendezvous says so: where, how many nodes, the ti
     grep -v "^  " "$T/jw1.err"
     [[ $st == 124 ]] && grep -q "stopped by signal 2 (INT)" "$T/jw1.err"
     grep -q "INFO elrun\[[0-9]*\] joining the rendezvous at 127.0.0.1:[0-9]*: need 2..3 nodes, 100 s of the 100 s join timeout left" "$T/jw1.err"
-    grep -q "WARN elrun\[[0-9]*\] still waiting for the rendezvous at 127.0.0.1:[0-9]*: need 2..3 nodes, 99 s of the 100 s join timeout left" "$T/jw1.err"
+    grep -q "WARN elrun\[[0-9]*\] still waiting for the rendezvous at 127.0.0.1:[0-9]*: 1 of 2..3 nodes ($(hostname)/[0-9a-f]\{4\}), 99 s of the 100 s join timeout left" "$T/jw1.err"
+'
+
+# label_of LOG: the node's own name, from its "this node (NAME) is rank" line.
+label_of() { sed -n "s/.*; this node (\([^)]*\)) is rank.*/\1/p" "$1" | tail -1; }
+test_expect_success 'c10d, two agents on one host: told apart, named while waiting, and the one killed is named' '
+    p=$(free_port) H=$(hostname)
+    agent2() { # NAME
+        ELRUN_RDZV_REPORT_INTERVAL=1 "$ELRUN" --nnodes=2:3 --rdzv-backend=c10d \
+            --rdzv-endpoint=127.0.0.1:$p --rdzv-id=two --rdzv-conf=last_call_timeout=1 \
+            --max-restarts=1 --no-python sleep 120 2>"$T/two.$1.err" &
+        eval "pid_$1=\$!"; track_pid $!
+    }
+    # a waits alone first: its line names itself, 1 of 2..3.
+    agent2 a
+    wait_for_line "$T/two.a.err" "still waiting for the rendezvous at 127.0.0.1:$p: 1 of 2..3 nodes \($H/[0-9a-f]{4}\), " 20
+    agent2 b
+    wait_for_line "$T/two.a.err" "round 0: 2 nodes" 20
+    wait_for_line "$T/two.b.err" "round 0: 2 nodes" 20
+    la=$(label_of "$T/two.a.err") lb=$(label_of "$T/two.b.err")
+    echo "a: $la, b: $lb"
+    [[ $la == $H/???? && $lb == $H/???? && $la != "$lb" ]]
+    grep -q "still waiting for the rendezvous at 127.0.0.1:$p: 1 of 2..3 nodes ($la), " "$T/two.a.err"
+    grep -Eq "round 0: 2 nodes \(joined: ($la, $lb|$lb, $la); left: -\); this node \($la\) is rank 0" "$T/two.a.err"
+    grep -Eq "round 0: 2 nodes \(joined: ($la, $lb|$lb, $la); left: -\); this node \($lb\) is rank 1" "$T/two.b.err"
+    # b is killed: a names it, and waits for another with itself alone.
+    kill -KILL $pid_b
+    wait_for_line "$T/two.a.err" "WARN elrun\[[0-9]+\] round 0 \(rank 0 of 2 nodes\): node $lb is gone; re-forming" 20
+    wait_until "grep -q \"1 of 2..3 nodes ($la), \" <(sed -n \"/is gone; re-forming/,\\\$p\" $T/two.a.err)" 20
+    agent2 c
+    wait_for_line "$T/two.c.err" "round 1: 2 nodes" 20
+    lc=$(label_of "$T/two.c.err")
+    wait_for_line "$T/two.a.err" "round 1: 2 nodes \(joined: $lc; left: $lb\); this node \($la\) is rank 0" 20
+    cat "$T/two.a.err"
+    kill -TERM $pid_a $pid_c; wait $pid_a || true; wait $pid_c || true
 '
 
 test_expect_success 'c10d: a new round for a failure elsewhere is not called free (the job budget paid)' '

@@ -226,6 +226,43 @@ EOF
     refute grep -q "not counted as a restart" "$T/jb/a.err"
 '
 
+# ---- make demo-elastic, shortened through its knobs ----
+
+if [[ ! -x $ROOT/$BUILD/examples/train_fmnist || ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
+    test_skip 'demo-elastic' "needs $BUILD/examples/train_fmnist and dataset-fashion-mnist"
+else
+test_expect_success 'demo-elastic: the output streams live, a summary at a glance, the SVG timeline' '
+    DEMO_EPOCHS=4 DEMO_GROW_AT=100 DEMO_CKPT_EVERY=50 DEMO_SVG="$T/demo.svg" BUILD="$BUILD" \
+        timeout 300 "$ROOT/scripts/demo-elastic.sh" >"$T/demo.out" 2>&1
+    sed "s/\x1b\[[0-9;]*m//g" "$T/demo.out" >"$T/demo.txt"
+    cat "$T/demo.txt"
+    # Live: the training and the rounds show before the demo moves on (at
+    # the end they would all come after its last step).
+    at() { grep -n -m1 -E "$1" "$T/demo.txt" | cut -d: -f1; }
+    (( $(at "^  node-a ! round 0: 1 nodes") < $(at "^demo: node-b joins") ))
+    (( $(at "^  node-a . epoch 1/4") < $(at "^demo: node-b is killed") ))
+    (( $(at "^  node-a \| epoch [1-4]/4: ") < $(at "^demo: node-b is killed") ))
+    (( $(at "^  node-a \| final: ") < $(at "^demo: summary") ))
+    # The summary: each change with its time, the recovery, the steps redone.
+    sed -n "/^demo: summary/,\$p" "$T/demo.txt" >"$T/summary"
+    grep -Eq "^ +[0-9]+\.[0-9] s  world 1: node-a starts the job$" "$T/summary"
+    grep -Eq "^ +[0-9]+\.[0-9] s  world 1 -> 2: node-b joined at [0-9]+\.[0-9] s; training again [0-9]+\.[0-9] s later, from step [0-9]+, [0-9]+ steps? redone$" "$T/summary"
+    grep -Eq "^ +[0-9]+\.[0-9] s  world 2 -> 1: node-b killed at [0-9]+\.[0-9] s; training again [0-9]+\.[0-9] s later, from step [0-9]+, [0-9]+ steps? redone$" "$T/summary"
+    # ... whose steps are the ones the run resumed from, in order.
+    [[ $(sed -n "s/.* from step \([0-9]*\),.*/\1/p" "$T/summary" | paste -sd" ") == \
+       "$(sed -n "s/^  node-a ! resumed from checkpoint step \([0-9]*\) .*/\1/p" "$T/demo.txt" | paste -sd" ")" ]]
+    grep -Eq "^  final test accuracy [0-9.]+% with the changes, [0-9.]+% without \(1 worker throughout\): [+-][0-9]+\.[0-9]{2} points$" "$T/summary"
+    a=$(sed -n "s/^  node-a | final: test accuracy \([0-9.]*\)%.*/\1/p" "$T/demo.txt")
+    grep -q "^  final test accuracy $a% with the changes" "$T/summary"
+    grep -qx "  the timeline of the world size: $T/demo.svg" "$T/summary"
+    # The SVG: well-formed, a step line through 1, 2, 1 workers, both changes labelled.
+    python3 -c "import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert d.documentElement.tagName == \"svg\"" "$T/demo.svg"
+    [[ $(grep -c "&#8594;" "$T/demo.svg") == 2 ]]
+    pts=$(sed -n "s/.*<polyline points=\"\([^\"]*\)\".*/\1/p" "$T/demo.svg")
+    [[ $(echo $pts | tr " " "\n" | cut -d, -f2 | uniq | wc -l) == 3 ]]
+'
+fi
+
 # ---- an endpoint that is not a store; SIGTERM/SIGINT in every state ----
 
 # not_a_store KIND: a loopback service that is not a store, in the

@@ -621,7 +621,8 @@ static void world_history(const struct state *s, int world, char *buf,
         snprintf(buf, cap, " %d", world);
         return;
     }
-    size_t len = (size_t)snprintf(buf, cap, " %lld", (long long)s->epoch_world0);
+    size_t len =
+        (size_t)snprintf(buf, cap, " %lld", (long long)s->epoch_world0);
     for (int64_t i = 0; i < s->nchanges && i < MAX_CHANGES && len < cap; i++)
         len += (size_t)snprintf(buf + len, cap - len, " -> %lld at step %lld",
                                 (long long)s->change_world[i],

@@ -40,13 +40,14 @@ struct el__rdzv_member {
 struct el__rdzv_node {
     char id[EL__RDZV_ID_MAX]; /* "<name>#<pid>#<random>"                   */
     char name[EL_HOST_MAX];   /* --local-addr, else the hostname           */
-    char label[EL__RDZV_LABEL_MAX]; /* el__rdzv_label(id)                 */
     int64_t round;            /* last round this node was a member of      */
     int rank;                 /* its rank in that round, -1 if none        */
     struct el__rdzv_member *members; /* that round's members, rank order    */
     int nmembers;
     int64_t joined_round; /* round joined but not yet sealed, or -1    */
     int spare_logged;     /* "waits as a hot spare" said this round    */
+    /* How lines name this node: el__rdzv_label(id), "<name>/<4 hex>". */
+    char label[EL__RDZV_LABEL_MAX];
     void (*on_event)(void *arg, const char *msg);
     void *event_arg;
 };

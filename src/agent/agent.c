@@ -715,7 +715,9 @@ static void join_line(struct el_agent *a, enum el_agent_event_level lvl,
     /* Who joined so far, when the rendezvous says (el_rdzv_joiners may be
      * called beside the blocked el_rdzv_next). */
     int n = a->r ? el_rdzv_joiners(a->r, joined, sizeof joined) : -1;
-    if (n >= 0)
+    if (n > 0 && !*joined) /* too many to name */
+        snprintf(who, sizeof who, "%d of %s", n, nodes);
+    else if (n >= 0)
         snprintf(who, sizeof who, "%d of %s (%s)", n, nodes,
                  n ? joined : "none yet");
     else

@@ -57,6 +57,11 @@ void el__rdzv_elastic_init(struct el__rdzv_elastic *e,
     el__rdzv_node_init(&e->self, cfg);
 }
 
+/* Names in a waiting line at most: beyond, a line names none (a list of
+ * hundreds reads as noise) and nobody re-reads every joiner's record at
+ * each change of the count (that would be N^2 records for N nodes). */
+#define SHOW_JOINERS_MAX 16
+
 /* Keep the joiners of the open round, as read now, for
  * el__rdzv_elastic_joiners(): read again when their count moved.  Best
  * effort: a failed read keeps the last view (the rules go on). */
@@ -65,6 +70,15 @@ static void show_joiners(struct el__rdzv_elastic *e, int64_t round,
 {
     if (round == e->jround && count == e->jcount)
         return;
+    if (count > SHOW_JOINERS_MAX) {
+        pthread_mutex_lock(&e->jmu);
+        e->jround = round;
+        e->jcount = count;
+        e->jn = count < 1000000 ? (int)count : 1000000;
+        e->jtext[0] = '\0';
+        pthread_mutex_unlock(&e->jmu);
+        return;
+    }
     struct el__rdzv_member *m = NULL;
     int n = 0;
     if (e->ops->joiners(e, round, &m, &n) != 0)

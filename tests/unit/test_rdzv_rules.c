@@ -652,6 +652,32 @@ TEST(rdzv_rules_joiners_seen_while_waiting)
     same_round(all, 3, 3);
 }
 
+/* More than 16 joiners are counted, not named (nor read again and again). */
+TEST(rdzv_rules_many_joiners_counted_not_named)
+{
+    enum { N = 18 };
+    struct mem_world *w = world_new();
+    struct opts o = {.min = N, .max = N, .last_call_ms = 10000};
+    struct mem_node *n[N];
+    char name[8], buf[256];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "n%d", i);
+        n[i] = node(w, name, o);
+    }
+    for (int i = 0; i < N - 1; i++)
+        start(n[i]);
+    long long t0 = el_now_ms();
+    while (el_rdzv_joiners(R_(n[0]), buf, sizeof buf) < N - 1 &&
+           ms_since(t0) < 5000)
+        usleep(1000);
+    CHECK_EQ(el_rdzv_joiners(R_(n[0]), buf, sizeof buf), N - 1);
+    CHECK_STR(buf, "");
+    start(n[N - 1]);
+    for (int i = 0; i < N; i++)
+        CHECK_OK(finish(n[i]));
+    same_round(n, N, N);
+}
+
 TEST(rdzv_rules_max_reached_seals_without_last_call)
 {
     struct mem_world *w = world_new();

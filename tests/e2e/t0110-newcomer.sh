@@ -167,6 +167,8 @@ test_expect_success 'joining a rendezvous says so: where, how many nodes, the ti
     grep -q "WARN elrun\[[0-9]*\] still waiting for the rendezvous at 127.0.0.1:[0-9]*: 1 of 2..3 nodes ($(hostname)/[0-9a-f]\{4\}), 99 s of the 100 s join timeout left" "$T/jw1.err"
 '
 
+# after TEXT FILE: the lines of FILE after the first that contains TEXT.
+after() { awk -v p="$1" 'f; index($0, p) { f = 1 }' "$2"; }
 # label_of LOG: the node's own name, from its "this node (NAME) is rank" line.
 label_of() { sed -n "s/.*; this node (\([^)]*\)) is rank.*/\1/p" "$1" | tail -1; }
 test_expect_success 'c10d, two agents on one host: told apart, named while waiting, and the one killed is named' '
@@ -192,7 +194,7 @@ test_expect_success 'c10d, two agents on one host: told apart, named while waiti
     # b is killed: a names it, and waits for another with itself alone.
     kill -KILL $pid_b
     wait_for_line "$T/two.a.err" "WARN elrun\[[0-9]+\] round 0 \(rank 0 of 2 nodes\): node $lb is gone; re-forming" 20
-    wait_until "grep -q \"1 of 2..3 nodes ($la), \" <(sed -n \"/is gone; re-forming/,\\\$p\" $T/two.a.err)" 20
+    wait_until "[[ \$(after \"node $lb is gone\" $T/two.a.err | grep -c \"1 of 2..3 nodes ($la), \") -gt 0 ]]" 20
     agent2 c
     wait_for_line "$T/two.c.err" "round 1: 2 nodes" 20
     lc=$(label_of "$T/two.c.err")
@@ -200,6 +202,36 @@ test_expect_success 'c10d, two agents on one host: told apart, named while waiti
     cat "$T/two.a.err"
     kill -TERM $pid_a $pid_c; wait $pid_a || true; wait $pid_c || true
 '
+
+if ! command -v etcd >/dev/null; then
+    test_skip 'etcd: the waiting line names the joiners' "needs etcd (Debian etcd-server)"
+else
+test_expect_success 'etcd: the waiting line names the joiners, the one killed is named' '
+    ep=$(free_port)
+    ETCD_BASE=$T/etcd ETCD_PEER_PORT=$(free_port) bash "$ROOT/tests/infra/etcd-start.sh" $ep >"$T/etcd.ep" 2>"$T/etcd.log" ||
+        { cat "$T/etcd.log"; exit 1; }
+    trap "ETCD_BASE=$T/etcd bash $ROOT/tests/infra/etcd-stop.sh $ep >/dev/null 2>&1" EXIT
+    agent3() { # NAME
+        ELRUN_RDZV_REPORT_INTERVAL=1 "$ELRUN" --nnodes=2:3 --rdzv-backend=etcd \
+            --rdzv-endpoint=127.0.0.1:$ep --rdzv-id=e3 --local-addr=127.0.0.1 \
+            --rdzv-conf=last_call_timeout=1 --max-restarts=1 --no-python sleep 120 2>"$T/e3.$1.err" &
+        eval "pid_$1=\$!"; track_pid $!
+    }
+    agent3 a
+    wait_for_line "$T/e3.a.err" "still waiting for the rendezvous at 127.0.0.1:$ep: 1 of 2..3 nodes \(127\.0\.0\.1/[0-9a-f]{4}\), " 30
+    agent3 b
+    wait_for_line "$T/e3.a.err" "round [0-9]+: 2 nodes" 30
+    wait_for_line "$T/e3.b.err" "round [0-9]+: 2 nodes" 30
+    la=$(label_of "$T/e3.a.err") lb=$(label_of "$T/e3.b.err")
+    [[ $la == 127.0.0.1/???? && $lb == 127.0.0.1/???? && $la != "$lb" ]]
+    grep -Eq "round [0-9]+: 2 nodes \(joined: ($la, $lb|$lb, $la); left: -\)" "$T/e3.a.err"
+    kill -KILL $pid_b
+    wait_for_line "$T/e3.a.err" "node $lb is gone" 30
+    wait_until "[[ \$(after \"node $lb is gone\" $T/e3.a.err | grep -c \"1 of 2..3 nodes ($la), \") -gt 0 ]]" 30
+    cat "$T/e3.a.err"
+    kill -TERM $pid_a; wait $pid_a || true
+'
+fi
 
 test_expect_success 'c10d: a new round for a failure elsewhere is not called free (the job budget paid)' '
     mkdir -p "$T/jb"

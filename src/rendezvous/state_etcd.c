@@ -489,11 +489,13 @@ static void *ring_main(void *arg)
                 timeout = -1;
             } else if (fd == -ECONNREFUSED) {
                 if (!is_dead(r, peer.id)) {
+                    char label[EL__RDZV_LABEL_MAX];
+                    el__rdzv_label(peer.id, label, sizeof label);
                     mark_dead(r, peer.id);
                     note(r,
                          "node %s is gone (its agent refuses "
                          "connections); revoking its lease",
-                         peer.name);
+                         label);
                     el_etcd_lease_revoke(c, peer.lease);
                     signal_agent(r);
                 }

@@ -42,13 +42,14 @@ agent() { # NAME: one node of the job, its output in $D/NAME.*
         --no-python "$TRAIN" --epochs "$EPOCHS" --ckpt-dir "$D/ckpt-$1" \
         --ckpt-every "$CKPT_EVERY" "${TRAIN_ARGS[@]}" >"$D/$1.out" 2>"$D/$1.err" &
 }
-# stream NAME: show NAME's training output (epoch lines, progress) and its
-# agent's round lines live, as they are written.
+# stream NAME PID: show NAME's training output (epoch lines, progress) and
+# its agent's round lines live, as they are written, until PID (its agent)
+# has ended and the last lines are out.
 stream() {
     touch "$D/$1.out" "$D/$1.err"
-    tail -n +1 -F "$D/$1.out" 2>/dev/null > >(sed -u "s/^/  $1 | /") &
+    tail -n +1 -F --pid="$2" "$D/$1.out" 2>/dev/null > >(sed -u "s/^/  $1 | /") &
     streams+=($!)
-    tail -n +1 -F "$D/$1.err" 2>/dev/null > >(grep --line-buffered -E \
+    tail -n +1 -F --pid="$2" "$D/$1.err" 2>/dev/null > >(grep --line-buffered -E \
         "^epoch |round [0-9]+: [0-9]+ nodes|; re-forming|resumed from checkpoint|before exiting|saved already|ERROR" |
         sed -u -E "s/^[0-9T:.-]+Z [A-Z]+ [a-z_]+\[[0-9]+\] //; s/^/  $1 ! /") &
     streams+=($!)
@@ -67,7 +68,7 @@ final_acc() { sed -n 's/^final: test accuracy \([0-9.]*\)%.*/\1/p' "$1" | tail -
 say "node-a starts the job alone (--nnodes=1:2); its output follows as it comes"
 t_start=$(now)
 agent node-a; a1=$!
-stream node-a
+stream node-a $a1
 # A few checkpoints into the run:
 deadline=$((SECONDS + 120))
 until ls "$D/ckpt-node-a" 2>/dev/null | grep -q "ckpt-$(printf %010d "$GROW_AT")"; do
@@ -78,7 +79,7 @@ done
 say "node-b joins: the job grows to 2 workers"
 t_grow=$(now)
 agent node-b; a2=$!
-stream node-b
+stream node-b $a2
 wait_line "$D/node-a.err" "resumed from checkpoint.*now 2"
 epochs_then=$(grep -c "^epoch [0-9]*/" "$D/node-a.out")
 until (($(grep -c "^epoch [0-9]*/" "$D/node-a.out") > epochs_then)); do
@@ -91,8 +92,7 @@ kill -KILL $a2; wait $a2 2>/dev/null; a2=
 wait_line "$D/node-a.err" "round [0-9]+: 1 nodes \(joined: -; left: node-b/[0-9a-f]{4}\)"
 wait $a1; rc=$?; a1=
 t_end=$(now)
-sleep 0.2 # the last lines through the streams
-kill "${streams[@]}" 2>/dev/null; streams=()
+wait "${streams[@]}" 2>/dev/null; streams=() # their agents ended: the last lines
 [[ $rc -eq 0 ]] || { say "node-a failed (exit $rc)"; tail -20 "$D/node-a.err"; exit 1; }
 acc=$(final_acc "$D/node-a.out")
 

@@ -111,8 +111,16 @@ $(BUILD)/elrun: $(CLI_OBJ) $(BUILD)/libelrun.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libelrun.a $(LDLIBS)
 
 # pc_file PREFIX: the pkg-config file's text for an install under PREFIX.
-pc_file = printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: elrun\nDescription: elastic distributed-training runtime\nVersion: %s\nRequires.private: %s\nLibs: -L$${libdir} -lelrun\nLibs.private: -lhttp_parser -lpthread -lm -ldl\nCflags: -I$${includedir}\n' \
-	    '$(1)' '$(VERSION)' '$(PKGS)'
+# Libs carries an rpath for a prefix the dynamic linker does not search
+# (anything but /usr and /usr/local: those get `ldconfig` at install), so an
+# installed program finds libelrun.so without LD_LIBRARY_PATH.  The private
+# part is what libelrun.a needs and nothing more (t0010 checks it): libuv's
+# archive (Debian ships it as libuv_a.a, named by libuv-static.pc), jansson,
+# nettle, and the http-parser archive the shared library has inside it.
+system_prefix = $(filter /usr /usr/local,$(patsubst %/,%,$(1)))
+pc_rpath = $(if $(call system_prefix,$(1)),,-Wl$(comma)-rpath$(comma)$${libdir} )
+pc_file = printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: elrun\nDescription: elastic distributed-training runtime\nVersion: %s\nRequires.private: %s\nLibs: -L$${libdir} %s-lelrun\nLibs.private: -l:libhttp_parser.a\nCflags: -I$${includedir}\n' \
+	    '$(1)' '$(VERSION)' 'libuv-static jansson nettle' '$(call pc_rpath,$(1))'
 
 $(BUILD)/elrun.pc: Makefile
 	@mkdir -p $(dir $@)
@@ -178,6 +186,11 @@ install: $(BUILD)/elrun $(BUILD)/libelrun.a $(BUILD)/libelrun.so
 	install -m 644 include/elrun/*.h $(DESTDIR)$(PREFIX)/include/elrun/
 	$(call pc_file,$(PREFIX)) > $(DESTDIR)$(PREFIX)/lib/pkgconfig/elrun.pc
 	[ ! -f docs/elrun.1 ] || install -m 644 docs/elrun.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+ifeq ($(DESTDIR),)
+ifneq ($(call system_prefix,$(PREFIX)),)
+	@ldconfig 2>/dev/null || echo "make install: run 'sudo ldconfig' so that programs find $(PREFIX)/lib/libelrun.so.0"
+endif
+endif
 
 clean:
 	rm -rf build build-san build-san-* build-tsan build-fuzz

@@ -592,8 +592,10 @@ static double evaluate(struct run *r, struct mlp *m, const struct dataset *t,
 }
 
 /* What a checkpoint holds besides weights and momentum. */
+#define MAX_CHANGES 8
+
 struct state {
-    char magic[8];         /* "FMNIST01"                                */
+    char magic[8];         /* "FMNIST02"                                */
     int64_t step;          /* optimiser steps taken                     */
     int64_t epoch, offset; /* where the next batch starts               */
     int64_t global_batch, nparams, train_n;
@@ -601,7 +603,34 @@ struct state {
     double epoch_loss; /* summed training loss so far this epoch    */
     double epoch_samples;
     double epoch_seconds; /* training time so far this epoch           */
+    /* The world sizes of this epoch, for its line ("world 3 -> 2 at step
+     * 120"): at its first step, then each change (a later round resumed
+     * mid-epoch with another world), the first MAX_CHANGES of them. */
+    int64_t world;        /* of the steps taken so far                 */
+    int64_t epoch_world0; /* at this epoch's first step                */
+    int64_t nchanges;
+    int64_t change_step[MAX_CHANGES], change_world[MAX_CHANGES];
 };
+
+/* " 3 -> 2 at step 120 -> 3 at step 150": the epoch's world sizes, for
+ * its line after "world" (just " 2" when it never changed). */
+static void world_history(const struct state *s, int world, char *buf,
+                          size_t cap)
+{
+    if (s->nchanges == 0) {
+        snprintf(buf, cap, " %d", world);
+        return;
+    }
+    size_t len =
+        (size_t)snprintf(buf, cap, " %lld", (long long)s->epoch_world0);
+    for (int64_t i = 0; i < s->nchanges && i < MAX_CHANGES && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, " -> %lld at step %lld",
+                                (long long)s->change_world[i],
+                                (long long)s->change_step[i]);
+    if (s->nchanges > MAX_CHANGES && len < cap)
+        snprintf(buf + len, cap - len, " (and %lld more changes) -> %d",
+                 (long long)(s->nchanges - MAX_CHANGES), world);
+}
 
 /* A checkpoint's payload: state, weights, momentum. */
 static void ckpt_iov(struct iovec iov[3], struct mlp *m, const struct state *s)
@@ -671,7 +700,7 @@ static int load_ckpt(struct run *r, struct mlp *m, struct state *s)
     char *buf = p;
     struct state st;
     memcpy(&st, buf, sizeof st);
-    if (memcmp(st.magic, "FMNIST01", 8) != 0 ||
+    if (memcmp(st.magic, "FMNIST02", 8) != 0 ||
         st.nparams != (int64_t)m->nparams)
         die("checkpoint %lld is from another model; use another "
             "--ckpt-dir",
@@ -882,7 +911,7 @@ int main(int argc, char **argv)
 
     struct mlp m;
     mlp_init(&m, &r.o);
-    struct state s = {.magic = "FMNIST01",
+    struct state s = {.magic = "FMNIST02",
                       .global_batch = r.o.batch,
                       .nparams = (int64_t)m.nparams,
                       .train_n = train.n};
@@ -897,6 +926,16 @@ int main(int argc, char **argv)
     if (resumed && s.train_n != train.n)
         die("checkpoint was trained on %lld samples, this run has %ld",
             (long long)s.train_n, train.n);
+    /* A round with another world size resumed mid-epoch: the epoch's line
+     * will say so. */
+    if (resumed && s.offset > 0 && s.world > 0 && s.world != r.world) {
+        if (s.nchanges < MAX_CHANGES) {
+            s.change_step[s.nchanges] = s.step;
+            s.change_world[s.nchanges] = r.world;
+        }
+        s.nchanges++;
+    }
+    s.world = r.world;
     long global_batch = (long)s.global_batch;
     long local_max = (global_batch + r.world - 1) / r.world;
     mlp_alloc(&m, (int)(local_max > EVAL_CHUNK ? local_max : EVAL_CHUNK));
@@ -950,6 +989,10 @@ int main(int argc, char **argv)
     long run_samples = 0;
     double run_train_s = 0;
     while (s.epoch < r.o.epochs) {
+        if (s.offset == 0) { /* a new epoch */
+            s.epoch_world0 = r.world;
+            s.nchanges = 0;
+        }
         el_shard_seek(sh, (uint64_t)s.epoch, (uint64_t)s.offset);
         double t0 = now_s();
         double seconds0 = s.epoch_seconds;
@@ -1071,13 +1114,15 @@ int main(int argc, char **argv)
         progress(&r, &s, (uint64_t)train.n, rate, 1);
         acc = evaluate(&r, &m, &test, &test_loss);
         if (r.rank == 0) {
+            char worlds[512];
+            world_history(&s, r.world, worlds, sizeof worlds);
             printf("epoch %lld/%d: %llu steps (to step %lld), train loss "
                    "%.4f, %.0f samples/s, %.1f s, test loss %.4f, test "
-                   "accuracy %.2f%%, world %d\n",
+                   "accuracy %.2f%%, world%s\n",
                    (long long)s.epoch + 1, r.o.epochs,
                    (unsigned long long)steps_per_epoch, (long long)s.step,
                    s.epoch_loss / (s.epoch_samples + 1e-9), rate, train_s,
-                   test_loss, acc, r.world);
+                   test_loss, acc, worlds);
             fflush(stdout);
         }
         run_train_s += train_s - seconds0;

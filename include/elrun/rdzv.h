@@ -142,6 +142,14 @@ int el_rdzv_exit_barrier(struct el_rdzv *r, int succeeded, int timeout_ms,
  * itself. */
 int el_rdzv_report_failure(struct el_rdzv *r, const char *why);
 
+/* The nodes that joined the open round so far, as this node last read them
+ * while el_rdzv_next() waits ("h1/3f2a, h2/09bc": host and a short id, the
+ * names of the "joined:" lines), into buf.  Returns how many, or -1 when the
+ * backend does not say (static) or nothing was read yet; more than 16 are
+ * counted, not named (buf is then "").  The one call that
+ * may be made from another thread while el_rdzv_next() blocks. */
+int el_rdzv_joiners(struct el_rdzv *r, char *buf, size_t cap);
+
 /* Mark the job closed: nodes still joining a round get EL_ECLOSED. */
 int el_rdzv_set_closed(struct el_rdzv *r);
 

@@ -32,6 +32,7 @@
 #define ELRUN_WORKER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -719,7 +719,7 @@ static void join_line(struct el_agent *a, enum el_agent_event_level lvl,
                       const char *what, int64_t waited_ms)
 {
     const struct el_agent_config *c = &a->cfg;
-    char nodes[64];
+    char nodes[64], who[600] = "", joined[512];
     int64_t left = c->rdzv_join_timeout_ms - waited_ms;
     if (c->rdzv_min_nodes == c->rdzv_max_nodes)
         snprintf(nodes, sizeof nodes, "%d node%s", c->rdzv_max_nodes,
@@ -727,10 +727,20 @@ static void join_line(struct el_agent *a, enum el_agent_event_level lvl,
     else
         snprintf(nodes, sizeof nodes, "%d..%d nodes", c->rdzv_min_nodes,
                  c->rdzv_max_nodes);
+    /* Who joined so far, when the rendezvous says (el_rdzv_joiners may be
+     * called beside the blocked el_rdzv_next). */
+    int n = a->r ? el_rdzv_joiners(a->r, joined, sizeof joined) : -1;
+    if (n > 0 && !*joined) /* too many to name */
+        snprintf(who, sizeof who, "%d of %s", n, nodes);
+    else if (n >= 0)
+        snprintf(who, sizeof who, "%d of %s (%s)", n, nodes,
+                 n ? joined : "none yet");
+    else
+        snprintf(who, sizeof who, "need %s", nodes);
     event(a, lvl,
-          "%s the rendezvous at %s: need %s, %" PRId64 " s of the "
+          "%s the rendezvous at %s: %s, %" PRId64 " s of the "
           "%d s join timeout left",
-          what, c->rdzv_endpoint, nodes, (left > 0 ? left + 999 : 0) / 1000,
+          what, c->rdzv_endpoint, who, (left > 0 ? left + 999 : 0) / 1000,
           c->rdzv_join_timeout_ms / 1000);
 }
 

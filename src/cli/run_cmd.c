@@ -193,9 +193,11 @@ static void on_rdzv_event(void *arg, const char *msg)
 {
     (void)arg;
     /* "round N: K nodes (joined: ...; left: ...)" is what an operator
-     * wants to see by default, and so is a hosted store closing a client
-     * (a limit, a refused write); the rest is detail. */
-    el_log((strncmp(msg, "round ", 6) == 0 && strstr(msg, "nodes (joined")) ||
+     * wants to see by default, and so is which node ended a round ("node
+     * h/3f2a is gone; re-forming") and a hosted store closing a client (a
+     * limit, a refused write); the rest is detail. */
+    el_log((strncmp(msg, "round ", 6) == 0 &&
+            (strstr(msg, "nodes (joined") || strstr(msg, "; re-forming"))) ||
                    strncmp(msg, "closed connection from ", 23) == 0
                ? EL_LOG_WARN
                : EL_LOG_INFO,

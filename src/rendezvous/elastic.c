@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,74 @@ void el__rdzv_elastic_init(struct el__rdzv_elastic *e,
     e->step_ms = e->keepalive_ms;
     e->io_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 60000;
     e->cancel_fd = -1;
+    pthread_mutex_init(&e->jmu, NULL);
+    e->jround = e->jcount = -1;
+    e->jn = -1;
     el__rdzv_node_init(&e->self, cfg);
+}
+
+/* Names in a waiting line at most: beyond, a line names none (a list of
+ * hundreds reads as noise) and nobody re-reads every joiner's record at
+ * each change of the count (that would be N^2 records for N nodes). */
+#define SHOW_JOINERS_MAX 16
+
+/* Keep the joiners of the open round, as read now, for
+ * el__rdzv_elastic_joiners(): read again when their count moved.  Best
+ * effort: a failed read keeps the last view (the rules go on). */
+static void show_joiners(struct el__rdzv_elastic *e, int64_t round,
+                         int64_t count)
+{
+    if (round == e->jround && count == e->jcount)
+        return;
+    if (count > SHOW_JOINERS_MAX) {
+        pthread_mutex_lock(&e->jmu);
+        e->jround = round;
+        e->jcount = count;
+        e->jn = count < 1000000 ? (int)count : 1000000;
+        e->jtext[0] = '\0';
+        pthread_mutex_unlock(&e->jmu);
+        return;
+    }
+    struct el__rdzv_member *m = NULL;
+    int n = 0;
+    if (e->ops->joiners(e, round, &m, &n) != 0)
+        return;
+    char text[sizeof e->jtext];
+    size_t len = 0;
+    int shown = 0;
+    text[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        if (e->ops->is_dead(e, m[i].id))
+            continue;
+        char label[EL__RDZV_LABEL_MAX];
+        el__rdzv_label(m[i].id, label, sizeof label);
+        if (len + strlen(label) + 8 >= sizeof text) {
+            snprintf(text + len, sizeof text - len, ", ...");
+            shown++;
+            break;
+        }
+        len += (size_t)snprintf(text + len, sizeof text - len, "%s%s",
+                                len ? ", " : "", label);
+        shown++;
+    }
+    free(m);
+    pthread_mutex_lock(&e->jmu);
+    e->jround = round;
+    e->jcount = count;
+    e->jn = shown;
+    memcpy(e->jtext, text, sizeof text);
+    pthread_mutex_unlock(&e->jmu);
+}
+
+int el__rdzv_elastic_joiners(struct el_rdzv *base, char *buf, size_t cap)
+{
+    struct el__rdzv_elastic *e = (struct el__rdzv_elastic *)base;
+    pthread_mutex_lock(&e->jmu);
+    int n = e->jn;
+    if (cap)
+        snprintf(buf, cap, "%s", n >= 0 ? e->jtext : "");
+    pthread_mutex_unlock(&e->jmu);
+    return n;
 }
 
 int el__rdzv_backoff_ms(int left_out, int window_ms)
@@ -89,7 +157,9 @@ static int check_self(struct el__rdzv_elastic *e)
                     "this node (%s) was declared dead by the "
                     "others: it was silent for longer than the keep-alive "
                     "window (%.3g s), e.g. paused or cut off",
-                    e->self.name, window);
+                    e->self.label, window);
+    char was[EL__RDZV_LABEL_MAX];
+    snprintf(was, sizeof was, "%s", e->self.label);
     el__rdzv_node_new_id(&e->self);
     e->self.rank = -1;
     e->self.joined_round = -1;
@@ -98,8 +168,8 @@ static int check_self(struct el__rdzv_elastic *e)
     note(e,
          "this node (%s) was declared dead by the others: it was silent "
          "for longer than the keep-alive window (%.3g s), e.g. paused or cut "
-         "off; it rejoins as a new member",
-         e->self.name, window);
+         "off; it rejoins as a new member (%s)",
+         was, window, e->self.label);
     if ((rc = e->ops->reborn(e)))
         return rc;
     return 1;
@@ -218,7 +288,7 @@ static int next_round(struct el__rdzv_elastic *e, int lws, long long deadline,
                          "round %" PRId64 " was sealed without this node "
                          "(%s) %d times in a row; waiting %d ms before asking "
                          "for another",
-                         round, e->self.name, e->left_out, backoff);
+                         round, e->self.label, e->left_out, backoff);
                 }
                 long long wait =
                     backoff_round == round ? backoff_until - el_now_ms() : 0;
@@ -242,7 +312,7 @@ static int next_round(struct el__rdzv_elastic *e, int lws, long long deadline,
                 note(e,
                      "round %" PRId64 " is full (%d nodes); this node "
                      "(%s) waits as a hot spare",
-                     round, n, e->self.name);
+                     round, n, e->self.label);
                 e->self.spare_logged = 1;
             }
             e->self.joined_round = -1;
@@ -260,6 +330,7 @@ static int next_round(struct el__rdzv_elastic *e, int lws, long long deadline,
         }
         if ((rc = o->count(e, round, e->expect_n > 0, &st)))
             return rc;
+        show_joiners(e, round, st.joiners);
         /* 'stale': sealing found too few live nodes among this many
          * joiners (some died); only a new joiner can change that. */
         if (round != stale_round)
@@ -329,11 +400,63 @@ int el__rdzv_elastic_next(struct el_rdzv *base, int lws, int cancel_fd,
     if (e->closed)
         return FAIL(e, EL_ECLOSED, "the rendezvous is closed");
     long long deadline = el_now_ms() + e->join_timeout_ms;
+    pthread_mutex_lock(&e->jmu); /* a new wait: nothing read yet */
+    e->jround = e->jcount = -1;
+    e->jn = -1;
+    pthread_mutex_unlock(&e->jmu);
     int rc = e->ops->enter(e, cancel_fd, deadline);
     if (rc == 0)
         rc = next_round(e, lws, deadline, info);
     e->ops->leave(e);
     return rc;
+}
+
+/* Note the members of this node's round known dead ("node h/3f2a is gone;
+ * re-forming"); returns how many. */
+static int gone_members(struct el__rdzv_elastic *e)
+{
+    int n = 0;
+    for (int i = 0; i < e->self.nmembers; i++) {
+        if (strcmp(e->self.members[i].id, e->self.id) == 0 ||
+            !dead(e, e->self.members[i].id))
+            continue;
+        char gone[EL__RDZV_LABEL_MAX];
+        el__rdzv_label(e->self.members[i].id, gone, sizeof gone);
+        note(e,
+             "round %" PRId64 " (rank %d of %d nodes): node %s is gone; "
+             "re-forming",
+             e->self.round, e->self.rank, e->self.nmembers, gone);
+        n++;
+    }
+    return n;
+}
+
+/* Round 'cur' was opened after this node's: say which node caused it if
+ * that shows (a member gone, or a newcomer among its joiners); a failure
+ * reported on another node shows neither, and the agent's line covers it.
+ * Best effort: a failed read says nothing. */
+static void say_why(struct el__rdzv_elastic *e, int64_t cur)
+{
+    if (refresh(e) != 0 || gone_members(e) > 0)
+        return;
+    struct el__rdzv_member *m = NULL;
+    int n = 0;
+    if (e->ops->joiners(e, cur, &m, &n) != 0)
+        return;
+    for (int i = 0; i < n; i++) {
+        int known = 0;
+        for (int j = 0; j < e->self.nmembers && !known; j++)
+            known = strcmp(m[i].id, e->self.members[j].id) == 0;
+        if (known)
+            continue;
+        char label[EL__RDZV_LABEL_MAX];
+        el__rdzv_label(m[i].id, label, sizeof label);
+        note(e,
+             "round %" PRId64 " (rank %d of %d nodes): node %s joined; "
+             "re-forming",
+             e->self.round, e->self.rank, e->self.nmembers, label);
+    }
+    free(m);
 }
 
 static int waiting(struct el__rdzv_elastic *e, int *n)
@@ -353,6 +476,7 @@ static int waiting(struct el__rdzv_elastic *e, int *n)
         if ((rc = o->count(e, cur, 0, &st)))
             return rc;
         *n = st.joiners > 0 ? (int)st.joiners : 1;
+        say_why(e, cur);
         return 0;
     }
     if ((rc = refresh(e)))
@@ -363,16 +487,7 @@ static int waiting(struct el__rdzv_elastic *e, int *n)
     }
     /* A member of this round died: a change of membership, like a new
      * node; next() opens the next round without charging the budget. */
-    const char *gone = NULL;
-    for (int i = 0; i < e->self.nmembers && !gone; i++)
-        if (dead(e, e->self.members[i].id))
-            gone = e->self.members[i].name;
-    if (gone)
-        note(e,
-             "round %" PRId64 " (rank %d of %d nodes): node %s is gone; "
-             "re-forming",
-             e->self.round, e->self.rank, e->self.nmembers, gone);
-    *n = gone ? 1 : 0;
+    *n = gone_members(e) > 0;
     return 0;
 }
 

@@ -22,6 +22,9 @@
 #include "rendezvous/rdzv_impl.h"
 
 #define EL__RDZV_ID_MAX 192
+/* A node as lines name it: "<name>/<4 hex of its id>" (two agents on one
+ * host, or one agent before and after it was declared dead, differ). */
+#define EL__RDZV_LABEL_MAX (EL_HOST_MAX + 8)
 
 struct el__rdzv_member {
     char id[EL__RDZV_ID_MAX]; /* "<name>#<pid>#<random>": one agent's life  */
@@ -43,6 +46,8 @@ struct el__rdzv_node {
     int nmembers;
     int64_t joined_round; /* round joined but not yet sealed, or -1    */
     int spare_logged;     /* "waits as a hot spare" said this round    */
+    /* How lines name this node: el__rdzv_label(id), "<name>/<4 hex>". */
+    char label[EL__RDZV_LABEL_MAX];
     void (*on_event)(void *arg, const char *msg);
     void *event_arg;
 };
@@ -54,8 +59,14 @@ void el__rdzv_node_init(struct el__rdzv_node *self,
 void el__rdzv_node_free(struct el__rdzv_node *self);
 
 /* A new id for this node ("<name>#<pid>#<random>"): after it was declared
- * dead, it rejoins as a new member. */
+ * dead, it rejoins as a new member.  Sets the label too. */
 void el__rdzv_node_new_id(struct el__rdzv_node *self);
+
+/* The label of the member whose id is 'id' ("<name>#<pid>#<random>"):
+ * "<name>/<the random part's last 4 hex digits>", the one name of a node in
+ * every line (joined, left, gone, waiting).  An id of another form is
+ * copied as it is. */
+void el__rdzv_label(const char *id, char *buf, size_t cap);
 
 /* A one-line note to the caller's on_event (if any). */
 void el__rdzv_note(const struct el__rdzv_node *self, const char *fmt, ...)
@@ -245,6 +256,13 @@ struct el__rdzv_elastic {
     int left_out;  /* rounds in a row sealed without us     */
     int rebirths;  /* times declared dead and rejoined      */
     int cancel_fd; /* of the call in progress (backends)    */
+    /* The open round's joiners as this node last read them, for
+     * el__rdzv_elastic_joiners() on another thread (under jmu, which
+     * el__rdzv_elastic_init sets up and nothing needs to destroy). */
+    pthread_mutex_t jmu;
+    int64_t jround, jcount; /* the round and count they were read at   */
+    int jn;                 /* labels in jtext; -1: none read          */
+    char jtext[512];        /* "h/3f2a, h/09bc"                        */
 };
 
 /* Settings from cfg (timeouts with their defaults), self from cfg. */
@@ -270,6 +288,8 @@ int el__rdzv_status_members(struct el__rdzv_elastic *e,
 /* Members of a sealed list's text as el_rdzv_member_info (rank order). */
 int el__rdzv_member_infos(const char *list, struct el_rdzv_member_info **m,
                           int *n);
+/* el_rdzv_ops.joiners: thread-safe, beside a blocked next(). */
+int el__rdzv_elastic_joiners(struct el_rdzv *base, char *buf, size_t cap);
 
 /* How long a node left out of 'left_out' rounds in a row (that it joined,
  * sealed below MAX without it) waits before it opens another: 0 for the

@@ -111,7 +111,8 @@ static int by_id(const void *a, const void *b)
                   (*(const struct el__rdzv_member *const *)b)->id);
 }
 
-/* The names of the members of 'a' that are not in 'b' (both sorted by id). */
+/* The labels of the members of 'a' that are not in 'b' (both sorted by
+ * id). */
 static void list_missing(const struct el__rdzv_member **a, int na,
                          const struct el__rdzv_member **b, int nb, char *buf,
                          size_t cap)
@@ -128,8 +129,12 @@ static void list_missing(const struct el__rdzv_member **a, int na,
             snprintf(buf + len, cap - len, ", ...");
             return;
         }
+        char label[EL__RDZV_LABEL_MAX];
+        el__rdzv_label(a[i]->id, label, sizeof label);
         len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "",
-                                a[i]->name);
+                                label);
+        if (len >= cap)
+            len = cap - 1; /* truncated: the check above ends the list */
     }
     if (!len)
         snprintf(buf, cap, "-");
@@ -219,6 +224,19 @@ void el__rdzv_node_new_id(struct el__rdzv_node *self)
                    atomic_fetch_add(&counter, 0x9e3779b9u);
     snprintf(self->id, sizeof self->id, "%.150s#%d#%08x", self->name,
              (int)getpid(), rnd);
+    el__rdzv_label(self->id, self->label, sizeof self->label);
+}
+
+void el__rdzv_label(const char *id, char *buf, size_t cap)
+{
+    const char *name_end = strchr(id, '#');
+    const char *rnd = strrchr(id, '#');
+    size_t rl = rnd ? strlen(rnd + 1) : 0;
+    if (!name_end || rnd == name_end || rl < 4) {
+        snprintf(buf, cap, "%s", id);
+        return;
+    }
+    snprintf(buf, cap, "%.*s/%s", (int)(name_end - id), id, rnd + 1 + rl - 4);
 }
 
 void el__rdzv_node_free(struct el__rdzv_node *self)
@@ -250,7 +268,7 @@ void el__rdzv_take_round(struct el__rdzv_node *self, int64_t round,
     el__rdzv_note(self,
                   "round %" PRId64 ": %d nodes (joined: %s; left: %s); "
                   "this node (%s) is rank %d",
-                  round, n, joined, left, self->name, me);
+                  round, n, joined, left, self->label, me);
     int base_rank = 0, world = 0;
     for (int i = 0; i < n; i++) {
         if (i < me)

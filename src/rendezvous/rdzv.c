@@ -57,6 +57,13 @@ int el_rdzv_report_failure(struct el_rdzv *r, const char *why)
     return r->ops->report_failure ? r->ops->report_failure(r, why) : -ENOTSUP;
 }
 
+int el_rdzv_joiners(struct el_rdzv *r, char *buf, size_t cap)
+{
+    if (cap)
+        buf[0] = '\0';
+    return r->ops->joiners ? r->ops->joiners(r, buf, cap) : -1;
+}
+
 int el_rdzv_set_closed(struct el_rdzv *r)
 {
     return r->ops->set_closed(r);

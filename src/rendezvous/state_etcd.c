@@ -254,10 +254,12 @@ static int probe_members(struct etcd_rdzv *r)
             continue;
         mark_dead(r, m->id);
         gone++;
+        char label[EL__RDZV_LABEL_MAX];
+        el__rdzv_label(m->id, label, sizeof label);
         note(r,
              "round %" PRId64 " (rank %d of %d nodes): node %s is gone "
              "(its agent refuses connections); re-forming",
-             r->e.self.round, r->e.self.rank, r->e.self.nmembers, m->name);
+             r->e.self.round, r->e.self.rank, r->e.self.nmembers, label);
     }
     return gone;
 }
@@ -487,11 +489,13 @@ static void *ring_main(void *arg)
                 timeout = -1;
             } else if (fd == -ECONNREFUSED) {
                 if (!is_dead(r, peer.id)) {
+                    char label[EL__RDZV_LABEL_MAX];
+                    el__rdzv_label(peer.id, label, sizeof label);
                     mark_dead(r, peer.id);
                     note(r,
                          "node %s is gone (its agent refuses "
                          "connections); revoking its lease",
-                         peer.name);
+                         label);
                     el_etcd_lease_revoke(c, peer.lease);
                     signal_agent(r);
                 }
@@ -1043,6 +1047,7 @@ static const struct el_rdzv_ops etcd_ops = {
     .exit_barrier = el__rdzv_elastic_exit_barrier,
     .set_closed = el__rdzv_elastic_set_closed,
     .report_failure = el__rdzv_elastic_report_failure,
+    .joiners = el__rdzv_elastic_joiners,
     .close = etcd_close,
     .members = el__rdzv_elastic_members,
     .is_dead = el__rdzv_elastic_is_dead,

@@ -841,6 +841,7 @@ static const struct el_rdzv_ops store_ops = {
     .exit_barrier = el__rdzv_elastic_exit_barrier,
     .set_closed = el__rdzv_elastic_set_closed,
     .report_failure = el__rdzv_elastic_report_failure,
+    .joiners = el__rdzv_elastic_joiners,
     .close = store_close,
     .members = el__rdzv_elastic_members,
     .is_dead = el__rdzv_elastic_is_dead,

@@ -98,13 +98,69 @@ int main(void)
 }
 EOC
     cc -o "$T/prog" "$T/prog.c" $(PKG_CONFIG_PATH="$T/p/lib/pkgconfig" pkg-config --cflags --libs elrun)
-    LD_LIBRARY_PATH="$T/p/lib" "$T/prog" >"$T/prog.out"
+    # No LD_LIBRARY_PATH: the rpath in the .pc of a non-system prefix.
+    "$T/prog" >"$T/prog.out"
     cat "$T/prog.out"
     grep -q "^-5009 TLS failure .*| etcd: endpoint .127.0.0.1:12x. is not host:port" "$T/prog.out"
     # (ldd read whole first: grep -q ending a pipe early is a SIGPIPE
     # failure under pipefail)
-    LD_LIBRARY_PATH="$T/p/lib" ldd "$T/prog" >"$T/prog.ldd"
+    ldd "$T/prog" >"$T/prog.ldd"
     grep -q "libelrun.so.0 => $T/p/lib/" "$T/prog.ldd"
+'
+
+# The first program of docs/TRAINING.md (the block after the marker), built
+# against the installed library both ways and run under the installed elrun.
+pc() { PKG_CONFIG_PATH="$T/p/lib/pkgconfig" pkg-config "$@"; }
+test_expect_success 'docs/TRAINING.md'"'"'s first program builds (shared and --static) and runs with 2 workers' '
+    awk "/^<!-- t0010: hello.c -->\$/ {m = 1; next} m && /^\`\`\`c\$/ {m = 2; next}
+         m == 2 && /^\`\`\`\$/ {exit} m == 2" "$ROOT/docs/TRAINING.md" >"$T/hello.c"
+    grep -q "int main" "$T/hello.c"
+    head -5 "$ROOT/docs/TRAINING.md" | grep -q "^# Training programs in C"
+    [[ $(grep -n "^<!-- t0010: hello.c -->" "$ROOT/docs/TRAINING.md" | cut -d: -f1) -lt 15 ]]
+    cc -std=c11 -Wall -Wextra -Werror -o "$T/hello" "$T/hello.c" $(pc --cflags --libs elrun)
+    cc -std=c11 -Wall -Wextra -Werror -static -o "$T/hello.static" "$T/hello.c" \
+        $(pc --static --cflags --libs elrun) 2>"$T/static.ld"
+    grep -q "libelrun.so.0 => $T/p/lib/" <(ldd "$T/hello")
+    refute grep -q "NEEDED" <(readelf -d "$T/hello.static")
+    for prog in hello hello.static; do
+        "$T/p/bin/elrun" --standalone --nproc-per-node=2 --no-python "$T/$prog" >"$T/$prog.out"
+        cat "$T/$prog.out"
+        [[ $(sort "$T/$prog.out" | paste -sd/) == "rank 0 of 2: sum of ranks 1/rank 1 of 2: sum of ranks 1" ]]
+    done
+    # Outside elrun: the message, not a crash.
+    st=0; env -u RANK "$T/hello" 2>"$T/hello.err" || st=$?
+    [[ $st == 1 ]] && grep -q "^hello: RANK is not set: not started by elrun" "$T/hello.err"
+'
+
+test_expect_success 'pkg-config --static lists exactly what libelrun.a needs' '
+    libs=$(pc --static --libs-only-l elrun)
+    echo "$libs"
+    # Enough: a program with the whole archive links (nothing undefined) ...
+    echo "int main(void) { return 0; }" >"$T/empty.c"
+    cc -o "$T/all" "$T/empty.c" -Wl,--whole-archive "$T/p/lib/libelrun.a" -Wl,--no-whole-archive \
+        -Wl,--as-needed ${libs/-lelrun/}
+    readelf -d "$T/all" >"$T/all.dyn"
+    # ... and nothing more: every shared library it names is used (kept
+    # under --as-needed), every archive is needed (the link fails without
+    # it); -lpthread -ldl -lrt are libuv'"'"'s, inside libc on this glibc.
+    for l in ${libs/-lelrun/}; do
+        case $l in
+        -lpthread|-ldl|-lrt) ;;
+        -l:*.a|-luv_a)
+            rest=$(echo " ${libs/-lelrun/} " | sed "s| $l | |")
+            refute cc -o "$T/less" "$T/empty.c" -Wl,--whole-archive "$T/p/lib/libelrun.a" \
+                -Wl,--no-whole-archive $rest 2>/dev/null ;;
+        *)  grep -q "NEEDED.*\[lib${l#-l}\.so" "$T/all.dyn" || { echo "not needed: $l"; exit 1; } ;;
+        esac
+    done
+'
+
+test_expect_success 'make install into /usr/local (DESTDIR): no rpath, the .pc of a system prefix' '
+    make -C "$ROOT" --no-print-directory install BUILD="$BUILD" PREFIX=/usr/local DESTDIR="$T/dest" >"$T/dest.out"
+    grep -qx "Libs: -L\${libdir} -lelrun" "$T/dest/usr/local/lib/pkgconfig/elrun.pc"
+    grep -qx "prefix=/usr/local" "$T/dest/usr/local/lib/pkgconfig/elrun.pc"
+    grep -qx "Libs: -L\${libdir} -Wl,-rpath,\${libdir} -lelrun" "$T/p/lib/pkgconfig/elrun.pc"
+    refute grep -q ldconfig "$T/dest.out"          # a staged install runs no ldconfig
 '
 fi
 

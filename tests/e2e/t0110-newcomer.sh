@@ -165,8 +165,74 @@ test_expect_success 'joining a rendezvous says so: where, how many nodes, the ti
     grep -v "^  " "$T/jw1.err"
     [[ $st == 124 ]] && grep -q "stopped by signal 2 (INT)" "$T/jw1.err"
     grep -q "INFO elrun\[[0-9]*\] joining the rendezvous at 127.0.0.1:[0-9]*: need 2..3 nodes, 100 s of the 100 s join timeout left" "$T/jw1.err"
-    grep -q "WARN elrun\[[0-9]*\] still waiting for the rendezvous at 127.0.0.1:[0-9]*: need 2..3 nodes, 99 s of the 100 s join timeout left" "$T/jw1.err"
+    grep -q "WARN elrun\[[0-9]*\] still waiting for the rendezvous at 127.0.0.1:[0-9]*: 1 of 2..3 nodes ($(hostname)/[0-9a-f]\{4\}), 99 s of the 100 s join timeout left" "$T/jw1.err"
 '
+
+# after TEXT FILE: the lines of FILE after the first that contains TEXT.
+after() { awk -v p="$1" 'f; index($0, p) { f = 1 }' "$2"; }
+# label_of LOG: the node's own name, from its "this node (NAME) is rank" line.
+label_of() { sed -n "s/.*; this node (\([^)]*\)) is rank.*/\1/p" "$1" | tail -1; }
+test_expect_success 'c10d, two agents on one host: told apart, named while waiting, and the one killed is named' '
+    p=$(free_port) H=$(hostname)
+    agent2() { # NAME
+        ELRUN_RDZV_REPORT_INTERVAL=1 "$ELRUN" --nnodes=2:3 --rdzv-backend=c10d \
+            --rdzv-endpoint=127.0.0.1:$p --rdzv-id=two --rdzv-conf=last_call_timeout=1 \
+            --max-restarts=1 --no-python sleep 120 2>"$T/two.$1.err" &
+        eval "pid_$1=\$!"; track_pid $!
+    }
+    # a waits alone first: its line names itself, 1 of 2..3.
+    agent2 a
+    wait_for_line "$T/two.a.err" "still waiting for the rendezvous at 127.0.0.1:$p: 1 of 2..3 nodes \($H/[0-9a-f]{4}\), " 20
+    agent2 b
+    wait_for_line "$T/two.a.err" "round 0: 2 nodes" 20
+    wait_for_line "$T/two.b.err" "round 0: 2 nodes" 20
+    la=$(label_of "$T/two.a.err") lb=$(label_of "$T/two.b.err")
+    echo "a: $la, b: $lb"
+    [[ $la == $H/???? && $lb == $H/???? && $la != "$lb" ]]
+    grep -q "still waiting for the rendezvous at 127.0.0.1:$p: 1 of 2..3 nodes ($la), " "$T/two.a.err"
+    grep -Eq "round 0: 2 nodes \(joined: ($la, $lb|$lb, $la); left: -\); this node \($la\) is rank 0" "$T/two.a.err"
+    grep -Eq "round 0: 2 nodes \(joined: ($la, $lb|$lb, $la); left: -\); this node \($lb\) is rank 1" "$T/two.b.err"
+    # b is killed: a names it, and waits for another with itself alone.
+    kill -KILL $pid_b
+    wait_for_line "$T/two.a.err" "WARN elrun\[[0-9]+\] round 0 \(rank 0 of 2 nodes\): node $lb is gone; re-forming" 20
+    wait_until "[[ \$(after \"node $lb is gone\" $T/two.a.err | grep -c \"1 of 2..3 nodes ($la), \") -gt 0 ]]" 20
+    agent2 c
+    wait_for_line "$T/two.c.err" "round 1: 2 nodes" 20
+    lc=$(label_of "$T/two.c.err")
+    wait_for_line "$T/two.a.err" "round 1: 2 nodes \(joined: $lc; left: $lb\); this node \($la\) is rank 0" 20
+    cat "$T/two.a.err"
+    kill -TERM $pid_a $pid_c; wait $pid_a || true; wait $pid_c || true
+'
+
+if ! command -v etcd >/dev/null; then
+    test_skip 'etcd: the waiting line names the joiners' "needs etcd (Debian etcd-server)"
+else
+test_expect_success 'etcd: the waiting line names the joiners, the one killed is named' '
+    ep=$(free_port)
+    ETCD_BASE=$T/etcd ETCD_PEER_PORT=$(free_port) bash "$ROOT/tests/infra/etcd-start.sh" $ep >"$T/etcd.ep" 2>"$T/etcd.log" ||
+        { cat "$T/etcd.log"; exit 1; }
+    trap "ETCD_BASE=$T/etcd bash $ROOT/tests/infra/etcd-stop.sh $ep >/dev/null 2>&1" EXIT
+    agent3() { # NAME
+        ELRUN_RDZV_REPORT_INTERVAL=1 "$ELRUN" --nnodes=2:3 --rdzv-backend=etcd \
+            --rdzv-endpoint=127.0.0.1:$ep --rdzv-id=e3 --local-addr=127.0.0.1 \
+            --rdzv-conf=last_call_timeout=1 --max-restarts=1 --no-python sleep 120 2>"$T/e3.$1.err" &
+        eval "pid_$1=\$!"; track_pid $!
+    }
+    agent3 a
+    wait_for_line "$T/e3.a.err" "still waiting for the rendezvous at 127.0.0.1:$ep: 1 of 2..3 nodes \(127\.0\.0\.1/[0-9a-f]{4}\), " 30
+    agent3 b
+    wait_for_line "$T/e3.a.err" "round [0-9]+: 2 nodes" 30
+    wait_for_line "$T/e3.b.err" "round [0-9]+: 2 nodes" 30
+    la=$(label_of "$T/e3.a.err") lb=$(label_of "$T/e3.b.err")
+    [[ $la == 127.0.0.1/???? && $lb == 127.0.0.1/???? && $la != "$lb" ]]
+    grep -Eq "round [0-9]+: 2 nodes \(joined: ($la, $lb|$lb, $la); left: -\)" "$T/e3.a.err"
+    kill -KILL $pid_b
+    wait_for_line "$T/e3.a.err" "node $lb is gone" 30
+    wait_until "[[ \$(after \"node $lb is gone\" $T/e3.a.err | grep -c \"1 of 2..3 nodes ($la), \") -gt 0 ]]" 30
+    cat "$T/e3.a.err"
+    kill -TERM $pid_a; wait $pid_a || true
+'
+fi
 
 test_expect_success 'c10d: a new round for a failure elsewhere is not called free (the job budget paid)' '
     mkdir -p "$T/jb"
@@ -192,6 +258,43 @@ EOF
     grep -q "other nodes are waiting for a new round; restarting the workers (a failure on another node counts against the job'"'"'s --max-restarts, a node joining or leaving does not)" "$T/jb/a.err"
     refute grep -q "not counted as a restart" "$T/jb/a.err"
 '
+
+# ---- make demo-elastic, shortened through its knobs ----
+
+if [[ ! -x $ROOT/$BUILD/examples/train_fmnist || ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
+    test_skip 'demo-elastic' "needs $BUILD/examples/train_fmnist and dataset-fashion-mnist"
+else
+test_expect_success 'demo-elastic: the output streams live, a summary at a glance, the SVG timeline' '
+    DEMO_EPOCHS=4 DEMO_GROW_AT=100 DEMO_CKPT_EVERY=50 DEMO_SVG="$T/demo.svg" BUILD="$BUILD" \
+        timeout 300 "$ROOT/scripts/demo-elastic.sh" >"$T/demo.out" 2>&1
+    sed "s/\x1b\[[0-9;]*m//g" "$T/demo.out" >"$T/demo.txt"
+    cat "$T/demo.txt"
+    # Live: the training and the rounds show before the demo moves on (at
+    # the end they would all come after its last step).
+    at() { grep -n -m1 -E "$1" "$T/demo.txt" | cut -d: -f1; }
+    (( $(at "^  node-a ! round 0: 1 nodes") < $(at "^demo: node-b joins") ))
+    (( $(at "^  node-a . epoch 1/4") < $(at "^demo: node-b is killed") ))
+    (( $(at "^  node-a \| epoch [1-4]/4: ") < $(at "^demo: node-b is killed") ))
+    (( $(at "^  node-a \| final: ") < $(at "^demo: summary") ))
+    # The summary: each change with its time, the recovery, the steps redone.
+    sed -n "/^demo: summary/,\$p" "$T/demo.txt" >"$T/summary"
+    grep -Eq "^ +[0-9]+\.[0-9] s  world 1: node-a starts the job$" "$T/summary"
+    grep -Eq "^ +[0-9]+\.[0-9] s  world 1 -> 2: node-b joined at [0-9]+\.[0-9] s; training again [0-9]+\.[0-9] s later, from step [0-9]+, [0-9]+ steps? redone$" "$T/summary"
+    grep -Eq "^ +[0-9]+\.[0-9] s  world 2 -> 1: node-b killed at [0-9]+\.[0-9] s; training again [0-9]+\.[0-9] s later, from step [0-9]+, [0-9]+ steps? redone$" "$T/summary"
+    # ... whose steps are the ones the run resumed from, in order.
+    [[ $(sed -n "s/.* from step \([0-9]*\),.*/\1/p" "$T/summary" | paste -sd" ") == \
+       "$(sed -n "s/^  node-a ! resumed from checkpoint step \([0-9]*\) .*/\1/p" "$T/demo.txt" | paste -sd" ")" ]]
+    grep -Eq "^  final test accuracy [0-9.]+% with the changes, [0-9.]+% without \(1 worker throughout\): [+-][0-9]+\.[0-9]{2} points$" "$T/summary"
+    a=$(sed -n "s/^  node-a | final: test accuracy \([0-9.]*\)%.*/\1/p" "$T/demo.txt")
+    grep -q "^  final test accuracy $a% with the changes" "$T/summary"
+    grep -qx "  the timeline of the world size: $T/demo.svg" "$T/summary"
+    # The SVG: well-formed, a step line through 1, 2, 1 workers, both changes labelled.
+    python3 -c "import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert d.documentElement.tagName == \"svg\"" "$T/demo.svg"
+    [[ $(grep -c "&#8594;" "$T/demo.svg") == 2 ]]
+    pts=$(sed -n "s/.*<polyline points=\"\([^\"]*\)\".*/\1/p" "$T/demo.svg")
+    [[ $(echo $pts | tr " " "\n" | cut -d, -f2 | uniq | wc -l) == 3 ]]
+'
+fi
 
 # ---- an endpoint that is not a store; SIGTERM/SIGINT in every state ----
 

@@ -68,7 +68,7 @@ test_expect_success 'a fourth host joins mid-run and the job grows to 8 workers'
     done
     grep -q "host=elh4 .*group=3 " "$T"/b/w.$RB1.*
     grep "round $RB1:" "$T/b/agent.1.log"
-    grep -q "round $RB1: 4 nodes (joined: elh4; left: -); this node (elh1) is rank [0-3]$" "$T/b/agent.1.log"
+    grep -q "round $RB1: 4 nodes (joined: elh4/[0-9a-f]\{4\}; left: -); this node (elh1/[0-9a-f]\{4\}) is rank [0-3]$" "$T/b/agent.1.log"
 '
 t0=$(date +%s%N)
 kill -KILL "${AGENT_PID[4]}"
@@ -184,7 +184,7 @@ kill -CONT "${AGENT_PID[3]}"
 workers h 6 "${RH1:--1}" 30; r_h2=$?; RH2=$ROUND
 test_expect_success 'a frozen member declared dead rejoins once as a new member' '
     [[ $r_h0 -eq 0 && $r_h1 -eq 0 && $r_h2 -eq 0 ]]
-    grep -q "this node (elh3) was declared dead by the others: it was silent for longer than the keep-alive window (2 s), e.g. paused or cut off; it rejoins as a new member" "$T/h/agent.3.log"
+    grep -q "this node (elh3/[0-9a-f]\{4\}) was declared dead by the others: it was silent for longer than the keep-alive window (2 s), e.g. paused or cut off; it rejoins as a new member (elh3/[0-9a-f]\{4\})" "$T/h/agent.3.log"
     [[ $(grep -h -o "host=elh[0-9]" "$T"/h/w.$RH2.* | sort -u | wc -l) -eq 3 ]]
     (( RH2 == RH1 + 1 ))   # one round to take it back in
 '

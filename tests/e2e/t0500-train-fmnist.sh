@@ -3,8 +3,9 @@
 # learns a subset alone and as two workers under elrun, a worker killed
 # mid-run makes the round restart and resume from the last checkpoint (or
 # from the one a surviving rank saves on its way out) with the same final
-# result, a later round with another world size resumes the
-# same run, ranks without a shared directory resume from the one that has the
+# result, a later round with another world size resumes the same run (the
+# line of the epoch it changed in says "world 2 -> 3 at step 70"),
+# ranks without a shared directory resume from the one that has the
 # checkpoint, and a corrupt newest checkpoint is skipped with a warning.
 # Two nodes with a directory each both keep every checkpoint (a lost node 0
 # and its directory lose no progress, after a normal end or a SIGTERM), and a
@@ -105,6 +106,9 @@ test_expect_success 'a round with another world size resumes the same run' '
         "$TRAIN" $ARGS --ckpt-dir "$T/ck4" >"$T/out4" 2>"$T/err4"
     cat "$T/out4"
     grep "resumed from checkpoint step 70 (epoch 2, sample 2944; saved by 2 ranks, now 3;" "$T/err4"
+    # The epoch the world changed in says when; the next one has one size.
+    grep -q "^epoch 2/3: 47 steps (to step 94), .*, world 2 -> 3 at step 70$" "$T/out4"
+    grep -q "^epoch 3/3: 47 steps (to step 141), .*, world 3$" "$T/out4"
     grep -q "^final: .* (141 steps).*world 3$" "$T/out4"
     at_least "$(final_acc "$T/out4")" 75
 '

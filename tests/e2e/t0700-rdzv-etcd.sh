@@ -130,7 +130,7 @@ group_host() { grep -h "group=$3 " "$T/$1/w.$2".* | head -1 | sed 's/^host=elh\(
 # masters JOB ROUND: the distinct MASTER_ADDR:MASTER_PORT of ROUND's workers.
 masters() { grep -ho "master=[^ ]*" "$T/$1/w.$2".* | sed 's/master=//' | sort -u | tr '\n' ' '; }
 # name I: a regex for host I's node name in log lines (--local-addr or hostname).
-name() { echo "(10\\.77\\.0\\.$1|elh$1)"; }
+name() { echo "(10\\.77\\.0\\.$1|elh$1)/[0-9a-f]{4}"; } # host/short id
 # worker_pids JOB: the sorted pids of JOB's worker processes, one line (the
 # agents' command lines name the script too, not as their first word).
 worker_pids() { pgrep -f "^(/bin/)?sh [^ ]*/rdzv_worker\.sh $T/$1\$" | sort -n | tr '\n' ' '; }

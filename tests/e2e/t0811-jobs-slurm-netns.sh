@@ -39,7 +39,7 @@ test_expect_success 'C example -j 2:3x1 on three hosts; one host crashes mid-run
     grep -q "^ \*train_fmnist\[0\]:RUNNING on elnode1" "$T/st1"
     grep -q "^  train_fmnist\[1\]:RUNNING on elnode2" "$T/st1"
     grep -q "^  train_fmnist\[2\]:RUNNING on elnode3" "$T/st1"
-    grep -qE "round [0-9]+: 3 nodes \(joined: elnode[123], elnode[123], elnode[123]" "$d"/replicas/*/combined.log
+    grep -qE "round [0-9]+: 3 nodes \(joined: elnode[123]/[0-9a-f]{4}, elnode[123]/[0-9a-f]{4}, elnode[123]/[0-9a-f]{4}" "$d"/replicas/*/combined.log
     bash "$ROOT/tests/infra/netns-fault.sh" kill 3
     wait_until "[[ \$(state_of $h) == SUCCEEDED ]]" 240
     hub "$ELRUN" status $h | tee "$T/st2"

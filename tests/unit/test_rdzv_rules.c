@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "elrun/err.h"
 #include "elrun/net.h"
@@ -463,6 +464,7 @@ static const struct el_rdzv_ops mem_ops = {
     .exit_barrier = el__rdzv_elastic_exit_barrier,
     .set_closed = el__rdzv_elastic_set_closed,
     .report_failure = el__rdzv_elastic_report_failure,
+    .joiners = el__rdzv_elastic_joiners,
     .close = m_close,
 };
 
@@ -597,6 +599,85 @@ TEST(rdzv_rules_join_min_equals_max)
     CHECK(log_has(a, "round 0: 2 nodes"));
 }
 
+/* A node is named "<host>/<4 hex of its id>" in every line; two agents on
+ * one host differ. */
+TEST(rdzv_rules_labels_tell_two_agents_of_one_host_apart)
+{
+    char l[EL__RDZV_LABEL_MAX];
+    el__rdzv_label("vm#4242#12ab3f2a", l, sizeof l);
+    CHECK_STR(l, "vm/3f2a");
+    el__rdzv_label("10.0.0.7#1#00000001", l, sizeof l);
+    CHECK_STR(l, "10.0.0.7/0001");
+    el__rdzv_label("odd-id", l, sizeof l); /* not ours: as it is */
+    CHECK_STR(l, "odd-id");
+    struct mem_world *w = world_new();
+    struct opts o = {.min = 2, .max = 2, .last_call_ms = 10000};
+    struct mem_node *a = node(w, "vm", o), *b = node(w, "vm", o);
+    CHECK(strcmp(a->e.self.label, b->e.self.label) != 0);
+    CHECK(strncmp(a->e.self.label, "vm/", 3) == 0);
+    start(a);
+    start(b);
+    CHECK_OK(finish(a));
+    CHECK_OK(finish(b));
+    char line[EL__RDZV_LABEL_MAX + 64];
+    snprintf(line, sizeof line, "this node (%s) is rank %d", a->e.self.label,
+             a->info.node_rank);
+    CHECK(log_has(a, line));
+    CHECK(log_has(a, a->e.self.label) && log_has(a, b->e.self.label));
+    CHECK(log_has(a, "(joined: vm/"));
+}
+
+/* While next() waits, another thread sees who joined the open round. */
+TEST(rdzv_rules_joiners_seen_while_waiting)
+{
+    struct mem_world *w = world_new();
+    struct opts o = {.min = 3, .max = 3, .last_call_ms = 10000};
+    struct mem_node *a = node(w, "a", o), *b = node(w, "b", o),
+                    *c = node(w, "c", o);
+    char buf[256];
+    CHECK_EQ(el_rdzv_joiners(R_(a), buf, sizeof buf), -1); /* nothing yet */
+    start(a);
+    start(b);
+    long long t0 = el_now_ms();
+    while (el_rdzv_joiners(R_(a), buf, sizeof buf) < 2 && ms_since(t0) < 5000)
+        usleep(1000);
+    CHECK_EQ(el_rdzv_joiners(R_(a), buf, sizeof buf), 2);
+    CHECK(strstr(buf, a->e.self.label) && strstr(buf, b->e.self.label));
+    CHECK(strstr(buf, ", ") != NULL);
+    start(c);
+    CHECK_OK(finish(a));
+    CHECK_OK(finish(b));
+    CHECK_OK(finish(c));
+    struct mem_node *all[] = {a, b, c};
+    same_round(all, 3, 3);
+}
+
+/* More than 16 joiners are counted, not named (nor read again and again). */
+TEST(rdzv_rules_many_joiners_counted_not_named)
+{
+    enum { N = 18 };
+    struct mem_world *w = world_new();
+    struct opts o = {.min = N, .max = N, .last_call_ms = 10000};
+    struct mem_node *n[N];
+    char name[8], buf[256];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "n%d", i);
+        n[i] = node(w, name, o);
+    }
+    for (int i = 0; i < N - 1; i++)
+        start(n[i]);
+    long long t0 = el_now_ms();
+    while (el_rdzv_joiners(R_(n[0]), buf, sizeof buf) < N - 1 &&
+           ms_since(t0) < 5000)
+        usleep(1000);
+    CHECK_EQ(el_rdzv_joiners(R_(n[0]), buf, sizeof buf), N - 1);
+    CHECK_STR(buf, "");
+    start(n[N - 1]);
+    for (int i = 0; i < N; i++)
+        CHECK_OK(finish(n[i]));
+    same_round(n, N, N);
+}
+
 TEST(rdzv_rules_max_reached_seals_without_last_call)
 {
     struct mem_world *w = world_new();
@@ -686,7 +767,9 @@ TEST(rdzv_rules_hot_spare_takes_a_dead_members_place)
     pthread_mutex_lock(&w->mu);
     int64_t raised = w->round;
     pthread_mutex_unlock(&w->mu);
-    CHECK(log_has(a, "node b is gone") || raised > 0);
+    char gone[EL__RDZV_LABEL_MAX + 16];
+    snprintf(gone, sizeof gone, "node %s is gone", b->e.self.label);
+    CHECK(log_has(a, gone) || raised > 0);
     t0 = el_now_ms();
     start(a);
     CHECK_OK(finish(a));
@@ -897,8 +980,9 @@ TEST(rdzv_rules_member_declared_dead_cannot_open_rounds)
     frozen_member(w, n);
     int64_t round = w->round;
     CHECK_EQ(el_rdzv_next(R_(n[2]), 2, -1, &n[2]->info), EL_EPEERLOST);
+    CHECK(strstr(el_rdzv_errmsg(R_(n[2])), "this node (c/") != NULL);
     CHECK(strstr(el_rdzv_errmsg(R_(n[2])),
-                 "this node (c) was declared dead "
+                 ") was declared dead "
                  "by the others: it was silent for longer than the "
                  "keep-alive window (0.06 s)") != NULL);
     CHECK_EQ(w->round, round);  /* no round opened for a node that cannot */

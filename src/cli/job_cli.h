@@ -2,7 +2,8 @@
  * job_cmd.c (the verbs, and what the schedulers with a job directory share),
  * and one file per scheduler, each defining its struct cjob_sched (the ops
  * the verbs call): job_local.c (the local scheduler's supervisor),
- * job_slurm.c (sbatch, squeue, scancel), job_aws.c (AWS Batch).
+ * job_slurm.c (sbatch, squeue, scancel), job_aws.c (AWS Batch),
+ * job_k8s.c (ElasticJobs through the Kubernetes API).
  * docs/JOBS.md describes the job directory these read and write.
  */
 #ifndef ELRUN_CLI_JOB_CLI_H
@@ -168,7 +169,7 @@ struct cjob_sched {
 };
 
 extern const struct cjob_sched cjob_sched_local, cjob_sched_slurm,
-    cjob_sched_aws;
+    cjob_sched_aws, cjob_sched_k8s;
 /* The ops of scheduler name, or NULL. */
 const struct cjob_sched *cjob_sched_find(const char *name);
 

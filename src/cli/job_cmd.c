@@ -1,6 +1,6 @@
 /* job_cmd.c -- the job verbs, TorchX's CLI on elrun:
  *
- *   elrun submit [-s local|slurm] [-j [MIN:]MAXxNPROC | -j N] [--name NAME]
+ *   elrun submit [-s local|slurm|aws_batch|kubernetes] [-j [MIN:]MAXxNPROC | -j N] [--name NAME]
  *                [--max-retries N] [--env K=V]... [--cfg k=v,...] [--dryrun]
  *                [--wait] [--log] [launcher flags] SCRIPT [ARGS...]
  *   elrun submit -s slurm dist.ddp -j 2x1 --script train.py -- --epochs 3
@@ -16,7 +16,7 @@
  * prefixes; the AppStatus template); usage errors are one line and exit 2.
  * Each verb parses its words here and calls the job's scheduler through
  * its ops (struct cjob_sched, one per scheduler file: job_local.c,
- * job_slurm.c, job_aws.c); what the schedulers with a job directory share
+ * job_slurm.c, job_aws.c, job_k8s.c); what the schedulers with a job directory share
  * (cjob_dir_*) is here too.
  */
 #include <ctype.h>
@@ -240,7 +240,8 @@ static int jint(json_t *o, const char *k)
 
 /* The ops of every scheduler, in the order `elrun list` shows them. */
 static const struct cjob_sched *const scheds[] = {
-    &cjob_sched_local, &cjob_sched_slurm, &cjob_sched_aws, NULL};
+    &cjob_sched_local, &cjob_sched_slurm, &cjob_sched_aws, &cjob_sched_k8s,
+    NULL};
 
 const struct cjob_sched *cjob_sched_find(const char *name)
 {
@@ -1059,7 +1060,7 @@ static int cmd_list(int argc, char **argv)
         else
             return cjob_usage("list",
                               "unknown argument '%s'; usage: elrun "
-                              "list [-s local|slurm|aws_batch]",
+                              "list [-s local|slurm|aws_batch|kubernetes]",
                               argv[i]);
     }
     if (only && el_job_check_sched(only, err, sizeof err))
@@ -1299,7 +1300,8 @@ static int parse_submit(int argc, char **argv, struct submit *s)
 }
 
 static const char submit_help[] =
-    "usage: elrun submit [-s local|slurm|aws_batch] [-j [MIN:]MAXxNPROC | -j N] "
+    "usage: elrun submit [-s local|slurm|aws_batch|kubernetes] "
+    "[-j [MIN:]MAXxNPROC | -j N] "
     "[--name NAME]\n"
     "                    [--max-retries N] [--env K=V]... [--cfg k=v,...] "
     "[--dryrun]\n"
@@ -1312,7 +1314,9 @@ static const char submit_help[] =
     "then the launcher's (elrun --help), then the script.  --cfg for slurm:\n"
     "partition, time, account, qos, constraint, cpus-per-task, mem,\n"
     "gpus-per-node; for aws_batch: queue, image (both needed), vcpus, memory,\n"
-    "gpus, job_role, execution_role, efs, efs_path, tags (docs/AWS.md).\n"
+    "gpus, job_role, execution_role, efs, efs_path, tags (docs/AWS.md); for\n"
+    "kubernetes: image (needed), namespace, rdzv_endpoint, etcd_image,\n"
+    "service_account, cpu, memory, gpu (docs/KUBERNETES.md).\n"
     "See docs/JOBS.md; then elrun status/logs/cancel/list/\n"
     "describe HANDLE.\n";
 

@@ -172,7 +172,7 @@ static void k8s_name(const char *id, char *out, size_t cap)
     size_t l = strlen(t);
     while (l && t[l - 1] == '-')
         t[--l] = 0;
-    snprintf(out, cap, "%s", t);
+    snprintf(out, cap, "%.*s", NAME_MAX_LEN, t);
 }
 
 static json_t *kv_labels(const char *name)

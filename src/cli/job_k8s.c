@@ -397,32 +397,51 @@ static void split_id(const char *id, char *ns, size_t nscap, char *name,
     snprintf(name, namecap, "%s", c ? c + 1 : id);
 }
 
-static int k8s_open(const char *verb, const char *handle,
-                    const struct el_job_handle *h, struct cjob *j)
+/* The job as the API server has it now (open, and a waiting verb asks
+ * again and again); NULL with err (and *http, 0 if there was no answer) if
+ * it cannot be read. */
+static json_t *fetch_job(const struct cjob *j, char *err, size_t errlen,
+                         long *http)
 {
-    char ns[256], name[256], path[700], what[800];
+    char ns[256], name[256], path[700], m[600];
     split_id(j->id, ns, sizeof ns, name, sizeof name);
     snprintf(path, sizeof path, "%s/namespaces/%s/elasticjobs/%s", JOBS_PATH,
              ns, name);
-    long http;
     json_t *r = NULL;
-    int rc = req(verb, "GET", path, NULL, &http, &r);
+    if (el__k8s_req(&api, "GET", path, NULL, http, &r)) {
+        snprintf(err, errlen,
+                 "cannot reach the Kubernetes API server %s: %s (check "
+                 "KUBECONFIG and that the cluster is up)",
+                 api.server, api.err);
+        return NULL;
+    }
+    if (*http != 200 || !json_is_object(r)) {
+        snprintf(err, errlen,
+                 "kubernetes: reading ElasticJob %s/%s: %s (HTTP %ld)", ns,
+                 name, el__k8s_status_msg(r, *http, m, sizeof m), *http);
+        json_decref(r);
+        return NULL;
+    }
+    return r;
+}
+
+static int k8s_open(const char *verb, const char *handle,
+                    const struct el_job_handle *h, struct cjob *j)
+{
+    char ns[256], name[256], err[1600];
+    long http;
+    int rc = api_get(verb);
     if (rc)
         return rc;
-    if (http == 404) {
-        json_decref(r);
+    split_id(j->id, ns, sizeof ns, name, sizeof name);
+    json_t *r = fetch_job(j, err, sizeof err, &http);
+    if (!r && http == 404)
         return cjob_usage(verb,
                           "no job %s: the API server %s has no ElasticJob "
                           "%s/%s (elrun list -s kubernetes shows the jobs)",
                           handle, api.server, ns, name);
-    }
-    if (http != 200 || !json_is_object(r)) {
-        snprintf(what, sizeof what, "kubernetes: reading ElasticJob %s/%s", ns,
-                 name);
-        rc = api_fail(verb, what, http, r);
-        json_decref(r);
-        return rc;
-    }
+    if (!r)
+        return cjob_usage(verb, "%s", err);
     j->spec = r;
     j->dir[0] = 0;
     (void)h;
@@ -500,35 +519,12 @@ static const json_t *terminated(const json_t *pod)
     return NULL;
 }
 
-/* The job as the API server has it now (a waiting verb asks again and
- * again); NULL with err if it cannot be read. */
-static json_t *fetch_job(const struct cjob *j, char *err, size_t errlen)
-{
-    char ns[256], name[256], path[700], m[600];
-    split_id(j->id, ns, sizeof ns, name, sizeof name);
-    snprintf(path, sizeof path, "%s/namespaces/%s/elasticjobs/%s", JOBS_PATH,
-             ns, name);
-    long http;
-    json_t *r = NULL;
-    if (el__k8s_req(&api, "GET", path, NULL, &http, &r)) {
-        snprintf(err, errlen, "cannot reach the Kubernetes API server %s: %s",
-                 api.server, api.err);
-        return NULL;
-    }
-    if (http != 200 || !json_is_object(r)) {
-        snprintf(err, errlen, "kubernetes: reading ElasticJob %s/%s: %s", ns,
-                 name, el__k8s_status_msg(r, http, m, sizeof m));
-        json_decref(r);
-        return NULL;
-    }
-    return r;
-}
-
 static int k8s_status(const struct cjob *j, struct cjob_status *st, char *err,
                       size_t errlen)
 {
     memset(st, 0, sizeof *st);
-    json_t *ej = fetch_job(j, err, errlen);
+    long http;
+    json_t *ej = fetch_job(j, err, errlen, &http);
     if (!ej)
         return -1;
     const json_t *status = json_object_get(ej, "status");
@@ -706,7 +702,8 @@ static int k8s_logs(struct cjob *j, int replica, int follow, long tail,
         if (!follow || rc || last)
             break;
         /* ended: one more pass drains what came before the end */
-        json_t *r = fetch_job(j, err, sizeof err);
+        long http;
+        json_t *r = fetch_job(j, err, sizeof err, &http);
         if (!r)
             break; /* deleted (cancelled): nothing more comes */
         last = el_job_state_final(job_state(r));

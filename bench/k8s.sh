@@ -8,12 +8,15 @@
 #      (kubectl apply of N busybox pods) -> all Running;
 #   2. a worker pod SIGKILLed (ksim pod kill) -> its replacement Running and
 #      the job re-formed (the new pod's agent is in a round of N);
-#   3. the controller's RSS and CPU with JOBS jobs of one pod each (an image
+#   3. kubectl scale N -> N+1 (min 1, max N+1): the new pod Running, and
+#      every agent in the round of N+1 with rank 0 training at N+1; then
+#      N+1 -> N: the survivors re-formed at N;
+#   4. the controller's RSS and CPU with JOBS jobs of one pod each (an image
 #      that never pulls, so no process runs): idle before, after all are
 #      reconciled, and CPU seconds over an idle minute.
 # Prints medians over REPS runs.  Needs root (netns) and kubectl 1.20
 # (tests/infra/k8s/install-deps.sh).  Takes the netns lock as the e2e tests
-# do.  About 3 minutes with the defaults.
+# do.  About 4 minutes with the defaults.
 #   bench/k8s.sh
 #   REPS=3 N=4 JOBS=50 bench/k8s.sh
 set -uo pipefail
@@ -142,7 +145,45 @@ printf '  kill -> replacement Running  %6s ms  (delete seen, pod deleted, create
 printf '  kill -> job re-formed        %6s ms  (+ the new agent joins, every worker restarts)\n' "$(median <"$D/ref")"
 kc -n $NS delete elasticjob k --wait=true >/dev/null
 
-echo "3. controller RSS and CPU with $JOBS jobs (1 pod each, image never pulled)"
+M=$((N + 1))
+echo "3. kubectl scale $N -> $M -> $N while training (medians of $REPS)"
+job g "$N" 100000 | sed "s/^  replicaSpecs:/  minReplicas: 1\n  maxReplicas: $M\n  replicaSpecs:/" | kc apply -f - >/dev/null
+wait_running "job-name%3Dg" "$N"
+for i in $(seq 0 $((N - 1))); do wait_log "g-worker-$i" "round [0-9]+: $N nodes"; done
+: >"$D/up"; : >"$D/grown"; : >"$D/down"
+# rounds POD M: how many times the pod's agent logged a round of M nodes
+rounds() { local f; f=$(logfile "$1"); [[ -n $f ]] || { echo 0; return; }; grep -cE "round [0-9]+: $2 nodes" "$f" || :; }
+# r0 M: how many times rank 0 of a world of M started, in the job's logs
+r0() { cat "$KSIM_BASE"/pods/"${NS}"_g-worker-*/logs/elasticjob-worker/0.log 2>/dev/null | grep -c "rank 0 of $1 " || :; }
+for r in $(seq "$REPS"); do
+    before=$(rounds g-worker-0 "$M"); trained=$(r0 "$M")
+    t0=$(now); kc -n $NS scale elasticjob/g --replicas=$M >/dev/null
+    wait_running "job-name%3Dg" "$M" || { echo "  run $r: no new pod"; continue; }
+    t1=$(now)
+    d=$((SECONDS + 120))
+    until (($(rounds g-worker-0 "$M") > before)) && wait_log "g-worker-$N" "round [0-9]+: $M nodes"; do
+        ((SECONDS < d)) || { echo "  run $r: not grown"; break; }; sleep 0.01
+    done
+    d=$((SECONDS + 120))
+    until (($(r0 "$M") > trained)); do ((SECONDS < d)) || { echo "  run $r: rank 0 not training at $M"; break; }; sleep 0.01; done
+    t2=$(now)
+    ms "$t0" "$t1" >>"$D/up"; ms "$t0" "$t2" >>"$D/grown"
+    before=$(rounds g-worker-0 "$N")
+    t0=$(now); kc -n $NS scale elasticjob/g --replicas=$N >/dev/null
+    d=$((SECONDS + 120))
+    until (($(rounds g-worker-0 "$N") > before)); do ((SECONDS < d)) || { echo "  run $r: not shrunk"; break; }; sleep 0.01; done
+    t1=$(now)
+    ms "$t0" "$t1" >>"$D/down"
+    # the removed pod is gone before the next rep (it keeps its name)
+    d=$((SECONDS + 60))
+    while kc -n $NS get pod g-worker-$N >/dev/null 2>&1; do ((SECONDS < d)) || break; sleep 0.05; done
+done
+printf '  scale up -> new pod Running       %6s ms  (the controller sees the scale, creates the pod; the pod start is the simulator'"'"'s: ~ the bare pods above)\n' "$(median <"$D/up")"
+printf '  scale up -> grown job training    %6s ms  (+ the new agent joins, the round of %s forms, the workers restart and load data)\n' "$(median <"$D/grown")" "$M"
+printf '  scale down -> job re-formed at %s  %6s ms  (SIGTERM to the highest pod, its agent leaves, the survivors form a round of %s)\n' "$N" "$(median <"$D/down")" "$N"
+kc -n $NS delete elasticjob g --wait=true >/dev/null
+
+echo "4. controller RSS and CPU with $JOBS jobs (1 pod each, image never pulled)"
 rss() { awk '/^VmRSS/ {print $2}' /proc/$CTL/status; }
 cpu() { awk '{printf "%.2f\n", ($14 + $15) / 100}' /proc/$CTL/stat; }
 r0=$(rss); c0=$(cpu)

@@ -146,6 +146,8 @@ struct el_job_spec {
 
 /* The sbatch options --cfg may set, in the order the script writes them. */
 extern const char *const el_job_slurm_cfg_keys[];
+/* The --cfg keys of -s kubernetes (docs/KUBERNETES.md). */
+extern const char *const el_job_k8s_cfg_keys[];
 
 /* Check a --cfg value for scheduler sched: "k=v,k2=v2" with keys the
  * scheduler knows ("-" and "_" alike); "local" knows none.  0 or EL_EUSAGE

@@ -686,3 +686,63 @@ int cli_aws_main(int argc, char **argv)
     json_decref(r);
     return 0;
 }
+
+/* ---- the aws_batch scheduler's ops --------------------------------------- */
+
+static int aws_submit_op(const struct el_job_spec *js, json_t *job, char *id,
+                         size_t idcap, int dryrun)
+{
+    (void)idcap;
+    return cjob_aws_submit(js, job, id, dryrun, js->home);
+}
+
+static int aws_logs_op(struct cjob *j, int replica, int follow, long tail,
+                       const struct cjob_logsel *ls)
+{
+    return cjob_aws_logs(j, replica, follow, tail, cjob_log_keep, (void *)ls);
+}
+
+static int aws_cancel_op(struct cjob *j)
+{
+    char err[700];
+    if (cjob_aws_cancel(j, err, sizeof err))
+        return cjob_usage("cancel", "%s", err);
+    return 0;
+}
+
+static int aws_list_op(struct cjob_list *l, int asked)
+{
+    return cjob_dir_list("aws_batch", l);
+}
+
+/* Batch's console (TorchX's URL; the region from AWS_REGION or
+ * AWS_DEFAULT_REGION). */
+static void aws_url(const struct cjob *j, char *out, size_t cap)
+{
+    const char *r = getenv("AWS_REGION");
+    if (!r || !*r)
+        r = getenv("AWS_DEFAULT_REGION");
+    if (r && *r)
+        snprintf(out, cap,
+                 "https://%s.console.aws.amazon.com/batch/home?"
+                 "region=%s#jobs/mnp-job/%s",
+                 r, r, js(j->spec, "aws_job_id"));
+    else
+        snprintf(out, cap,
+                 "https://console.aws.amazon.com/batch/home#jobs/"
+                 "mnp-job/%s",
+                 js(j->spec, "aws_job_id"));
+}
+
+const struct cjob_sched cjob_sched_aws = {
+    .name = "aws_batch",
+    .local_program = 0,
+    .check_cfg = el_job_aws_check_cfg,
+    .submit = aws_submit_op,
+    .open = cjob_dir_open,
+    .status = cjob_aws_status,
+    .logs = aws_logs_op,
+    .cancel = aws_cancel_op,
+    .list = aws_list_op,
+    .ui_url = aws_url,
+};

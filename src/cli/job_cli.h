@@ -1,12 +1,16 @@
 /* job_cli.h -- what the job commands' files share (private to src/cli):
- * job_cmd.c (the verbs), job_local.c (the local scheduler's supervisor),
- * job_slurm.c (sbatch, squeue, scancel).  docs/JOBS.md describes the job
- * directory these read and write.
+ * job_cmd.c (the verbs, and what the schedulers with a job directory share),
+ * and one file per scheduler, each defining its struct cjob_sched (the ops
+ * the verbs call): job_local.c (the local scheduler's supervisor),
+ * job_slurm.c (sbatch, squeue, scancel), job_aws.c (AWS Batch),
+ * job_k8s.c (ElasticJobs through the Kubernetes API).
+ * docs/JOBS.md describes the job directory these read and write.
  */
 #ifndef ELRUN_CLI_JOB_CLI_H
 #define ELRUN_CLI_JOB_CLI_H
 
 #include <jansson.h>
+#include <regex.h>
 #include <stddef.h>
 
 #include "elrun/job.h"
@@ -97,11 +101,92 @@ int cjob_aws_logs(const struct cjob *j, int replica, int follow, long tail,
                   int (*keep)(const char *, void *), void *arg);
 int cjob_aws_cancel(const struct cjob *j, char *err, size_t errlen);
 
-/* The job's status from its directory (and squeue for Slurm).  0, or -1
- * with err (squeue failed).  Free with cjob_status_free. */
+/* The job's status, from its scheduler's ops.  0, or -1 with err (the
+ * scheduler could not be asked).  Free with cjob_status_free. */
 int cjob_status(const struct cjob *j, struct cjob_status *st, char *err,
                 size_t errlen);
 void cjob_status_free(struct cjob_status *st);
+
+/* ---- the schedulers' ops (one struct per scheduler file) ---- */
+
+/* What `logs` selects and how it prints: TorchX's `ROLE/REPLICA ` prefix
+ * (green on a terminal), lines kept by the regex when has_re. */
+struct cjob_logsel {
+    const char *role;
+    regex_t re;
+    int has_re;
+    int color;
+};
+/* Print line as replica k's if ls keeps it. */
+void cjob_log_emit(const struct cjob_logsel *ls, int k, const char *line);
+/* Does ls keep line? */
+int cjob_log_keep(const char *line, void *ls);
+
+/* The rows of `elrun list`. */
+struct cjob_listed {
+    double t;
+    char handle[300], name[200], state[32];
+};
+struct cjob_list {
+    struct cjob_listed *v;
+    size_t n, cap;
+};
+/* Append a row (copies the strings).  0 or -ENOMEM. */
+int cjob_list_add(struct cjob_list *l, double t, const char *handle,
+                  const char *name, const char *state);
+
+/* A scheduler.  Every verb finds the ops of the job's (or -s's) scheduler
+ * and calls them; return codes are the verbs' (0; 2 after a usage line; 1
+ * after an error line) unless said otherwise.
+ *   check_cfg  0 if --cfg is fine, else EL_EUSAGE with err.
+ *   local_program  the program must be runnable on this machine at submit.
+ *   submit     start (or with dryrun print) the job of spec js; job is
+ *              job.json's content (the caller owns it); id holds the id
+ *              made from the name and gets the scheduler's (Slurm's job id).
+ *   open       find the job of handle h into j (the spec read or fetched).
+ *   status     as cjob_status.
+ *   logs       print replica's (all when < 0) lines; follow until the end.
+ *   cancel     stop the job, wait until it stopped.
+ *   list       add the scheduler's jobs to l; asked: -s named this
+ *              scheduler (else a scheduler that cannot be asked is left
+ *              out quietly).  A half-written job is never an error.
+ *   ui_url     where a person looks at the job. */
+struct cjob_sched {
+    const char *name;
+    int local_program;
+    int (*check_cfg)(const char *cfg, char *err, size_t errlen);
+    int (*submit)(const struct el_job_spec *js, json_t *job, char *id,
+                  size_t idcap, int dryrun);
+    int (*open)(const char *verb, const char *handle,
+                const struct el_job_handle *h, struct cjob *j);
+    int (*status)(const struct cjob *j, struct cjob_status *st, char *err,
+                  size_t errlen);
+    int (*logs)(struct cjob *j, int replica, int follow, long tail,
+                const struct cjob_logsel *ls);
+    int (*cancel)(struct cjob *j);
+    int (*list)(struct cjob_list *l, int asked);
+    void (*ui_url)(const struct cjob *j, char *out, size_t cap);
+};
+
+extern const struct cjob_sched cjob_sched_local, cjob_sched_slurm,
+    cjob_sched_aws, cjob_sched_k8s;
+/* The ops of scheduler name, or NULL. */
+const struct cjob_sched *cjob_sched_find(const char *name);
+
+/* What the schedulers with a job directory ($ELRUN_HOME/jobs/SCHED/ID)
+ * share (job_cmd.c): open reads job.json; status reads the directory (and
+ * squeue for Slurm); logs print and follow replicas/K/combined.log; list
+ * reads the jobs of the directory; ui_url is file://DIR. */
+int cjob_dir_open(const char *verb, const char *handle,
+                  const struct el_job_handle *h, struct cjob *j);
+int cjob_dir_status(const struct cjob *j, struct cjob_status *st, char *err,
+                    size_t errlen);
+int cjob_dir_logs(struct cjob *j, int replica, int follow, long tail,
+                  const struct cjob_logsel *ls);
+int cjob_dir_list(const char *sched, struct cjob_list *l);
+void cjob_dir_url(const struct cjob *j, char *out, size_t cap);
+/* Seconds since the epoch, with fractions. */
+double cjob_now(void);
 
 /* Apply what a scheduler's environment gives the launcher (rc, d, err from
  * el_job_slurm_defaults or el_job_aws_batch_defaults): set the PET_*

@@ -1,6 +1,6 @@
 /* job_cmd.c -- the job verbs, TorchX's CLI on elrun:
  *
- *   elrun submit [-s local|slurm] [-j [MIN:]MAXxNPROC | -j N] [--name NAME]
+ *   elrun submit [-s local|slurm|aws_batch|kubernetes] [-j [MIN:]MAXxNPROC | -j N] [--name NAME]
  *                [--max-retries N] [--env K=V]... [--cfg k=v,...] [--dryrun]
  *                [--wait] [--log] [launcher flags] SCRIPT [ARGS...]
  *   elrun submit -s slurm dist.ddp -j 2x1 --script train.py -- --epochs 3
@@ -14,6 +14,10 @@
  * job that has not ended), so each works from any shell at any time.
  * Output follows TorchX (handle alone on stdout; `role/replica ` log
  * prefixes; the AppStatus template); usage errors are one line and exit 2.
+ * Each verb parses its words here and calls the job's scheduler through
+ * its ops (struct cjob_sched, one per scheduler file: job_local.c,
+ * job_slurm.c, job_aws.c, job_k8s.c); what the schedulers with a job directory share
+ * (cjob_dir_*) is here too.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -37,7 +41,6 @@
 #include "cli/job_cli.h"
 #include "cli/opts.h"
 #include "elrun/err.h"
-#include "elrun/job_aws.h"
 #include "elrun/log.h"
 
 extern char **environ;
@@ -200,7 +203,7 @@ fail:
     return 127;
 }
 
-static double now_s(void)
+double cjob_now(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
@@ -235,17 +238,42 @@ static int jint(json_t *o, const char *k)
 
 /* ---- finding a job --------------------------------------------------------- */
 
+/* The ops of every scheduler, in the order `elrun list` shows them. */
+static const struct cjob_sched *const scheds[] = {
+    &cjob_sched_local, &cjob_sched_slurm, &cjob_sched_aws, &cjob_sched_k8s,
+    NULL};
+
+const struct cjob_sched *cjob_sched_find(const char *name)
+{
+    for (int i = 0; name && scheds[i]; i++)
+        if (strcmp(scheds[i]->name, name) == 0)
+            return scheds[i];
+    return NULL;
+}
+
+static const struct cjob_sched *sched_of(const struct cjob *j)
+{
+    return cjob_sched_find(j->sched);
+}
+
 /* The job a handle names: 0, or 2 after a usage error line. */
 static int open_job(const char *verb, const char *handle, struct cjob *j,
                     struct el_job_handle *h)
 {
-    char err[600], home[3800], p[4200];
+    char err[600];
     memset(j, 0, sizeof *j);
     if (el_job_parse_handle(handle, h, err, sizeof err))
         return cjob_usage(verb, "%s", err);
-    cjob_home(home, sizeof home);
     snprintf(j->sched, sizeof j->sched, "%s", h->sched);
     snprintf(j->id, sizeof j->id, "%s", h->id);
+    return sched_of(j)->open(verb, handle, h, j);
+}
+
+int cjob_dir_open(const char *verb, const char *handle,
+                  const struct el_job_handle *h, struct cjob *j)
+{
+    char home[3800], p[4200];
+    cjob_home(home, sizeof home);
     snprintf(j->dir, sizeof j->dir, "%s/jobs/%s/%s", home, h->sched, h->id);
     snprintf(p, sizeof p, "%s/job.json", j->dir);
     json_error_t je;
@@ -402,10 +430,16 @@ static int count_replica_dirs(const char *dir)
 int cjob_status(const struct cjob *j, struct cjob_status *st, char *err,
                 size_t errlen)
 {
+    return sched_of(j)->status(j, st, err, errlen);
+}
+
+/* Local and Slurm: the end file, else the supervisor's pid (local) or
+ * squeue (Slurm), then each replica's files. */
+int cjob_dir_status(const struct cjob *j, struct cjob_status *st, char *err,
+                    size_t errlen)
+{
     char line[256];
     int slurm = strcmp(j->sched, "slurm") == 0;
-    if (strcmp(j->sched, "aws_batch") == 0)
-        return cjob_aws_status(j, st, err, errlen);
     memset(st, 0, sizeof *st);
     st->root = -1;
     st->state = EL_JOB_UNKNOWN;
@@ -522,25 +556,10 @@ static const char *role_of(const struct cjob *j)
     return *r ? r : "worker";
 }
 
-/* Where a person looks at the job: its directory, or Batch's console
- * (TorchX's URL; the region from AWS_REGION or AWS_DEFAULT_REGION). */
-static void ui_url(const struct cjob *j, char *out, size_t cap)
+/* Where a person looks at a job with a directory: the directory. */
+void cjob_dir_url(const struct cjob *j, char *out, size_t cap)
 {
-    const char *r = getenv("AWS_REGION");
-    if (!r || !*r)
-        r = getenv("AWS_DEFAULT_REGION");
-    if (strcmp(j->sched, "aws_batch") != 0)
-        snprintf(out, cap, "file://%s", j->dir);
-    else if (r && *r)
-        snprintf(out, cap,
-                 "https://%s.console.aws.amazon.com/batch/home?"
-                 "region=%s#jobs/mnp-job/%s",
-                 r, r, jstr(j->spec, "aws_job_id"));
-    else
-        snprintf(out, cap,
-                 "https://console.aws.amazon.com/batch/home#jobs/"
-                 "mnp-job/%s",
-                 jstr(j->spec, "aws_job_id"));
+    snprintf(out, cap, "file://%s", j->dir);
 }
 
 static void print_status_text(const struct cjob *j, struct cjob_status *st)
@@ -567,7 +586,7 @@ static void print_status_text(const struct cjob *j, struct cjob_status *st)
         }
     }
     char url[4300];
-    ui_url(j, url, sizeof url);
+    sched_of(j)->ui_url(j, url, sizeof url);
     printf("    Msg: %s\n    Structured Error Msg: %s\n    UI URL: %s\n",
            st->msg, st->root_json ? st->root_json : "<NONE>", url);
 }
@@ -596,7 +615,7 @@ static void print_status_json(const struct cjob *j, struct cjob_status *st,
                       "exitcode", st->root_exit, "timestamp", st->root_time,
                       "message", st->root_msg ? st->root_msg : "");
     char url[4300];
-    ui_url(j, url, sizeof url);
+    sched_of(j)->ui_url(j, url, sizeof url);
     json_t *o =
         json_pack("{s:s, s:s, s:i, s:[{s:s, s:o}], s:s, s:s, s:s, "
                   "s:o}",
@@ -664,14 +683,7 @@ struct tailer {
     size_t plen;
 };
 
-struct logsel {
-    const char *role;
-    regex_t re;
-    int has_re;
-    int color;
-};
-
-static void emit_line(const struct logsel *ls, int k, const char *line)
+void cjob_log_emit(const struct cjob_logsel *ls, int k, const char *line)
 {
     if (ls->has_re && regexec(&ls->re, line, 0, NULL, 0) != 0)
         return;
@@ -683,7 +695,7 @@ static void emit_line(const struct logsel *ls, int k, const char *line)
 
 /* Print what was appended to t's file since last time (whole lines only,
  * unless flush).  Returns the bytes read. */
-static size_t drain(const struct logsel *ls, struct tailer *t, int flush)
+static size_t drain(const struct cjob_logsel *ls, struct tailer *t, int flush)
 {
     int fd = open(t->path, O_RDONLY | O_CLOEXEC);
     size_t total = 0;
@@ -705,7 +717,7 @@ static size_t drain(const struct logsel *ls, struct tailer *t, int flush)
         while ((nl = memchr(s, '\n', t->plen - (size_t)(s - t->part)))) {
             *nl = 0;
             char *cr = strrchr(s, '\r');
-            emit_line(ls, t->k, cr ? cr + 1 : s);
+            cjob_log_emit(ls, t->k, cr ? cr + 1 : s);
             s = nl + 1;
         }
         t->plen -= (size_t)(s - t->part);
@@ -714,7 +726,7 @@ static size_t drain(const struct logsel *ls, struct tailer *t, int flush)
     close(fd);
     if (flush && t->plen) {
         t->part[t->plen] = 0;
-        emit_line(ls, t->k, t->part);
+        cjob_log_emit(ls, t->k, t->part);
         t->plen = 0;
     }
     fflush(stdout);
@@ -722,7 +734,7 @@ static size_t drain(const struct logsel *ls, struct tailer *t, int flush)
 }
 
 /* The last n lines of a file (that match ls), printed. */
-static void tail_file(const struct logsel *ls, struct tailer *t, long n)
+static void tail_file(const struct cjob_logsel *ls, struct tailer *t, long n)
 {
     FILE *f = fopen(t->path, "re");
     if (!f)
@@ -748,7 +760,7 @@ static void tail_file(const struct logsel *ls, struct tailer *t, long n)
     }
     for (long i = cnt > n ? cnt - n : 0; ring && i < cnt; i++) {
         char *cr = strrchr(ring[i % n], '\r');
-        emit_line(ls, t->k, cr ? cr + 1 : ring[i % n]);
+        cjob_log_emit(ls, t->k, cr ? cr + 1 : ring[i % n]);
     }
     for (long i = 0; ring && i < n; i++)
         free(ring[i]);
@@ -761,7 +773,7 @@ static void tail_file(const struct logsel *ls, struct tailer *t, long n)
 static int job_final(const struct cjob *j)
 {
     char line[128];
-    if (cjob_read_line(j->dir, "end", line, sizeof line) == 0)
+    if (*j->dir && cjob_read_line(j->dir, "end", line, sizeof line) == 0)
         return 1;
     struct cjob_status st;
     char err[600];
@@ -772,9 +784,9 @@ static int job_final(const struct cjob *j)
     return f;
 }
 
-static int keep_line(const char *line, void *arg)
+int cjob_log_keep(const char *line, void *arg)
 {
-    const struct logsel *ls = arg;
+    const struct cjob_logsel *ls = arg;
     return !ls->has_re || regexec(&ls->re, line, 0, NULL, 0) == 0;
 }
 
@@ -783,7 +795,7 @@ static int keep_line(const char *line, void *arg)
 static int show_logs(struct cjob *j, int replica, int follow, long tail,
                      const char *regex)
 {
-    struct logsel ls = {role_of(j), {0}, 0, isatty(1)};
+    struct cjob_logsel ls = {role_of(j), {0}, 0, isatty(1)};
     if (regex) {
         int rc = regcomp(&ls.re, regex, REG_EXTENDED | REG_NOSUB);
         if (rc) {
@@ -793,25 +805,26 @@ static int show_logs(struct cjob *j, int replica, int follow, long tail,
         }
         ls.has_re = 1;
     }
-    if (strcmp(j->sched, "aws_batch") == 0) {
-        int rc = cjob_aws_logs(j, replica, follow, tail, keep_line, &ls);
-        if (ls.has_re)
-            regfree(&ls.re);
-        return rc;
-    }
+    int rc = sched_of(j)->logs(j, replica, follow, tail, &ls);
+    if (ls.has_re)
+        regfree(&ls.re);
+    return rc;
+}
+
+/* Local and Slurm: replicas/K/combined.log, followed with inotify. */
+int cjob_dir_logs(struct cjob *j, int replica, int follow, long tail,
+                  const struct cjob_logsel *ls)
+{
     int n = strcmp(j->sched, "slurm") == 0 ? count_replica_dirs(j->dir)
                                            : jint(j->spec, "max_nodes");
     if (follow && n < jint(j->spec, "max_nodes")) /* more may come */
         n = jint(j->spec, "max_nodes");
-    if (replica >= 0 && replica >= jint(j->spec, "max_nodes")) {
-        if (ls.has_re)
-            regfree(&ls.re);
+    if (replica >= 0 && replica >= jint(j->spec, "max_nodes"))
         return cjob_usage("logs",
                           "job %s has replicas 0 to %d; there is "
                           "no %s/%d",
-                          j->id, jint(j->spec, "max_nodes") - 1, ls.role,
+                          j->id, jint(j->spec, "max_nodes") - 1, ls->role,
                           replica);
-    }
     struct tailer *t = calloc((size_t)(n > 0 ? n : 1), sizeof *t);
     int nt = 0;
     for (int k = 0; k < n; k++) {
@@ -821,9 +834,9 @@ static int show_logs(struct cjob *j, int replica, int follow, long tail,
         snprintf(t[nt].path, sizeof t[nt].path, "%s/replicas/%d/combined.log",
                  j->dir, k);
         if (tail > 0)
-            tail_file(&ls, &t[nt], tail);
+            tail_file(ls, &t[nt], tail);
         else
-            drain(&ls, &t[nt], !follow);
+            drain(ls, &t[nt], !follow);
         nt++;
     }
     if (follow) {
@@ -846,7 +859,7 @@ static int show_logs(struct cjob *j, int replica, int follow, long tail,
                 }
             size_t got = 0;
             for (int i = 0; i < nt; i++)
-                got += drain(&ls, &t[i], 0);
+                got += drain(ls, &t[i], 0);
             if (fin && !got)
                 break;
             if (in >= 0) {
@@ -860,15 +873,13 @@ static int show_logs(struct cjob *j, int replica, int follow, long tail,
             }
         }
         for (int i = 0; i < nt; i++)
-            drain(&ls, &t[i], 1);
+            drain(ls, &t[i], 1);
         if (in >= 0)
             close(in);
     }
     for (int i = 0; i < nt; i++)
         free(t[i].part);
     free(t);
-    if (ls.has_re)
-        regfree(&ls.re);
     return 0;
 }
 
@@ -956,62 +967,89 @@ static int cmd_cancel(int argc, char **argv)
     int rc = open_job("cancel", argv[1], &j, &h);
     if (rc)
         return rc;
-    char err[700], line[128];
-    rc = 0;
-    if (cjob_read_line(j.dir, "end", line, sizeof line) == 0) {
+    char line[128];
+    if (*j.dir && cjob_read_line(j.dir, "end", line, sizeof line) == 0) {
         line[strcspn(line, " ")] = 0;
         el_log(EL_LOG_WARN, "job %s already ended: %s", j.id, line);
-    } else if (strcmp(j.sched, "aws_batch") == 0) {
-        if (cjob_aws_cancel(&j, err, sizeof err))
-            rc = cjob_usage("cancel", "%s", err);
-    } else if (strcmp(j.sched, "local") == 0) {
-        if (cjob_local_cancel(&j, err, sizeof err)) {
-            el_log(EL_LOG_ERROR, "cancel %s: %s", j.id, err);
-            rc = 1;
-        }
     } else {
-        const char *sid = jstr(j.spec, "slurm_job_id");
-        char t[64];
-        snprintf(t, sizeof t, "%.0f\n", now_s());
-        cjob_write(j.dir, "cancelled", t);
-        if (cjob_slurm_cancel(sid, err, sizeof err)) {
-            char m[4400];
-            snprintf(m, sizeof m, "%s/cancelled", j.dir);
-            unlink(m); /* nothing was cancelled */
-            rc = cjob_usage("cancel", "%s", err);
-        } else {
-            /* Wait until Slurm has stopped the job's processes. */
-            for (int i = 0; i < 600; i++) {
-                int s;
-                char raw[64];
-                int r =
-                    cjob_slurm_state(sid, &s, raw, sizeof raw, err, sizeof err);
-                if (r != 0 || (el_job_state_final(s) &&
-                               strncmp(raw, "COMPLETING", 10) != 0))
-                    break;
-                usleep(50000);
-            }
-        }
+        rc = sched_of(&j)->cancel(&j);
     }
     close_job(&j);
     return rc;
 }
 
-struct listed {
-    double t;
-    char handle[300], name[200], state[32];
-};
+int cjob_list_add(struct cjob_list *l, double t, const char *handle,
+                  const char *name, const char *state)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 32;
+        struct cjob_listed *nv = realloc(l->v, cap * sizeof *nv);
+        if (!nv)
+            return -ENOMEM;
+        l->v = nv;
+        l->cap = cap;
+    }
+    struct cjob_listed *e = &l->v[l->n++];
+    e->t = t;
+    snprintf(e->handle, sizeof e->handle, "%s", handle);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    snprintf(e->state, sizeof e->state, "%s", state);
+    return 0;
+}
+
+/* The jobs in $ELRUN_HOME/jobs/SCHED (local, slurm, aws_batch). */
+int cjob_dir_list(const char *sched, struct cjob_list *l)
+{
+    char err[600], home[4000], d[4200];
+    cjob_home(home, sizeof home);
+    snprintf(d, sizeof d, "%s/jobs/%s", home, sched);
+    DIR *dir = opendir(d);
+    struct dirent *e;
+    while (dir && (e = readdir(dir))) {
+        if (!el_job_id_valid(e->d_name) || e->d_name[0] == '.')
+            continue;
+        char hd[300];
+        snprintf(hd, sizeof hd, "%s://elrun/%s", sched, e->d_name);
+        struct cjob j;
+        struct el_job_handle h;
+        int saved = dup(2), nul = open("/dev/null", O_WRONLY);
+        dup2(nul, 2); /* a half-written job is not an error here */
+        int rc = open_job("list", hd, &j, &h);
+        dup2(saved, 2);
+        close(saved);
+        close(nul);
+        if (rc)
+            continue;
+        struct cjob_status st;
+        const char *state = "UNKNOWN";
+        int got = cjob_status(&j, &st, err, sizeof err) == 0;
+        if (got)
+            state = el_job_state_name(st.state);
+        rc = cjob_list_add(
+            l, json_real_value(json_object_get(j.spec, "submitted")), hd,
+            jstr(j.spec, "name"), state);
+        if (got)
+            cjob_status_free(&st);
+        close_job(&j);
+        if (rc)
+            break;
+    }
+    if (dir)
+        closedir(dir);
+    return 0;
+}
 
 static int by_time(const void *a, const void *b)
 {
-    double x = ((const struct listed *)a)->t, y = ((const struct listed *)b)->t;
+    double x = ((const struct cjob_listed *)a)->t,
+           y = ((const struct cjob_listed *)b)->t;
     return x < y ? -1 : x > y;
 }
 
 static int cmd_list(int argc, char **argv)
 {
     const char *only = NULL;
-    char err[600], home[4000];
+    char err[600];
     for (int i = 1; i < argc; i++) {
         if ((strcmp(argv[i], "-s") == 0 ||
              strcmp(argv[i], "--scheduler") == 0) &&
@@ -1022,61 +1060,22 @@ static int cmd_list(int argc, char **argv)
         else
             return cjob_usage("list",
                               "unknown argument '%s'; usage: elrun "
-                              "list [-s local|slurm|aws_batch]",
+                              "list [-s local|slurm|aws_batch|kubernetes]",
                               argv[i]);
     }
     if (only && el_job_check_sched(only, err, sizeof err))
         return cjob_usage("list", "%s", err);
-    cjob_home(home, sizeof home);
-    struct listed *v = NULL;
-    size_t n = 0, cap = 0;
-    static const char *const scheds[] = {"local", "slurm", "aws_batch"};
-    for (int s = 0; s < 3; s++) {
-        if (only && strcmp(only, scheds[s]) != 0)
-            continue;
-        char d[4200];
-        snprintf(d, sizeof d, "%s/jobs/%s", home, scheds[s]);
-        DIR *dir = opendir(d);
-        struct dirent *e;
-        while (dir && (e = readdir(dir))) {
-            if (!el_job_id_valid(e->d_name) || e->d_name[0] == '.')
-                continue;
-            char hd[300];
-            snprintf(hd, sizeof hd, "%s://elrun/%s", scheds[s], e->d_name);
-            struct cjob j;
-            struct el_job_handle h;
-            int saved = dup(2), nul = open("/dev/null", O_WRONLY);
-            dup2(nul, 2); /* a half-written job is not an error here */
-            int rc = open_job("list", hd, &j, &h);
-            dup2(saved, 2);
-            close(saved);
-            close(nul);
-            if (rc)
-                continue;
-            if (n == cap) {
-                cap = cap ? cap * 2 : 32;
-                struct listed *nv = realloc(v, cap * sizeof *v);
-                if (!nv)
-                    break;
-                v = nv;
+    struct cjob_list l = {0};
+    for (int i = 0; scheds[i]; i++)
+        if (!only || strcmp(only, scheds[i]->name) == 0) {
+            int rc = scheds[i]->list(&l, only != NULL);
+            if (rc) {
+                free(l.v);
+                return rc;
             }
-            struct cjob_status st;
-            v[n].t = json_real_value(json_object_get(j.spec, "submitted"));
-            snprintf(v[n].handle, sizeof v[n].handle, "%s", hd);
-            snprintf(v[n].name, sizeof v[n].name, "%s", jstr(j.spec, "name"));
-            if (cjob_status(&j, &st, err, sizeof err) == 0) {
-                snprintf(v[n].state, sizeof v[n].state, "%s",
-                         el_job_state_name(st.state));
-                cjob_status_free(&st);
-            } else {
-                snprintf(v[n].state, sizeof v[n].state, "UNKNOWN");
-            }
-            n++;
-            close_job(&j);
         }
-        if (dir)
-            closedir(dir);
-    }
+    struct cjob_listed *v = l.v;
+    size_t n = l.n;
     if (n)
         qsort(v, n, sizeof *v, by_time);
     int wh = 10, wn = 8;
@@ -1301,7 +1300,8 @@ static int parse_submit(int argc, char **argv, struct submit *s)
 }
 
 static const char submit_help[] =
-    "usage: elrun submit [-s local|slurm|aws_batch] [-j [MIN:]MAXxNPROC | -j N] "
+    "usage: elrun submit [-s local|slurm|aws_batch|kubernetes] "
+    "[-j [MIN:]MAXxNPROC | -j N] "
     "[--name NAME]\n"
     "                    [--max-retries N] [--env K=V]... [--cfg k=v,...] "
     "[--dryrun]\n"
@@ -1314,7 +1314,9 @@ static const char submit_help[] =
     "then the launcher's (elrun --help), then the script.  --cfg for slurm:\n"
     "partition, time, account, qos, constraint, cpus-per-task, mem,\n"
     "gpus-per-node; for aws_batch: queue, image (both needed), vcpus, memory,\n"
-    "gpus, job_role, execution_role, efs, efs_path, tags (docs/AWS.md).\n"
+    "gpus, job_role, execution_role, efs, efs_path, tags (docs/AWS.md); for\n"
+    "kubernetes: image (needed), namespace, rdzv_endpoint, etcd_image,\n"
+    "service_account, cpu, memory, gpu (docs/KUBERNETES.md).\n"
     "See docs/JOBS.md; then elrun status/logs/cancel/list/\n"
     "describe HANDLE.\n";
 
@@ -1370,9 +1372,8 @@ static int cmd_submit(int argc, char **argv)
         return rc;
     if (el_job_check_sched(s.sched, err, sizeof err))
         return cjob_usage("submit", "%s", err);
-    if (strcmp(s.sched, "aws_batch") == 0
-            ? el_job_aws_check_cfg(s.cfg, err, sizeof err)
-            : el_job_check_cfg(s.sched, s.cfg, err, sizeof err))
+    const struct cjob_sched *ops = cjob_sched_find(s.sched);
+    if (ops->check_cfg(s.cfg, err, sizeof err))
         return cjob_usage("submit", "%s", err);
     struct el_job_size z = {1, 1, 1};
     if (s.j && el_job_parse_size(s.j, &z, err, sizeof err))
@@ -1438,7 +1439,7 @@ static int cmd_submit(int argc, char **argv)
     if (!python || !*python)
         python = "python3";
     int use_python = o.run_path || !o.no_python;
-    if (strcmp(s.sched, "aws_batch") == 0) {
+    if (!ops->local_program) {
         /* the script and python are in the job's image */
     } else if (el_job_find_program(use_python ? python : o.script, err,
                                    sizeof err))
@@ -1492,7 +1493,7 @@ static int cmd_submit(int argc, char **argv)
         "{s:s, s:s, s:s, s:s, s:f, s:s, s:i, s:i, s:i, s:i, s:i, s:o, s:s, "
         "s:s, s:s, s:s, s:s, s:s, s:o, s:i}",
         "id", id, "scheduler", s.sched, "name", name, "role", role, "submitted",
-        now_s(), "size", size, "min_nodes", z.min_nodes, "max_nodes",
+        cjob_now(), "size", size, "min_nodes", z.min_nodes, "max_nodes",
         z.max_nodes, "nproc", z.nproc, "max_retries", s.max_retries,
         "max_restarts", o.max_restarts, "env", env, "cfg", s.cfg ? s.cfg : "",
         "cwd", cwd, "rdzv_backend", backend, "rdzv_endpoint",
@@ -1502,130 +1503,25 @@ static int cmd_submit(int argc, char **argv)
     if (!spec)
         return 1;
 
-    if (strcmp(s.sched, "local") == 0) {
-        char dir[4200];
-        snprintf(dir, sizeof dir, "%s/jobs/local/%s", home, id);
-        if (s.dryrun) {
-            printf("# elrun submit -s local --dryrun: %d agents on this "
-                   "machine, one supervisor, the store on 127.0.0.1:<port>\n"
-                   "# job directory %s\n",
-                   z.max_nodes, dir);
-            for (int k = 0; k < z.max_nodes; k++) {
-                printf("TORCHELASTIC_ERROR_FILE=%s/replicas/%d/error.json %s "
-                       "run",
-                       dir, k, elrun);
-                for (int i = 0; i < nflags; i++)
-                    printf(" %s", s.words[i]);
-                printf(" --nnodes=%d:%d --nproc-per-node=%d --rdzv-backend=%s"
-                       " --rdzv-endpoint=%s --rdzv-id=%s-0",
-                       z.min_nodes, z.max_nodes, z.nproc, backend,
-                       strcmp(backend, "etcd") ? z.max_nodes == 1
-                                                     ? "127.0.0.1:0"
-                                                     : "127.0.0.1:<port>"
-                                               : o.rdzv_endpoint,
-                       id);
-                for (int i = nflags; i < s.n_words; i++)
-                    printf(" %s", s.words[i]);
-                printf(" >>%s/replicas/%d/combined.log 2>&1\n", dir, k);
-            }
-            json_decref(spec);
-            return 0;
-        }
-        char rd[4300];
-        snprintf(rd, sizeof rd, "%s/replicas", dir);
-        if ((rc = cjob_mkdirs(rd))) {
-            json_decref(spec);
-            return cjob_usage("submit",
-                              "cannot make the job directory %s: "
-                              "%s (set ELRUN_HOME)",
-                              dir, strerror(-rc));
-        }
-        char p[4400];
-        snprintf(p, sizeof p, "%s/job.json", dir);
-        if (json_dump_file(spec, p, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) {
-            json_decref(spec);
-            return cjob_usage("submit", "cannot write %s", p);
-        }
-        if (cjob_local_start(elrun, dir, err, sizeof err)) {
-            json_decref(spec);
-            el_log(EL_LOG_ERROR, "job %s was not started: %s", id, err);
-            return 1;
-        }
-    } else {
-        struct el_job_spec js = {0};
-        js.name = name;
-        js.size = z;
-        js.max_retries = s.max_retries;
-        js.home = home;
-        js.elrun = elrun;
-        js.rdzv_backend = backend;
-        js.rdzv_endpoint = o.rdzv_endpoint;
-        js.rdzv_conf = o.rdzv_conf;
-        js.env = (char **)s.env;
-        js.n_env = s.n_env;
-        js.cfg = s.cfg;
-        js.launcher = s.words;
-        js.n_launcher = s.n_words;
-        js.n_launcher_flags = nflags;
-        if (strcmp(s.sched, "aws_batch") == 0) {
-            rc = cjob_aws_submit(&js, spec, id, s.dryrun, home);
-            json_decref(spec);
-            if (rc || s.dryrun)
-                return rc;
-            goto submitted;
-        }
-        char *script;
-        if ((rc = el_job_sbatch_script(&js, &script, err, sizeof err))) {
-            json_decref(spec);
-            return rc == EL_EUSAGE ? cjob_usage("submit", "%s", err) : 1;
-        }
-        if (s.dryrun) {
-            printf("%s", script);
-            fprintf(stderr, "elrun submit: dry run: would run sbatch "
-                            "--parsable with this script\n");
-            free(script);
-            json_decref(spec);
-            return 0;
-        }
-        char stage[4300], sp[4400], jobid[64], dir[4300], p[4400];
-        snprintf(stage, sizeof stage, "%s/jobs/slurm/.submit-%s", home, id);
-        if ((rc = cjob_mkdirs(stage))) {
-            free(script);
-            json_decref(spec);
-            return cjob_usage("submit", "cannot make %s: %s (set ELRUN_HOME)",
-                              stage, strerror(-rc));
-        }
-        snprintf(sp, sizeof sp, "%s/sbatch.sh", stage);
-        rc = cjob_write(stage, "sbatch.sh", script);
-        free(script);
-        if (rc) {
-            json_decref(spec);
-            return cjob_usage("submit", "cannot write %s: %s", sp,
-                              strerror(-rc));
-        }
-        if (cjob_slurm_submit(sp, jobid, sizeof jobid, err, sizeof err)) {
-            unlink(sp);
-            rmdir(stage);
-            json_decref(spec);
-            return cjob_usage("submit", "%s", err);
-        }
-        snprintf(dir, sizeof dir, "%s/jobs/slurm/%s", home, jobid);
-        cjob_mkdirs(dir);
-        snprintf(p, sizeof p, "%s/sbatch.sh", dir);
-        rename(sp, p);
-        rmdir(stage);
-        json_object_set_new(spec, "id", json_string(jobid));
-        json_object_set_new(spec, "slurm_job_id", json_string(jobid));
-        json_object_set_new(spec, "script", json_string(p));
-        snprintf(p, sizeof p, "%s/job.json", dir);
-        char *txt = json_dumps(spec, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        if (!txt || cjob_write(dir, "job.json", txt))
-            el_log(EL_LOG_ERROR, "cannot write %s", p);
-        free(txt);
-        snprintf(id, sizeof id, "%s", jobid);
-    }
+    struct el_job_spec js = {0};
+    js.name = name;
+    js.size = z;
+    js.max_retries = s.max_retries;
+    js.home = home;
+    js.elrun = elrun;
+    js.rdzv_backend = backend;
+    js.rdzv_endpoint = o.rdzv_endpoint;
+    js.rdzv_conf = o.rdzv_conf;
+    js.env = (char **)s.env;
+    js.n_env = s.n_env;
+    js.cfg = s.cfg;
+    js.launcher = s.words;
+    js.n_launcher = s.n_words;
+    js.n_launcher_flags = nflags;
+    rc = ops->submit(&js, spec, id, sizeof id, s.dryrun);
     json_decref(spec);
-submitted:
+    if (rc || s.dryrun)
+        return rc;
     printf("%s://elrun/%s\n", s.sched, id);
     fflush(stdout);
     if (!s.wait)

@@ -574,3 +574,91 @@ int cjob_local_cancel(const struct cjob *j, char *err, size_t errlen)
     }
     return 0;
 }
+
+/* ---- the local scheduler's ops ------------------------------------------- */
+
+static int local_check_cfg(const char *cfg, char *err, size_t errlen)
+{
+    return el_job_check_cfg("local", cfg, err, errlen);
+}
+
+/* The job directory, job.json, then the supervisor; --dryrun prints the
+ * agents' command lines instead. */
+static int local_submit(const struct el_job_spec *js, json_t *job, char *id,
+                        size_t idcap, int dryrun)
+{
+    char dir[4200], err[1600];
+    int rc;
+    const struct el_job_size z = js->size;
+    const char *backend = js->rdzv_backend;
+    snprintf(dir, sizeof dir, "%s/jobs/local/%s", js->home, id);
+    if (dryrun) {
+        printf("# elrun submit -s local --dryrun: %d agents on this "
+               "machine, one supervisor, the store on 127.0.0.1:<port>\n"
+               "# job directory %s\n",
+               z.max_nodes, dir);
+        for (int k = 0; k < z.max_nodes; k++) {
+            printf("TORCHELASTIC_ERROR_FILE=%s/replicas/%d/error.json %s "
+                   "run",
+                   dir, k, js->elrun);
+            for (int i = 0; i < js->n_launcher_flags; i++)
+                printf(" %s", js->launcher[i]);
+            printf(" --nnodes=%d:%d --nproc-per-node=%d --rdzv-backend=%s"
+                   " --rdzv-endpoint=%s --rdzv-id=%s-0",
+                   z.min_nodes, z.max_nodes, z.nproc, backend,
+                   strcmp(backend, "etcd")
+                       ? z.max_nodes == 1 ? "127.0.0.1:0" : "127.0.0.1:<port>"
+                       : js->rdzv_endpoint,
+                   id);
+            for (int i = js->n_launcher_flags; i < js->n_launcher; i++)
+                printf(" %s", js->launcher[i]);
+            printf(" >>%s/replicas/%d/combined.log 2>&1\n", dir, k);
+        }
+        return 0;
+    }
+    char rd[4300];
+    snprintf(rd, sizeof rd, "%s/replicas", dir);
+    if ((rc = cjob_mkdirs(rd)))
+        return cjob_usage("submit",
+                          "cannot make the job directory %s: "
+                          "%s (set ELRUN_HOME)",
+                          dir, strerror(-rc));
+    char p[4400];
+    snprintf(p, sizeof p, "%s/job.json", dir);
+    if (json_dump_file(job, p, JSON_INDENT(2) | JSON_PRESERVE_ORDER))
+        return cjob_usage("submit", "cannot write %s", p);
+    if (cjob_local_start(js->elrun, dir, err, sizeof err)) {
+        el_log(EL_LOG_ERROR, "job %s was not started: %s", id, err);
+        return 1;
+    }
+    (void)idcap;
+    return 0;
+}
+
+static int local_cancel(struct cjob *j)
+{
+    char err[700];
+    if (cjob_local_cancel(j, err, sizeof err)) {
+        el_log(EL_LOG_ERROR, "cancel %s: %s", j->id, err);
+        return 1;
+    }
+    return 0;
+}
+
+static int local_list(struct cjob_list *l, int asked)
+{
+    return cjob_dir_list("local", l);
+}
+
+const struct cjob_sched cjob_sched_local = {
+    .name = "local",
+    .local_program = 1,
+    .check_cfg = local_check_cfg,
+    .submit = local_submit,
+    .open = cjob_dir_open,
+    .status = cjob_dir_status,
+    .logs = cjob_dir_logs,
+    .cancel = local_cancel,
+    .list = local_list,
+    .ui_url = cjob_dir_url,
+};

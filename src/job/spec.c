@@ -89,12 +89,13 @@ bad:
 
 int el_job_check_sched(const char *name, char *err, size_t errlen)
 {
-    if (name && (strcmp(name, "local") == 0 || strcmp(name, "slurm") == 0 ||
-                 strcmp(name, "aws_batch") == 0))
+    if (name &&
+        (strcmp(name, "local") == 0 || strcmp(name, "slurm") == 0 ||
+         strcmp(name, "aws_batch") == 0 || strcmp(name, "kubernetes") == 0))
         return 0;
     snprintf(err, errlen,
-             "unknown scheduler '%s'; use -s local, slurm or "
-             "aws_batch",
+             "unknown scheduler '%s'; use -s local, slurm, aws_batch or "
+             "kubernetes",
              name ? name : "");
     return EL_EUSAGE;
 }
@@ -140,6 +141,20 @@ bad:
     return EL_EUSAGE;
 }
 
+/* A Kubernetes job's id: NAMESPACE:NAME, both DNS labels (lower-case
+ * letters, digits and '-'; NAME may have '.'). */
+static int k8s_id_valid(const char *id)
+{
+    const char *c = strchr(id, ':');
+    if (!c || c == id || !c[1] || c - id > 63 || strlen(c + 1) > 253)
+        return 0;
+    for (const char *q = id; *q; q++)
+        if (q != c && !islower((unsigned char)*q) &&
+            !isdigit((unsigned char)*q) && *q != '-' && (*q != '.' || q < c))
+            return 0;
+    return id[0] != '-' && c[-1] != '-' && c[1] != '-';
+}
+
 int el_job_parse_handle(const char *text, struct el_job_handle *h, char *err,
                         size_t errlen)
 {
@@ -161,7 +176,8 @@ int el_job_parse_handle(const char *text, struct el_job_handle *h, char *err,
     if (n == 0 || n >= sizeof h->id)
         goto bad;
     memcpy(h->id, p, n);
-    if (!el_job_id_valid(h->id))
+    if (strcmp(h->sched, "kubernetes") == 0 ? !k8s_id_valid(h->id)
+                                            : !el_job_id_valid(h->id))
         goto bad;
     p += n;
     if (*p == '/' && p[1] &&
@@ -237,11 +253,18 @@ const char *const el_job_slurm_cfg_keys[] = {
     "cpus-per-task", "mem",  "gpus-per-node", NULL,
 };
 
+const char *const el_job_k8s_cfg_keys[] = {
+    "namespace", "image",  "rdzv-endpoint", "etcd-image", "service-account",
+    "cpu",       "memory", "gpu",           NULL,
+};
+
 int el_job_check_cfg(const char *sched, const char *cfg, char *err,
                      size_t errlen)
 {
     int slurm = strcmp(sched, "slurm") == 0;
+    int k8s = strcmp(sched, "kubernetes") == 0;
     const char *const *keys = slurm ? el_job_slurm_cfg_keys
+                              : k8s ? el_job_k8s_cfg_keys
                               : strcmp(sched, "aws_batch") == 0
                                   ? el_job_aws_cfg_keys
                                   : NULL;
@@ -268,7 +291,14 @@ int el_job_check_cfg(const char *sched, const char *cfg, char *err,
         for (int i = 0; keys && keys[i]; i++)
             known |= strcmp(key, keys[i]) == 0;
         if (!known) {
-            if (keys && !slurm)
+            if (k8s)
+                snprintf(err, errlen,
+                         "--cfg %s: not an option of the kubernetes "
+                         "scheduler; it knows image, namespace, "
+                         "rdzv_endpoint, etcd_image, service_account, cpu, "
+                         "memory, gpu",
+                         key);
+            else if (keys && !slurm)
                 snprintf(err, errlen,
                          "--cfg %s: not an option of the %s "
                          "scheduler; it knows queue, image, vcpus, memory, "

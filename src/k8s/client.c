@@ -499,9 +499,20 @@ int el__k8s_buf_add(struct el__k8s_buf *b, const char *d, size_t n)
 int el__k8s_req(struct el__k8s *k, const char *method, const char *path,
                 const json_t *body, long *http, json_t **resp)
 {
-    *http = 0;
+    struct el__k8s_buf b = {0};
     if (resp)
         *resp = NULL;
+    int rc = el__k8s_req_text(k, method, path, body, http, &b);
+    if (rc == 0 && resp && b.p)
+        *resp = json_loadb(b.p, b.n, 0, NULL);
+    free(b.p);
+    return rc;
+}
+
+int el__k8s_req_text(struct el__k8s *k, const char *method, const char *path,
+                     const json_t *body, long *http, struct el__k8s_buf *out)
+{
+    *http = 0;
     CURL *h = k->h;
     el__curl.easy_reset(h);
     struct curl_slist *hdrs = NULL;
@@ -542,9 +553,7 @@ int el__k8s_req(struct el__k8s *k, const char *method, const char *path,
                     cerr[0] ? cerr : el__curl.easy_strerror(cr));
     }
     el__curl.easy_getinfo(h, CURLINFO_RESPONSE_CODE, http);
-    if (resp && b.p)
-        *resp = json_loadb(b.p, b.n, 0, NULL);
-    free(b.p);
+    *out = b;
     return 0;
 }
 

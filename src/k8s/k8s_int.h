@@ -67,6 +67,12 @@ json_t *el__k8s_yaml_to_json(const char *text, char *err, size_t errlen);
  * (EL_EIO, EL_ETIMEDOUT...) when none did, k->err set. */
 int el__k8s_req(struct el__k8s *k, const char *method, const char *path,
                 const json_t *body, long *http, json_t **resp);
+/* el__k8s_req with the reply's body as it came (a pod's log): *out gets
+ * the bytes (out->p malloc()ed, NUL-terminated, NULL if empty; the caller
+ * frees it).  Return codes as el__k8s_req's. */
+struct el__k8s_buf;
+int el__k8s_req_text(struct el__k8s *k, const char *method, const char *path,
+                     const json_t *body, long *http, struct el__k8s_buf *out);
 /* The message of a metav1.Status reply, or "HTTP CODE". */
 const char *el__k8s_status_msg(const json_t *resp, long http, char *buf,
                                size_t n);

@@ -46,8 +46,8 @@ cp "$ROOT/tests/e2e/bin/job_sleeper.sh" "$T/sleeper.sh"
 cp "$ROOT/tests/e2e/bin/job_fail.sh" "$T/fail.sh"
 
 test_expect_success 'bad input: one line and exit 2' '
-    usage_error "$ELRUN" submit -s kubernetes --no-python /bin/true
-    grep -q "unknown scheduler .kubernetes.; use -s local, slurm or aws_batch" "$T/ue.err"
+    usage_error "$ELRUN" submit -s lsf --no-python /bin/true
+    grep -q "unknown scheduler .lsf.; use -s local, slurm, aws_batch or kubernetes" "$T/ue.err"
     usage_error "$ELRUN" submit -j 2y4 --no-python /bin/true
     grep -q "is not a job size" "$T/ue.err"
     usage_error "$ELRUN" submit -j 3:2x1 --no-python /bin/true

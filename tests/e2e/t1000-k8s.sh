@@ -13,7 +13,12 @@
 # not hold the job and below minReplicas the job fails saying why; two
 # controllers at once and a SIGKILLed one restarted (no duplicate pods); a
 # watch that gets 410 re-lists; the shipped Deployment runs in-cluster;
-# deleting a job leaves nothing.
+# deleting a job leaves nothing.  `elrun submit -s kubernetes`: the job
+# trains to the end, status/logs/list/cancel through the API, --wait, the
+# --dryrun document applied with kubectl, bad input and an unreachable API
+# server as one line.
+#   T1000_SUBMIT_ONLY=1   run only the set-up and the submit cases (which
+#                         otherwise run last, on the shipped Deployment)
 #
 # It takes /run/lock/elrun-netns.lock (netns_hosts) like t0200/t0700: the
 # simulator lives on the same bridge and hosts as their simulated hosts.
@@ -142,6 +147,109 @@ test_expect_success 'the CRD, a namespace and etcd in its own pod' '
     ctl ctl-a --metrics-addr 127.0.0.1:0
     wait_until "grep -q \"leading as \\\"ctl-a\\\"\" $T/ctl-ctl-a.log" 20
 '
+
+
+
+# ---- elrun submit -s kubernetes (the job verbs through the API) ----------
+# sub ARGS...: elrun submit -s kubernetes of the C example in $NS
+KCFG="image=elrun/elrun:0.1.0,namespace=$NS"
+sub() { "$ELRUN" submit -s kubernetes "$@"; }
+# kst HANDLE: the state `elrun status` prints
+kst() { "$ELRUN" status "$1" | sed -n "s/^    State: //p"; }
+# owned NAME: what is left of job NAME (its pods, services, etcd)
+owned() { kc -n $NS get pods,services -l "elrun/job=$1" -o name; }
+# The cases, run at the end (after the controller's own: its metrics and
+# event counts are theirs), or alone with T1000_SUBMIT_ONLY=1.
+submit_cases() {
+    test_expect_success 'submit -s kubernetes: the job trains to the end; status, logs, list; cancel leaves nothing' '
+        h=$(sub -j 1:2x1 --cfg "$KCFG" --name sub --no-python "$TRAIN" --epochs 2 --subset 3000 --threads 1)
+        echo "$h"
+        [[ $h == kubernetes://elrun/$NS:sub-* ]]
+        n=${h##*:}
+        # the rendezvous is an etcd of its own, in its own pod, owned by the job
+        [[ $(kj $n {.spec.rdzvEndpoint}) == $n-etcd:2379 ]]
+        [[ $(kc -n $NS get pod $n-etcd -o jsonpath={.metadata.ownerReferences[0].name}) == "$n" ]]
+        [[ -z $(kc -n $NS get pod $n-etcd -o jsonpath={.metadata.labels.job-name}) ]]
+        wait_until "[[ \$(kst $h) == RUNNING ]]" 60
+        "$ELRUN" status $h | tee "$T/sub.st1"
+        grep -Eq "^ \*worker\[0\]:(RUNNING|PENDING)" "$T/sub.st1"
+        grep -Eq "^  worker\[1\]:(RUNNING|PENDING)" "$T/sub.st1"
+        wait_until "[[ \$(kst $h) == SUCCEEDED ]]" 180
+        "$ELRUN" status $h | tee "$T/sub.st2"
+        grep -Eq "^ \*worker\[0\]:SUCCEEDED on node-[0-9]" "$T/sub.st2"
+        grep -q "UI URL: https://127.0.0.1:6443/apis/elastic.pytorch.org/v1alpha1/namespaces/$NS/elasticjobs/$n" "$T/sub.st2"
+        "$ELRUN" status --json $h | python3 -c "import json,sys; d=json.load(sys.stdin); assert d[\"state\"] == \"SUCCEEDED\" and len(d[\"roles\"][0][\"replicas\"]) == 2, d"
+        "$ELRUN" logs $h >"$T/sub.logs"
+        grep -q "^worker/0 " "$T/sub.logs"
+        grep -q "^worker/1 " "$T/sub.logs"
+        refute grep -v "^worker/[01] " "$T/sub.logs"
+        "$ELRUN" logs $h --regex "^final:" | tee "$T/sub.final"
+        grep -Eq "^worker/[01] final: test accuracy .*world 2" "$T/sub.final"
+        # --tail N: the last N lines of the replica (rank 1 may log one line)
+        for k in 0 1; do
+            "$ELRUN" logs $h $k --tail 2 >"$T/sub.tail"
+            grep "^worker/$k " "$T/sub.logs" | tail -2 | diff - "$T/sub.tail"
+        done
+        "$ELRUN" list -s kubernetes | tee "$T/sub.list"
+        grep -Eq "^$h +sub +SUCCEEDED$" "$T/sub.list"
+        "$ELRUN" cancel $h
+        [[ -z $(owned $n) ]]
+        refute kc -n $NS get elasticjob $n 2>/dev/null
+        refute "$ELRUN" status $h 2>"$T/sub.gone"
+        grep -q "^elrun status: error: no job $h: the API server https://127.0.0.1:6443 has no ElasticJob $NS/$n" "$T/sub.gone"
+    '
+
+    test_expect_success 'submit -s kubernetes --wait on an etcd given; cancel mid-run; --dryrun applies with kubectl' '
+        st=0; timeout 300 "$ELRUN" submit -s kubernetes --wait -j 1x1 --cfg "$KCFG,rdzv_endpoint=etcd-service:2379" --name waited \
+            --no-python "$TRAIN" --epochs 1 --subset 3000 --threads 1 >"$T/w.out" 2>"$T/w.err" || st=$?
+        cat "$T/w.out" "$T/w.err"
+        ((st == 0))
+        grep -q "job finished: SUCCEEDED" "$T/w.err"
+        n=$(sed "s/.*://" "$T/w.out")
+        refute kc -n $NS get pod $n-etcd 2>/dev/null
+        "$ELRUN" cancel "$(cat "$T/w.out")"
+        # cancel while it trains: every pod goes, and status says the job is gone
+        h=$(sub -j 2x1 --cfg "$KCFG" --name long --no-python "$TRAIN" --epochs 100000 --subset 3000 --threads 1)
+        n=${h##*:}
+        wait_until "[[ \$(kst $h) == RUNNING ]] && [[ \$(kc -n $NS get pods -l job-name=$n --field-selector=status.phase=Running -o name | wc -l) == 2 ]]" 60
+        "$ELRUN" cancel $h
+        [[ -z $(owned $n) ]]
+        # the dry run: one document kubectl applies as it is; the job runs
+        sub --dryrun -j 1x1 --cfg "$KCFG" --name dry --no-python "$TRAIN" --epochs 1 --subset 3000 --threads 1 >"$T/dry.json"
+        n=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[\"items\"][0][\"metadata\"][\"name\"])" "$T/dry.json")
+        refute kc -n $NS get elasticjob $n 2>/dev/null
+        kc apply -f - <"$T/dry.json"
+        wait_until "[[ \$(state $n) == Succeeded ]]" 120
+        kc delete -f "$T/dry.json"
+        wait_until "[[ -z \$(owned $n) ]]" 30
+    '
+
+    test_expect_success 'submit -s kubernetes: bad input and an unreachable API server are one line, exit 2' '
+        # one CMD...: exit 2 and one line on stderr (TEST_TRACE lines aside)
+        one() { local st=0; "$@" 2>"$T/one.err" >/dev/null || st=$?; cat "$T/one.err"; ((st == 2)) && [[ $(grep -vc "^+" "$T/one.err") == 1 ]]; }
+        one sub --no-python "$TRAIN"
+        grep -q "needs --cfg image=IMAGE" "$T/one.err"
+        one sub --cfg "$KCFG,queue=x" --no-python "$TRAIN"
+        grep -q "cfg queue: not an option of the kubernetes scheduler; it knows image, namespace" "$T/one.err"
+        one sub --cfg "image=x,namespace=Bad_NS" --no-python "$TRAIN"
+        grep -q "namespace=.Bad_NS. is not a Kubernetes namespace" "$T/one.err"
+        one "$ELRUN" status kubernetes://elrun/sub
+        grep -q "is not a job handle" "$T/one.err"
+        sed "s|server: .*|server: https://127.0.0.1:1|" "$KUBECONFIG" >"$T/down.kubeconfig"
+        one env KUBECONFIG="$T/down.kubeconfig" "$ELRUN" submit -s kubernetes --cfg "$KCFG" --no-python "$TRAIN"
+        grep -q "^elrun submit: error: cannot reach the Kubernetes API server https://127.0.0.1:1: .*(check KUBECONFIG" "$T/one.err"
+        for v in status cancel logs; do
+            one env KUBECONFIG="$T/down.kubeconfig" "$ELRUN" $v kubernetes://elrun/$NS:x
+            grep -q "^elrun $v: error: cannot reach the Kubernetes API server https://127.0.0.1:1" "$T/one.err"
+        done
+        one env KUBECONFIG="$T/down.kubeconfig" "$ELRUN" list -s kubernetes
+        # without -s, a cluster that cannot be asked only leaves its jobs out
+        env KUBECONFIG="$T/down.kubeconfig" "$ELRUN" list >"$T/list.out" 2>"$T/list.err"
+        grep -q "^APP HANDLE" "$T/list.out"
+        grep -q "kubernetes jobs left out" "$T/list.err"
+    '
+}
+[[ -n ${T1000_SUBMIT_ONLY:-} ]] && { submit_cases; test_done; exit; }
 
 test_expect_success 'a bad ElasticJob is rejected, naming the fields' '
     cat >"$T/bad.yaml" <<EOF
@@ -350,4 +458,5 @@ test_expect_success 'the shipped Deployment (in-cluster config, 2 replicas) runs
     wait_until "gone dep" 30
 '
 
+submit_cases
 test_done

@@ -101,10 +101,27 @@ TEST(job_handle_errors)
             TEST_FAIL_("handle '%s' was accepted", bad[i]);
         CHECK(strstr(err, "not a job handle") || strstr(err, "ROLE/REPLICA"));
     }
-    CHECK_EQ(el_job_parse_handle("kubernetes://elrun/x", &h, err, sizeof err),
+    CHECK_EQ(el_job_parse_handle("lsf://elrun/x", &h, err, sizeof err),
              EL_EUSAGE);
-    CHECK(strstr(err, "unknown scheduler 'kubernetes'"));
-    CHECK(strstr(err, "-s local, slurm or aws_batch"));
+    CHECK(strstr(err, "unknown scheduler 'lsf'"));
+    CHECK(strstr(err, "-s local, slurm, aws_batch or kubernetes"));
+    /* kubernetes: NAMESPACE:NAME, TorchX's namespace:name */
+    CHECK_OK(el_job_parse_handle("kubernetes://elrun/elastic-job:train-x1", &h,
+                                 err, sizeof err));
+    CHECK_STR(h.sched, "kubernetes");
+    CHECK_STR(h.id, "elastic-job:train-x1");
+    CHECK_OK(el_job_parse_handle("kubernetes://session/default:a.b/worker/1",
+                                 &h, err, sizeof err));
+    CHECK_STR(h.id, "default:a.b");
+    CHECK_EQ(h.replica, 1);
+    static const char *const kbad[] = {
+        "kubernetes://elrun/train",      "kubernetes://elrun/:train",
+        "kubernetes://elrun/ns:",        "kubernetes://elrun/NS:train",
+        "kubernetes://elrun/ns:Train_1", "kubernetes://elrun/n.s:train",
+        "kubernetes://elrun/-ns:train"};
+    for (size_t i = 0; i < sizeof kbad / sizeof kbad[0]; i++)
+        if (el_job_parse_handle(kbad[i], &h, err, sizeof err) != EL_EUSAGE)
+            TEST_FAIL_("handle '%s' was accepted", kbad[i]);
 }
 
 TEST(job_role_replica)
@@ -133,8 +150,9 @@ TEST(job_sched_and_ids)
     CHECK_OK(el_job_check_sched("slurm", err, sizeof err));
     CHECK_OK(el_job_check_sched("aws_batch", err, sizeof err));
     CHECK_EQ(el_job_check_sched("local_cwd", err, sizeof err), EL_EUSAGE);
-    CHECK_STR(err, "unknown scheduler 'local_cwd'; use -s local, slurm or "
-                   "aws_batch");
+    CHECK_STR(err, "unknown scheduler 'local_cwd'; use -s local, slurm, "
+                   "aws_batch or kubernetes");
+    CHECK_OK(el_job_check_sched("kubernetes", err, sizeof err));
     CHECK(el_job_id_valid("a-b.c_9"));
     CHECK(!el_job_id_valid(""));
     CHECK(!el_job_id_valid(".."));
@@ -198,6 +216,17 @@ TEST(job_cfg)
     CHECK_EQ(el_job_check_cfg("local", "log_dir=/x", err, sizeof err),
              EL_EUSAGE);
     CHECK(strstr(err, "the local scheduler has no options"));
+    /* kubernetes: TorchX's names with _ or - alike */
+    CHECK_OK(el_job_check_cfg("kubernetes",
+                              "image=r/elrun:1,namespace=ns,rdzv_endpoint=e:1,"
+                              "etcd-image=q/etcd:3,service_account=sa,cpu=2,"
+                              "memory=4Gi,gpu=1",
+                              err, sizeof err));
+    CHECK_EQ(el_job_check_cfg("kubernetes", "image=x,queue=default", err,
+                              sizeof err),
+             EL_EUSAGE);
+    CHECK(strstr(err, "--cfg queue: not an option of the kubernetes "
+                      "scheduler; it knows image, namespace"));
 }
 
 TEST(job_shell_quote)

@@ -74,22 +74,81 @@ test_expect_success 'elrun dashboard: bad flags exit 2 (one line), an endpoint n
     for bad in "--rdzv-endpoint=127.0.0.1:1" "--rdzv-id=x --rdzv-endpoint=127.0.0.1:1 --nnodes=2:3" \
         "--rdzv-id=x --rdzv-endpoint=127.0.0.1:1 --rdzv-backend=static" \
         "--rdzv-id=x --rdzv-endpoint=127.0.0.1:1 --dashboard-addr=nope" "--rdzv-id=x --rdzv-endpoint=127.0.0.1:1 --dashboard-addr"; do
-        st=0; "$ELRUN" dashboard $bad 2>"$T/sdu.err" || st=$?
+        st=0; "$ELRUN" dashboard $bad 2>>"$T/sdu.err" || st=$?
         [[ $st == 2 && $(wc -l <"$T/sdu.err") == 1 ]]
+        cat "$T/sdu.err" >>"$T/sdu.all"; rm "$T/sdu.err"
     done
-    grep -q "rdzv-backend=static: the history and status are kept by the c10d and etcd rendezvous only" "$T/sdu.err" ||
-        grep -q "dashboard-addr needs a value" "$T/sdu.err"
-    st=0; "$ELRUN" dashboard --rdzv-id=x --rdzv-endpoint=127.0.0.1:1 --nnodes=2:3 2>"$T/sdu.err" || st=$?
-    grep -q "unknown argument .--nnodes=2:3." "$T/sdu.err"
-    st=0; "$ELRUN" dashboard --rdzv-id=x 2>"$T/sdu.err" || st=$?
-    [[ $st == 2 ]]
-    grep -q "give --rdzv-endpoint=HOST:PORT and --rdzv-id=ID" "$T/sdu.err"
+    grep -q "which job? give --rdzv-endpoint=HOST:PORT and --rdzv-id=ID" "$T/sdu.all"
+    grep -q "unknown argument .--nnodes=2:3." "$T/sdu.all"
+    grep -q "rdzv-backend=static: the history and status are kept by the c10d and etcd rendezvous only" "$T/sdu.all"
+    grep -q "dashboard-addr needs HOST:PORT (for example 127.0.0.1:8080, or port 0 for a free one), got .nope." "$T/sdu.all"
+    grep -q "dashboard-addr needs a value" "$T/sdu.all"
     st=0; "$ELRUN" dashboard --rdzv-id=x --rdzv-endpoint=127.0.0.1:1 >"$T/sdx.out" 2>"$T/sdx.err" || st=$?
     [[ $st == 1 && $(wc -l <"$T/sdx.err") == 1 ]]
     grep -q "elrun dashboard: error: .*127.0.0.1:1" "$T/sdx.err"
     refute grep -q "dashboard of job" "$T/sdx.err"
     "$ELRUN" dashboard --help | grep -q "^usage: elrun dashboard --rdzv-endpoint=HOST:PORT --rdzv-id=ID"
 '
+
+# sdash NAME ARGS...: `elrun dashboard ARGS` in the background (its pid in
+# $T/NAME.pid, its exit code in $T/NAME.rc once it ends, its log in
+# $T/NAME.err); NAME_URL its page's URL.
+sdash() {
+    local n=$1; shift
+    ("$ELRUN" dashboard "$@" >"$T/$n.out" 2>"$T/$n.err" &
+        echo $! >"$T/$n.pid"; st=0; wait $! || st=$?; echo $st >"$T/$n.rc") &
+    track_pid $!
+    wait_for_file "$T/$n.pid" 10
+    track_pid "$(cat "$T/$n.pid")"
+    wait_for_line "$T/$n.err" ' dashboard of job .* at http://' 20
+    printf -v "${n}_URL" '%s' "$(sed -n "s|.* dashboard of job [^ ]* at \(http://[^ ]*\)$|\1|p" "$T/$n.err")"
+}
+
+# ---- elrun dashboard of a job on etcd, started after a grow and a death ----
+if ! command -v etcd >/dev/null; then
+    test_skip "elrun dashboard on etcd" "needs etcd-server (make deps)"
+else
+    export ETCD_BASE="$T/etcd"
+    trap 'bash "$ROOT/tests/infra/etcd-stop.sh" all >/dev/null 2>&1; _cleanup' EXIT
+    # A free client port below the ephemeral range, its peer port (+10000) free too.
+    low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range)
+    for _ in $(seq 100); do
+        EPORT=$((12000 + RANDOM % (low - 22000)))
+        [[ -z $(ss -Htan "( sport = :$EPORT or sport = :$((EPORT + 10000)) )") ]] && break
+    done
+    EP_ETCD=$(bash "$ROOT/tests/infra/etcd-start.sh" "$EPORT" 2>"$T/etcd.log") || { cat "$T/etcd.log"; exit 1; }
+    EP_ETCD=${EP_ETCD#http://}
+    EV=("$ELRUN" events --rdzv-backend=etcd --rdzv-endpoint="$EP_ETCD" --rdzv-id=dash2)
+    eagent() { # N: node 127.0.0.N of job dash2 on etcd; its pid in $T/eN.pid
+        PYTHON_EXEC=$PY "$ELRUN" --nnodes=2:3 --nproc-per-node=1 --local-addr="127.0.0.$1" \
+            --rdzv-backend=etcd --rdzv-endpoint="$EP_ETCD" --rdzv-id=dash2 \
+            --rdzv-conf=last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=2 \
+            --max-restarts=2 "$W" "$T/estop" >"$T/e$1.out" 2>"$T/e$1.err" &
+        echo $! >"$T/e$1.pid"
+        track_pid $!
+    }
+    eagent 1
+    eagent 2
+    wait_until "\"\${EV[@]}\" 2>/dev/null | grep -q \"cause: start\"" 40
+    eagent 3
+    wait_until "\"\${EV[@]}\" | grep -q \"cause: node_joined\"" 40
+    kill -KILL "$(cat "$T/e3.pid")"
+    pkill -KILL -P "$(cat "$T/e3.pid")" 2>/dev/null || true
+    wait_until "\"\${EV[@]}\" | grep -q \"left: 127.0.0.3); cause: node_died\"" 40
+    sdash esd --rdzv-backend=etcd --rdzv-endpoint="$EP_ETCD" --rdzv-id=dash2
+    test_expect_success 'on etcd: elrun dashboard, started after the grow and the death, shows world sizes 2, 3, 2, the join and the death of 127.0.0.3, MIN:MAX and the budget; the end; SIGTERM exits 0' '
+        wait_until "[[ \$(api $esd_URL \"[p[\\\"nodes\\\"] for p in j[\\\"timeline\\\"]]\") == \"[2, 3, 2]\" ]]" 20
+        e() { curl -sf "${esd_URL}api/job" | "$PY" -c "import json,sys; j=json.load(sys.stdin); print(json.dumps($1))"; }
+        [[ $(e "[(x[\"kind\"], x[\"node\"]) for x in j[\"events\"] if x[\"kind\"] in (\"join\", \"leave\", \"death\")]") == "[[\"join\", \"127.0.0.3\"], [\"death\", \"127.0.0.3\"]]" ]]
+        [[ $(e "sorted(m[\"id\"] for m in j[\"members\"])") == "[\"127.0.0.1\", \"127.0.0.2\"]" ]]
+        [[ $(e "[j[\"job\"][k] for k in (\"min_nodes\", \"max_nodes\", \"max_restarts\")]") == "[2, 3, 2]" ]]
+        touch "$T/estop"
+        wait_until "[[ \$(api $esd_URL \"j[\\\"state\\\"]\") == succeeded ]]" 30
+        kill -TERM "$(cat "$T/esd.pid")"
+        wait_for_file "$T/esd.rc" 3
+        [[ $(cat "$T/esd.rc") == 0 ]]
+    '
+fi
 
 # ---- a job that grows and loses a node, seen in chromium ----
 browser_ok() { command -v chromium >/dev/null && [[ -d $ROOT/tests/browser/node_modules/playwright-core ]]; }
@@ -114,19 +173,6 @@ agent() { # NAME [FLAGS...]
         --restart-backoff=0 "$@" "$W" "$T/stop" --loss >"$T/$n.out" 2>"$T/$n.err" &
     AGENT_PID[$n]=$!
     track_pid $!
-}
-# sdash NAME ARGS...: `elrun dashboard ARGS` in the background (its pid in
-# $T/NAME.pid, its exit code in $T/NAME.rc once it ends, its log in
-# $T/NAME.err); NAME_URL its page's URL.
-sdash() {
-    local n=$1; shift
-    ("$ELRUN" dashboard "$@" >"$T/$n.out" 2>"$T/$n.err" &
-        echo $! >"$T/$n.pid"; st=0; wait $! || st=$?; echo $st >"$T/$n.rc") &
-    track_pid $!
-    wait_for_file "$T/$n.pid" 10
-    track_pid "$(cat "$T/$n.pid")"
-    wait_for_line "$T/$n.err" ' dashboard of job .* at http://' 20
-    printf -v "${n}_URL" '%s' "$(sed -n "s|.* dashboard of job [^ ]* at \(http://[^ ]*\)$|\1|p" "$T/$n.err")"
 }
 agent a --dashboard-addr=127.0.0.1:0
 agent b

@@ -135,13 +135,21 @@ else
     kill -KILL "$(cat "$T/e3.pid")"
     pkill -KILL -P "$(cat "$T/e3.pid")" 2>/dev/null || true
     wait_until "\"\${EV[@]}\" | grep -q \"left: 127.0.0.3); cause: node_died\"" 40
+    # and a worker SIGKILLed: a failure, a restart, a round of the same 2
+    wait_until "[[ -n \$(pgrep -P $(cat "$T/e1.pid")) ]]" 20
+    kill -KILL "$(pgrep -P "$(cat "$T/e1.pid")")"
+    wait_until "\"\${EV[@]}\" | grep -Eq \"cause: (worker_failure|restart)\"" 40
     sdash esd --rdzv-backend=etcd --rdzv-endpoint="$EP_ETCD" --rdzv-id=dash2
-    test_expect_success 'on etcd: elrun dashboard, started after the grow and the death, shows world sizes 2, 3, 2, the join and the death of 127.0.0.3, MIN:MAX and the budget; the end; SIGTERM exits 0' '
-        wait_until "[[ \$(api $esd_URL \"[p[\\\"nodes\\\"] for p in j[\\\"timeline\\\"]]\") == \"[2, 3, 2]\" ]]" 20
+    test_expect_success 'on etcd: elrun dashboard, started after the grow, the death and a worker failure, shows world sizes 2, 3, 2, 2, the join and the death of 127.0.0.3, the failure and the restart, MIN:MAX and the budget; the end; SIGTERM exits 0' '
+        wait_until "[[ \$(api $esd_URL \"[p[\\\"nodes\\\"] for p in j[\\\"timeline\\\"]]\") == \"[2, 3, 2, 2]\" ]]" 20
         e() { curl -sf "${esd_URL}api/job" | "$PY" -c "import json,sys; j=json.load(sys.stdin); print(json.dumps($1))"; }
         [[ $(e "[(x[\"kind\"], x[\"node\"]) for x in j[\"events\"] if x[\"kind\"] in (\"join\", \"leave\", \"death\")]") == "[[\"join\", \"127.0.0.3\"], [\"death\", \"127.0.0.3\"]]" ]]
         [[ $(e "sorted(m[\"id\"] for m in j[\"members\"])") == "[\"127.0.0.1\", \"127.0.0.2\"]" ]]
         [[ $(e "[j[\"job\"][k] for k in (\"min_nodes\", \"max_nodes\", \"max_restarts\")]") == "[2, 3, 2]" ]]
+        [[ $(e "[j[\"restarts\"], j[\"restarts_left\"]]") == "[1, 1]" ]]
+        [[ $(e "[(x[\"signal\"], x[\"round\"]) for x in j[\"events\"] if x[\"kind\"] == \"failure\"]") == "[[9, 2]]" ]]
+        e "[x[\"text\"] for x in j[\"events\"] if x[\"kind\"] == \"failure\"]" | grep -q "on 127.0.0.1 failed (SIGKILL)"
+        [[ $(e "[x[\"kind\"] for x in j[\"events\"] if x[\"kind\"] in (\"failure\", \"restart\", \"round\")][-3:]") == "[\"failure\", \"restart\", \"round\"]" ]]
         touch "$T/estop"
         wait_until "[[ \$(api $esd_URL \"j[\\\"state\\\"]\") == succeeded ]]" 30
         kill -TERM "$(cat "$T/esd.pid")"

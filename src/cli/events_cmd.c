@@ -2,8 +2,9 @@
  * [--rdzv-backend c10d|etcd] [--json] [-f] [-n N]`: the job's event history
  * (docs/EVENTS.md) from the rendezvous' store or etcd, as human lines or
  * JSON lines; -f follows (new events as they come, waiting in the store,
- * not polling) until SIGINT/SIGTERM.  Also the rendezvous flags shared with
- * status_cmd.c (view.h).
+ * not polling) until SIGINT/SIGTERM.  Also what status_cmd.c and
+ * dashboard_cmd.c share with it (view.h): the rendezvous flags, and the
+ * read-then-follow loop over the history.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -25,9 +26,8 @@
 
 #define usage cjob_usage /* "elrun VERB: error: ..." (job_cmd.c) */
 
-/* "--name=value" or "--name value", with '-' or '_' inside the name. */
-static int flag_value(const char *arg, const char *name, int argc, char **argv,
-                      int *i, const char **val)
+int cli_flag_value(const char *arg, const char *name, int argc, char **argv,
+                   int *i, const char **val)
 {
     if (strncmp(arg, "--", 2))
         return 0;
@@ -56,7 +56,7 @@ int cli_view_flag(struct cli_view *v, int argc, char **argv, int *i)
     const char **dst[] = {&v->endpoint, &v->run_id, &v->backend, &v->conf};
     for (int k = 0; k < 4; k++) {
         const char *val = NULL;
-        int rc = flag_value(argv[*i], names[k], argc, argv, i, &val);
+        int rc = cli_flag_value(argv[*i], names[k], argc, argv, i, &val);
         if (rc < 0) {
             usage(v->verb, "--%s needs a value", names[k]);
             return -1;
@@ -212,10 +212,49 @@ int cli_view_signaled(struct cli_view *v, int ms)
     return v->sigfd >= 0 && poll(&p, 1, ms) > 0;
 }
 
+int cli_view_follow(struct cli_view *v, struct el_events_log *lg, int last_n,
+                    int follow,
+                    void (*fn)(void *arg, const struct el_event *evs, int n),
+                    void *arg)
+{
+    el_events_log_set_cancel_fd(lg, v->sigfd);
+    int64_t last = 0;
+    struct el_event *evs;
+    int n, rc;
+    if ((rc = el_events_log_read(lg, 0, last_n, &evs, &n, &last))) {
+        fprintf(stderr, "elrun %s: error: %s\n", v->verb,
+                el_events_log_errmsg(lg));
+        return 1;
+    }
+    fn(arg, evs, n);
+    el_events_free(evs, n);
+    while (follow) {
+        rc = el_events_log_wait(lg, last, 5000);
+        if (rc == -ECANCELED || cli_view_signaled(v, 0))
+            break;
+        if (rc && rc != -ETIMEDOUT) {
+            fprintf(stderr,
+                    "elrun %s: error: %s (the job ended, or its store "
+                    "is gone)\n",
+                    v->verb, el_events_log_errmsg(lg));
+            return 1;
+        }
+        if ((rc = el_events_log_read(lg, last, 0, &evs, &n, &last))) {
+            fprintf(stderr, "elrun %s: error: %s\n", v->verb,
+                    el_events_log_errmsg(lg));
+            return 1;
+        }
+        fn(arg, evs, n);
+        el_events_free(evs, n);
+    }
+    return 0;
+}
+
 /* ---- elrun events ---- */
 
-static void print(const struct el_event *evs, int n, int as_json)
+static void print(void *arg, const struct el_event *evs, int n)
 {
+    int as_json = *(const int *)arg;
     char line[4096];
     for (int i = 0; i < n; i++) {
         if (as_json) {
@@ -273,38 +312,7 @@ int cli_events_main(int argc, char **argv)
     struct el_events_log *lg;
     if ((rc = el_events_log_open(&lg, &v.rc, err, sizeof err)))
         return usage("events", "%s", err);
-    el_events_log_set_cancel_fd(lg, v.sigfd);
-    int64_t last = 0;
-    struct el_event *evs;
-    int n, code = 0;
-    if ((rc = el_events_log_read(lg, 0, last_n, &evs, &n, &last))) {
-        fprintf(stderr, "elrun events: error: %s\n", el_events_log_errmsg(lg));
-        el_events_log_close(lg);
-        return 1;
-    }
-    print(evs, n, as_json);
-    el_events_free(evs, n);
-    while (follow) {
-        rc = el_events_log_wait(lg, last, 5000);
-        if (rc == -ECANCELED || cli_view_signaled(&v, 0))
-            break;
-        if (rc && rc != -ETIMEDOUT) {
-            fprintf(stderr,
-                    "elrun events: error: %s (the job ended, or its store "
-                    "is gone)\n",
-                    el_events_log_errmsg(lg));
-            code = 1;
-            break;
-        }
-        if ((rc = el_events_log_read(lg, last, 0, &evs, &n, &last))) {
-            fprintf(stderr, "elrun events: error: %s\n",
-                    el_events_log_errmsg(lg));
-            code = 1;
-            break;
-        }
-        print(evs, n, as_json);
-        el_events_free(evs, n);
-    }
+    int code = cli_view_follow(&v, lg, last_n, follow, print, &as_json);
     el_events_log_close(lg);
     return code;
 }

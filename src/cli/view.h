@@ -35,6 +35,12 @@ struct cli_view {
  * them, -1 a usage error (printed). */
 int cli_view_flag(struct cli_view *v, int argc, char **argv, int *i);
 
+/* argv[*i] as "--name=value" or "--name value" ('-' or '_' inside the
+ * name): 1 with *val set (*i on the value when it was separate), 0 not that
+ * flag, -1 its value is missing. */
+int cli_flag_value(const char *arg, const char *name, int argc, char **argv,
+                   int *i, const char **val);
+
 /* Check the flags and fill v->rc (secret_file from --rdzv-conf or
  * ELRUN_SECRET_FILE); block SIGINT and SIGTERM into v->sigfd.  0, or 2 after
  * printing a usage error. */
@@ -46,6 +52,21 @@ int cli_view_finish(struct cli_view *v);
  * after cli_view_finish found no --rdzv flags (it does: v->handle).  0, or 2
  * after printing what is missing. */
 int cli_view_handle(struct cli_view *v);
+
+struct el_event;
+struct el_events_log;
+
+/* Give the job's history in lg to fn, oldest first, in batches: its events
+ * from the start (the last last_n when last_n > 0), then, with follow, the
+ * new ones as they come (waiting in the store or on an etcd watch) until
+ * SIGINT/SIGTERM (v->sigfd, set as lg's cancel fd here).  Blocks.  An error
+ * is one line "elrun VERB: error: ..." on stderr.  Returns the exit code: 0
+ * (read; or a signal while following), 1 (the history could not be read, or
+ * was lost while following). */
+int cli_view_follow(struct cli_view *v, struct el_events_log *lg, int last_n,
+                    int follow,
+                    void (*fn)(void *arg, const struct el_event *evs, int n),
+                    void *arg);
 
 /* Wait up to ms for SIGINT/SIGTERM: 1 when one came. */
 int cli_view_signaled(struct cli_view *v, int ms);

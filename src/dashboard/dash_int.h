@@ -51,6 +51,12 @@ struct el__dash_event {
  * it (among the last 16 named), else a LEAVE. */
 void el__dash_event(struct el_dash *d, const struct el__dash_event *ev);
 
+/* The job's sizes learnt while it runs (elrun dashboard: the round and
+ * restart events of the job's history give them): each value < 0 keeps
+ * what the record has (el_dash_new's, or an earlier call's). */
+void el__dash_job_sizes(struct el_dash *d, int min_nodes, int max_nodes,
+                        int nproc, int max_restarts);
+
 /* A worker's progress line: rate < 0 when not known yet, loss NaN when
  * it reported none. */
 void el__dash_progress(struct el_dash *d, int rank, int local_rank,

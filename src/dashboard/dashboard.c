@@ -343,6 +343,23 @@ void el__dash_event(struct el_dash *d, const struct el__dash_event *ev)
     pthread_mutex_unlock(&d->mu);
 }
 
+void el__dash_job_sizes(struct el_dash *d, int min_nodes, int max_nodes,
+                        int nproc, int max_restarts)
+{
+    if (!d)
+        return;
+    pthread_mutex_lock(&d->mu);
+    if (min_nodes >= 0)
+        d->min_nodes = min_nodes;
+    if (max_nodes >= 0)
+        d->max_nodes = max_nodes;
+    if (nproc >= 0)
+        d->nproc = nproc;
+    if (max_restarts >= 0)
+        d->max_restarts = max_restarts;
+    pthread_mutex_unlock(&d->mu);
+}
+
 void el__dash_progress(struct el_dash *d, int rank, int local_rank,
                        int64_t step, int64_t samples, double rate, double loss)
 {

@@ -9,8 +9,10 @@
 # members left, the step rate and loss; /api/job agrees with what the page
 # shows; the page loads nothing but its own server's files.  The
 # screenshot is kept: $BUILD/artifacts/t0920-dashboard/ and
-# $BUILD/artifacts/dashboard.png.  The flags are checked first, without
-# a browser.
+# $BUILD/artifacts/dashboard.png.  `elrun dashboard`, started only after
+# the grow and the death, tells the same story from the job's event
+# history (on the store, and on a real etcd when there is one).  The flags
+# are checked first, without a browser.
 . "$(dirname "$0")/lib.sh"
 PY=${PYTHON_EXEC:-/usr/bin/python3}
 W="$ROOT/tests/e2e/py/progress_worker.py"
@@ -68,6 +70,93 @@ test_expect_success 'the same address for --metrics-addr and --dashboard-addr is
     "$ELRUN" --standalone --metrics-addr=127.0.0.1:0 --no-python true 2>"$T/m.err"
     refute grep -q "dashboard at" "$T/m.err"
 '
+test_expect_success 'elrun dashboard: bad flags exit 2 (one line), an endpoint nobody serves exits 1 (one line), --help 0' '
+    for bad in "--rdzv-endpoint=127.0.0.1:1" "--rdzv-id=x --rdzv-endpoint=127.0.0.1:1 --nnodes=2:3" \
+        "--rdzv-id=x --rdzv-endpoint=127.0.0.1:1 --rdzv-backend=static" \
+        "--rdzv-id=x --rdzv-endpoint=127.0.0.1:1 --dashboard-addr=nope" "--rdzv-id=x --rdzv-endpoint=127.0.0.1:1 --dashboard-addr"; do
+        st=0; "$ELRUN" dashboard $bad 2>>"$T/sdu.err" || st=$?
+        [[ $st == 2 && $(wc -l <"$T/sdu.err") == 1 ]]
+        cat "$T/sdu.err" >>"$T/sdu.all"; rm "$T/sdu.err"
+    done
+    grep -q "which job? give --rdzv-endpoint=HOST:PORT and --rdzv-id=ID" "$T/sdu.all"
+    grep -q "unknown argument .--nnodes=2:3." "$T/sdu.all"
+    grep -q "rdzv-backend=static: the history and status are kept by the c10d and etcd rendezvous only" "$T/sdu.all"
+    grep -q "dashboard-addr needs HOST:PORT (for example 127.0.0.1:8080, or port 0 for a free one), got .nope." "$T/sdu.all"
+    grep -q "dashboard-addr needs a value" "$T/sdu.all"
+    st=0; "$ELRUN" dashboard --rdzv-id=x --rdzv-endpoint=127.0.0.1:1 >"$T/sdx.out" 2>"$T/sdx.err" || st=$?
+    [[ $st == 1 && $(wc -l <"$T/sdx.err") == 1 ]]
+    grep -q "elrun dashboard: error: .*127.0.0.1:1" "$T/sdx.err"
+    refute grep -q "dashboard of job" "$T/sdx.err"
+    "$ELRUN" dashboard --help | grep -q "^usage: elrun dashboard --rdzv-endpoint=HOST:PORT --rdzv-id=ID"
+'
+
+# sdash NAME ARGS...: `elrun dashboard ARGS` in the background (its pid in
+# $T/NAME.pid, its exit code in $T/NAME.rc once it ends, its log in
+# $T/NAME.err); NAME_URL its page's URL.
+sdash() {
+    local n=$1; shift
+    ("$ELRUN" dashboard "$@" >"$T/$n.out" 2>"$T/$n.err" &
+        echo $! >"$T/$n.pid"; st=0; wait $! || st=$?; echo $st >"$T/$n.rc") &
+    track_pid $!
+    wait_for_file "$T/$n.pid" 10
+    track_pid "$(cat "$T/$n.pid")"
+    wait_for_line "$T/$n.err" ' dashboard of job .* at http://' 20
+    printf -v "${n}_URL" '%s' "$(sed -n "s|.* dashboard of job [^ ]* at \(http://[^ ]*\)$|\1|p" "$T/$n.err")"
+}
+
+# ---- elrun dashboard of a job on etcd, started after a grow and a death ----
+if ! command -v etcd >/dev/null; then
+    test_skip "elrun dashboard on etcd" "needs etcd-server (make deps)"
+else
+    export ETCD_BASE="$T/etcd"
+    trap 'bash "$ROOT/tests/infra/etcd-stop.sh" all >/dev/null 2>&1; _cleanup' EXIT
+    # A free client port below the ephemeral range, its peer port (+10000) free too.
+    low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range)
+    for _ in $(seq 100); do
+        EPORT=$((12000 + RANDOM % (low - 22000)))
+        [[ -z $(ss -Htan "( sport = :$EPORT or sport = :$((EPORT + 10000)) )") ]] && break
+    done
+    EP_ETCD=$(bash "$ROOT/tests/infra/etcd-start.sh" "$EPORT" 2>"$T/etcd.log") || { cat "$T/etcd.log"; exit 1; }
+    EP_ETCD=${EP_ETCD#http://}
+    EV=("$ELRUN" events --rdzv-backend=etcd --rdzv-endpoint="$EP_ETCD" --rdzv-id=dash2)
+    eagent() { # N: node 127.0.0.N of job dash2 on etcd; its pid in $T/eN.pid
+        PYTHON_EXEC=$PY "$ELRUN" --nnodes=2:3 --nproc-per-node=1 --local-addr="127.0.0.$1" \
+            --rdzv-backend=etcd --rdzv-endpoint="$EP_ETCD" --rdzv-id=dash2 \
+            --rdzv-conf=last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=2 \
+            --max-restarts=2 "$W" "$T/estop" >"$T/e$1.out" 2>"$T/e$1.err" &
+        echo $! >"$T/e$1.pid"
+        track_pid $!
+    }
+    eagent 1
+    eagent 2
+    wait_until "\"\${EV[@]}\" 2>/dev/null | grep -q \"cause: start\"" 40
+    eagent 3
+    wait_until "\"\${EV[@]}\" | grep -q \"cause: node_joined\"" 40
+    kill -KILL "$(cat "$T/e3.pid")"
+    pkill -KILL -P "$(cat "$T/e3.pid")" 2>/dev/null || true
+    wait_until "\"\${EV[@]}\" | grep -q \"left: 127.0.0.3); cause: node_died\"" 40
+    # and a worker SIGKILLed: a failure, a restart, a round of the same 2
+    wait_until "[[ -n \$(pgrep -P $(cat "$T/e1.pid")) ]]" 20
+    kill -KILL "$(pgrep -P "$(cat "$T/e1.pid")")"
+    wait_until "\"\${EV[@]}\" | grep -Eq \"cause: (worker_failure|restart)\"" 40
+    sdash esd --rdzv-backend=etcd --rdzv-endpoint="$EP_ETCD" --rdzv-id=dash2
+    test_expect_success 'on etcd: elrun dashboard, started after the grow, the death and a worker failure, shows world sizes 2, 3, 2, 2, the join and the death of 127.0.0.3, the failure and the restart, MIN:MAX and the budget; the end; SIGTERM exits 0' '
+        wait_until "[[ \$(api $esd_URL \"[p[\\\"nodes\\\"] for p in j[\\\"timeline\\\"]]\") == \"[2, 3, 2, 2]\" ]]" 20
+        e() { curl -sf "${esd_URL}api/job" | "$PY" -c "import json,sys; j=json.load(sys.stdin); print(json.dumps($1))"; }
+        [[ $(e "[(x[\"kind\"], x[\"node\"]) for x in j[\"events\"] if x[\"kind\"] in (\"join\", \"leave\", \"death\")]") == "[[\"join\", \"127.0.0.3\"], [\"death\", \"127.0.0.3\"]]" ]]
+        [[ $(e "sorted(m[\"id\"] for m in j[\"members\"])") == "[\"127.0.0.1\", \"127.0.0.2\"]" ]]
+        [[ $(e "[j[\"job\"][k] for k in (\"min_nodes\", \"max_nodes\", \"max_restarts\")]") == "[2, 3, 2]" ]]
+        [[ $(e "[j[\"restarts\"], j[\"restarts_left\"]]") == "[1, 1]" ]]
+        [[ $(e "[(x[\"signal\"], x[\"round\"]) for x in j[\"events\"] if x[\"kind\"] == \"failure\"]") == "[[9, 2]]" ]]
+        e "[x[\"text\"] for x in j[\"events\"] if x[\"kind\"] == \"failure\"]" | grep -q "on 127.0.0.1 failed (SIGKILL)"
+        [[ $(e "[x[\"kind\"] for x in j[\"events\"] if x[\"kind\"] in (\"failure\", \"restart\", \"round\")][-3:]") == "[\"failure\", \"restart\", \"round\"]" ]]
+        touch "$T/estop"
+        wait_until "[[ \$(api $esd_URL \"j[\\\"state\\\"]\") == succeeded ]]" 30
+        kill -TERM "$(cat "$T/esd.pid")"
+        wait_for_file "$T/esd.rc" 3
+        [[ $(cat "$T/esd.rc") == 0 ]]
+    '
+fi
 
 # ---- a job that grows and loses a node, seen in chromium ----
 browser_ok() { command -v chromium >/dev/null && [[ -d $ROOT/tests/browser/node_modules/playwright-core ]]; }
@@ -81,26 +170,22 @@ fi
 start_store
 KA="last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=2"
 declare -A AGENT_PID
+# Each agent its own loopback address (--local-addr: its name in the
+# rendezvous, the name the job's events give it): a 127.0.0.1, b .2, c .3.
+declare -A ADDR=([a]=127.0.0.1 [b]=127.0.0.2 [c]=127.0.0.3)
 agent() { # NAME [FLAGS...]
     local n=$1; shift
-    PYTHON_EXEC=$PY "$ELRUN" --nnodes=2:3 --nproc-per-node=1 \
+    PYTHON_EXEC=$PY "$ELRUN" --nnodes=2:3 --nproc-per-node=1 --local-addr="${ADDR[$n]}" \
         --rdzv-backend=c10d --rdzv-endpoint="127.0.0.1:$STORE_PORT" \
         --rdzv-id=dash1 --rdzv-conf="is_host=false,$KA" --max-restarts=3 \
         --restart-backoff=0 "$@" "$W" "$T/stop" --loss >"$T/$n.out" 2>"$T/$n.err" &
     AGENT_PID[$n]=$!
     track_pid $!
 }
-# `elrun dashboard`: the job's page from its store, no member of the job.
-"$ELRUN" dashboard --rdzv-endpoint="127.0.0.1:$STORE_PORT" --rdzv-id=dash1 \
-    --nnodes=2:3 --max-restarts=3 >"$T/sd.out" 2>"$T/sd.err" &
-SD_PID=$!
-track_pid $SD_PID
 agent a --dashboard-addr=127.0.0.1:0
 agent b
 wait_for_line "$T/a.err" ' dashboard at http://' 20
 U=$(url_of dashboard "$T/a.err")
-wait_for_line "$T/sd.err" ' dashboard of job dash1 at http://' 20
-SD=$(sed -n "s|.* dashboard of job dash1 at \(http://[^ ]*\)$|\1|p" "$T/sd.err")
 
 test_expect_success 'two agents: the dashboard of A says round 0, 2 nodes, 2 workers, both members' '
     wait_until "[[ \$(api $U \"j[\\\"nodes\\\"], j[\\\"state\\\"]\" 2>/dev/null) == \"2 healthy\" ]]" 60
@@ -121,6 +206,11 @@ test_expect_success 'C SIGKILLed: A runs a round of 2 nodes again' '
     wait_until "[[ \$(api $U \"j[\\\"nodes\\\"], j[\\\"state\\\"]\" 2>/dev/null) == \"2 healthy\" ]]" 60
     wait_until "[[ \$(api $U \"sum(e[\\\"kind\\\"] == \\\"death\\\" for e in j[\\\"events\\\"])\") == 1 ]]" 20
 '
+
+# `elrun dashboard` only now, after the grow and the death: the job's
+# history tells it what came before.
+SD_T0=$("$PY" -c "import time; print(int(time.time() * 1000))")
+sdash sd --rdzv-endpoint="127.0.0.1:$STORE_PORT" --rdzv-id=dash1
 
 mkdir -p "$ART"
 rm -f "$ART"/*
@@ -168,17 +258,25 @@ test_expect_success '/api/job agrees with the page: sizes, timeline, events, mem
     [[ $(p "all(e[\"text\"] in x[\"text\"] for e, x in zip(j[\"events\"], reversed(s[\"events\"])))") == true ]]
     [[ $(p "[e[\"kind\"] for e in j[\"events\"]].count(\"recovery\") >= 2") == true ]]
 '
-test_expect_success 'elrun dashboard (from the store) tells the same story: world sizes 2, 3, 2, the join and the death of C, the same members; its page in chromium too' '
-    wait_until "[[ \$(api $SD \"[p[\\\"nodes\\\"] for p in j[\\\"timeline\\\"]]\") == \"[2, 3, 2]\" ]]" 20
-    curl -sf "${SD}api/job" >"$ART/job-api.json"
-    q() { "$PY" -c "import json; j=json.load(open(\"$ART/job-api.json\")); a=json.load(open(\"$ART/api.json\")); print(json.dumps($1))"; }
-    [[ $(q "[e[\"node\"] for e in j[\"events\"] if e[\"kind\"] in (\"join\", \"death\")]") == "[\"$C_ID\", \"$C_ID\"]" ]]
-    [[ $(q "[e[\"kind\"] for e in j[\"events\"] if e[\"kind\"] in (\"join\", \"death\")]") == "[\"join\", \"death\"]" ]]
-    [[ $(q "sorted(m[\"id\"] for m in j[\"members\"]) == sorted(m[\"id\"] for m in a[\"members\"])") == true ]]
-    [[ $(q "[j[\"round\"], j[\"nodes\"], j[\"world\"], j[\"job\"][\"max_nodes\"], j[\"job\"][\"nproc_per_node\"]]") == "[2, 2, 2, 3, null]" ]]
-    node "$DRIVER" "$SD" "$ART/job-page.json" "$ART/dashboard-job.png" \
+# The story `elrun dashboard` must tell of job dash1 (EXPR over its /api/job
+# j and A's a, in $ART/NAME-api.json and $ART/api.json).
+q() { "$PY" -c "import json; j=json.load(open(\"$ART/$1-api.json\")); a=json.load(open(\"$ART/api.json\")); print(json.dumps($2))"; }
+test_expect_success 'elrun dashboard, started after the grow and the death, tells the whole story from the history: world sizes 2, 3, 2 from before it started, the join and the death of C, the same members, MIN:MAX and the budget; its page in chromium too' '
+    wait_until "[[ \$(api $sd_URL \"[p[\\\"nodes\\\"] for p in j[\\\"timeline\\\"]]\") == \"[2, 3, 2]\" ]]" 20
+    curl -sf "${sd_URL}api/job" >"$ART/sd-api.json"
+    [[ $(q sd "[p[\"t_ms\"] < $SD_T0 for p in j[\"timeline\"]]") == "[true, true, true]" ]]
+    [[ $(q sd "[e[\"node\"] for e in j[\"events\"] if e[\"kind\"] in (\"join\", \"death\")]") == "[\"${C_ID%%#*}\", \"${C_ID%%#*}\"]" ]]
+    [[ $(q sd "[e[\"kind\"] for e in j[\"events\"] if e[\"kind\"] in (\"join\", \"leave\", \"death\")]") == "[\"join\", \"death\"]" ]]
+    [[ $(q sd "sorted(m[\"id\"] for m in j[\"members\"]) == sorted(m[\"id\"].split(\"#\")[0] for m in a[\"members\"])") == true ]]
+    [[ $(q sd "[m[\"workers\"] for m in j[\"members\"]]") == "[1, 1]" ]]
+    [[ $(q sd "[j[\"state\"], j[\"round\"], j[\"nodes\"], j[\"world\"]]") == "[\"running\", 2, 2, 2]" ]]
+    [[ $(q sd "[j[\"job\"][k] for k in (\"min_nodes\", \"max_nodes\", \"max_restarts\", \"nproc_per_node\")]") == "[2, 3, 3, null]" ]]
+    [[ $(q sd "[j[\"restarts\"], j[\"restarts_left\"]]") == "[0, 3]" ]]
+    [[ $(q sd "[e[\"text\"] for e in j[\"events\"] if e[\"kind\"] == \"round\"]") == "[\"round 0: 2 nodes, 2 workers (start)\", \"round 1: 3 nodes, 3 workers (node_joined)\", \"round 2: 2 nodes, 2 workers (node_died)\"]" ]]
+    [[ $(q sd "[e[\"kind\"] for e in j[\"events\"]].count(\"recovery\") >= 2") == true ]]
+    node "$DRIVER" "$sd_URL" "$ART/sd-page.json" "$ART/dashboard-job.png" \
         "document.querySelectorAll(\"#events li[data-kind=death]\").length === 1"
-    [[ $("$PY" -c "import json; s=json.load(open(\"$ART/job-page.json\")); print(s[\"points\"], s[\"nodes\"])") == "[2, 3, 2] 2" ]]
+    [[ $("$PY" -c "import json; s=json.load(open(\"$ART/sd-page.json\")); print(s[\"points\"], s[\"nodes\"], s[\"page_errors\"])") == "[2, 3, 2] 2 []" ]]
 '
 touch "$T/stop"
 # Waited for here, not in a case (a case is a subshell): at most 30 s each.
@@ -191,13 +289,11 @@ done
 test_expect_success 'the job ends: A and B exit 0 once their workers are done' '
     [[ ${ST[a]} == 0 && ${ST[b]} == 0 ]]
 '
-test_expect_success 'elrun dashboard: the job shown closed (succeeded); SIGTERM ends it with 0; a missing --rdzv-id is a usage error' '
-    wait_until "[[ \$(api $SD \"j[\\\"state\\\"]\") == succeeded ]]" 20
-    grep -q "the job is closed: ok" "$T/sd.err"
-    kill -TERM $SD_PID
-    wait_until "exited $SD_PID" 5
-    st=0; "$ELRUN" dashboard --rdzv-endpoint=127.0.0.1:1 2>"$T/sdu.err" || st=$?
-    [[ $st == 2 ]]
-    grep -q "rdzv-id=ID are required" "$T/sdu.err"
+test_expect_success 'elrun dashboard: the job shown ended (succeeded); SIGTERM ends it at once with 0' '
+    wait_until "[[ \$(api $sd_URL \"j[\\\"state\\\"]\") == succeeded ]]" 20
+    grep -q "the job ended: succeeded" "$T/sd.err"
+    kill -TERM "$(cat "$T/sd.pid")"
+    wait_for_file "$T/sd.rc" 3
+    [[ $(cat "$T/sd.rc") == 0 ]]
 '
 test_done

@@ -161,6 +161,37 @@ TEST(dash_failure_restart_recovery_state)
     el_dash_free(d);
 }
 
+/* elrun dashboard learns the sizes from the job's events: a value < 0
+ * keeps the one the record has; unknown ones are null until given. */
+TEST(dash_job_sizes_learnt)
+{
+    struct el_dash *d;
+    CHECK_OK(el_dash_new(&d, &(struct el_dash_job){.run_id = "j1",
+                                                   .min_nodes = -1,
+                                                   .max_nodes = -1,
+                                                   .nproc = -1,
+                                                   .max_restarts = -1}));
+    json_t *j = doc(d), *job = json_object_get(j, "job");
+    CHECK(json_is_null(json_object_get(job, "max_nodes")));
+    CHECK(json_is_null(json_object_get(j, "restarts_left")));
+    json_decref(j);
+    el__dash_job_sizes(d, 2, 3, -1, 3);
+    el__dash_job_sizes(d, -1, -1, -1, -1);
+    el__dash_event(d, &(struct el__dash_event){.kind = EL__DASH_RESTART,
+                                               .round = -1,
+                                               .restarts = 1});
+    j = doc(d);
+    job = json_object_get(j, "job");
+    CHECK_EQ(json_integer_value(json_object_get(job, "min_nodes")), 2);
+    CHECK_EQ(json_integer_value(json_object_get(job, "max_nodes")), 3);
+    CHECK_EQ(json_integer_value(json_object_get(job, "max_restarts")), 3);
+    CHECK(json_is_null(json_object_get(job, "nproc_per_node")));
+    CHECK_EQ(json_integer_value(json_object_get(j, "restarts_left")), 2);
+    json_decref(j);
+    el_dash_free(d);
+    el__dash_job_sizes(NULL, 1, 1, 1, 1); /* a NULL record: no-op */
+}
+
 TEST(dash_progress_loss)
 {
     struct el_dash *d = mk();

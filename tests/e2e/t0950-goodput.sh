@@ -152,7 +152,7 @@ test_expect_success 'elrun chaos: worker-kill, agent-kill, agent-stop, agent-ter
 test_expect_success 'elrun chaos: bad schedules and a job that is not there get a clear line' '
     refute "$ELRUN" chaos --rdzv-id=x --every 0s 2>"$T/c1"
     grep -q "^elrun chaos: --every: expected a duration" "$T/c1"
-    refute "$ELRUN" chaos --rdzv-id=x --at 10s --faults link-cut 2>"$T/c2"
+    refute "$ELRUN" chaos --rdzv-id=x --at 10s --faults link-down 2>"$T/c2"
     grep -q "^elrun chaos: --faults: expected" "$T/c2"
     refute "$ELRUN" chaos --every 1s 2>"$T/c3"
     grep -q "^elrun chaos: --rdzv-id=ID is required" "$T/c3"

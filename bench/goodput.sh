@@ -125,7 +125,7 @@ node() {
             ((rc == 0)) && touch "$W/$job/done"
             echo "$EPOCHREALTIME goodput: agent exited $rc" >>"$W/$job/a$i.log"
         done
-    ) &
+    ) 2>/dev/null &
     NODE_PID[$i]=$!
 }
 

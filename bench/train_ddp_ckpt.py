@@ -19,15 +19,14 @@ bench/goodput.sh reads (the C example's wording):
     epoch E/N: ... test accuracy X%
     final: test accuracy X% after N epochs (S steps), world W
 """
-import argparse, datetime, math, os, sys
+import argparse, datetime, os, sys
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_fmnist_ddp import load  # noqa: E402
+from train_fmnist_ddp import load, make_model, train_step  # noqa: E402
 
 
 def say(rank, msg):
@@ -55,12 +54,7 @@ def main():
     xtr, ytr = load(a.data_dir, "train")
     xte, yte = load(a.data_dir, "t10k")
     n = xtr.shape[0]
-    model = nn.Sequential(nn.Linear(784, a.hidden), nn.ReLU(),
-                          nn.Linear(a.hidden, 10))
-    for m in model:
-        if isinstance(m, nn.Linear):
-            nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
-            nn.init.zeros_(m.bias)
+    model = make_model(a.hidden)
     params = list(model.parameters())
     mom = [torch.zeros_like(q) for q in params]
 
@@ -97,19 +91,8 @@ def main():
         g = torch.Generator().manual_seed(1000 + epoch)
         perm = torch.randperm(n, generator=g)
         while step < total and step // spe == epoch:
-            off = (step % spe) * a.batch
-            gb = min(a.batch, n - off)
-            q, r = divmod(gb, world)
-            cnt = q + (1 if rank < r else 0)
-            beg = rank * q + min(rank, r)
-            idx = perm[off + beg:off + beg + cnt]
-            for grp in opt.param_groups:
-                grp["lr"] = a.lr * 0.5 * (1 + math.cos(math.pi * step / total))
-            out = ddp(xtr[idx])
-            loss = F.cross_entropy(out, ytr[idx], reduction="sum") * world / gb
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            train_step(ddp, opt, xtr, ytr, perm, (step % spe) * a.batch,
+                       a.batch, a.lr, step, total, rank, world)
             step += 1
             if step % a.ckpt_every == 0 or step == total:
                 state = [t.detach().clone() for t in params] + [

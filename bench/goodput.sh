@@ -120,7 +120,7 @@ node() {
         export GOODPUT_JOB=$job
         while [[ ! -f $W/$job/done && ! -f $W/$job/stop ]]; do
             rc=0
-            { ELRUN_LOG_LEVEL=info "${CMD[@]}" 2>&1 </dev/null | stamp >>"$W/$job/a$i.log"
+            { ELRUN_LOG_LEVEL=info LOGLEVEL=INFO "${CMD[@]}" 2>&1 </dev/null | stamp >>"$W/$job/a$i.log"
               rc=${PIPESTATUS[0]}; } || true
             ((rc == 0)) && touch "$W/$job/done"
             echo "$EPOCHREALTIME goodput: agent exited $rc" >>"$W/$job/a$i.log"

@@ -141,7 +141,7 @@ test_expect_success 'elrun chaos: worker-kill, agent-kill, agent-stop, agent-ter
     cat "$T/chaos.out"
     grep -Eq "^ +[0-9.]+s chaos on job chaos: seed 7" "$T/chaos.out"
     for f in worker-kill agent-kill agent-stop agent-term; do
-        [[ $(grep -Ec "^ +[0-9.]+s $f pid [0-9]+ \((agent|worker)\)$" "$T/chaos.out") -eq 1 ]]
+        [[ $(grep -Ec "^ +[0-9.]+s $f pid [0-9]+ \((agent|worker|agent and [0-9]+ workers?)\)$" "$T/chaos.out") -eq 1 ]]
     done
     grep -Eq "^ +[0-9.]+s agent-cont pid [0-9]+ \(after agent-stop\)$" "$T/chaos.out"
     for i in 1 2 3; do wait ${GP_PID[$i]}; done

@@ -67,7 +67,10 @@ for n, (tf, kind) in enumerate(faults):
               (k == "exit" and tf < t <= until)] or [0])
     res, step = None, None
     if start:
-        near = [e for e in ev if e[1] == "resume" and abs(e[0] - start[0]) < 2 and e[0] > tf]
+        # Its resume line: near its first line, before its first checkpoint
+        # (PyTorch prints it after loading the data, seconds later).
+        ck = next((e[0] for e in ev if e[1] == "ck" and e[0] > start[0]), float("inf"))
+        near = [e for e in ev if e[1] == "resume" and start[0] - 2 < e[0] < ck and e[0] > tf]
         res = max([start[0]] + [e[0] for e in near])
         step = near[0][2] if near else 0
     back = next((t for t, k, s in ev if k == "ck" and t > tf and s > sf), None)

@@ -20,10 +20,11 @@ if [[ ! -x $TRAIN || ! -f $DATA/train-images-idx3-ubyte.gz ]]; then
     exit
 fi
 FAULTS_N=${SOAK_FAULTS:-20}
-EVERY=${FAULT_EVERY:-1500ms-3s}
-# 20000 samples a epoch (157 steps): about 0.6 s an epoch with three ranks
-# here, so 70 epochs (~45 s fault-free) outlast 20 faults 1.5-3 s apart.
-ARGS="--epochs ${SOAK_EPOCHS:-70} --subset 20000 --hidden 64 --ckpt-every 50 --threads 1"
+EVERY=${FAULT_EVERY:-1s-2s}
+# 784-64-10 on the whole set (469 steps an epoch): 0.3-0.6 s an epoch with
+# three ranks here, so 100 epochs (30-60 s fault-free) outlast 20 faults
+# 1-2 s apart (at most 40 s, and every fault slows the job down).
+ARGS="--epochs ${SOAK_EPOCHS:-100} --hidden 64 --ckpt-every 200 --threads 1"
 KA="last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=3"
 start_store
 
@@ -54,6 +55,7 @@ soak_node() {
 }
 declare -A SOAK_NODE
 soak_stop() {
+    [[ -n ${SOAK_KEEP:-} ]] && cp -r "$T" "$SOAK_KEEP"
     local p
     for p in "${SOAK_NODE[@]}"; do
         for c in $(_descendants "$p"); do kill -CONT "$c" 2>/dev/null; kill -KILL "$c" 2>/dev/null; done
@@ -77,16 +79,20 @@ test_expect_success 'fault-free run of the soak job' '
 
 test_expect_success "$FAULTS_N random faults (worker-kill, agent-kill, agent-stop, agent-term): the job finishes at the fault-free accuracy, no step redone before the last checkpoint, nothing left, no fd or RSS growth" '
     trap soak_stop EXIT
+    # A store of its own (KNOWN: on the fault-free job'"'"'s store, the workers
+    # of this second job sometimes never printed a line in 60 s; 3 runs of 5).
+    start_store
     for i in 1 2 3; do soak_node soak $i; done
     wait_until "grep -hqs \"^epoch 1/\" \"$T\"/soak/a*.log" 60
     # The agents: pid, launch log, rounds so far, open fds, RSS (kB).
     (
+        set +e +o pipefail # an agent may be gone between two reads
         while [[ ! -f $T/soak/done ]]; do
             for i in 1 2 3; do
                 read -r pid log <"$T/soak/pid$i" || continue
                 fds=$(ls /proc/$pid/fd 2>/dev/null | wc -l)
-                rss=$(sed -n "s/^VmRSS: *\([0-9]*\) kB/\1/p" /proc/$pid/status 2>/dev/null)
-                st=$(sed -n "s/^State: *\(.\).*/\1/p" /proc/$pid/status 2>/dev/null)
+                rss=$(sed -n "s/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p" /proc/$pid/status 2>/dev/null)
+                st=$(sed -n "s/^State:[[:space:]]*\(.\).*/\1/p" /proc/$pid/status 2>/dev/null)
                 rounds=$(grep -c "round [0-9]*: [0-9]* nodes" "$log" 2>/dev/null || true)
                 [[ -n $rss && $st != T ]] && echo "$pid $rounds $fds $rss"
             done
@@ -95,7 +101,7 @@ test_expect_success "$FAULTS_N random faults (worker-kill, agent-kill, agent-sto
     ) >"$T/samples" &
     sampler=$!
     "$ELRUN" chaos --rdzv-id=soak --every "$EVERY" --count "$FAULTS_N" --seed 11 \
-        --stop-for 4s --faults worker-kill,agent-kill,agent-stop,agent-term >"$T/chaos.out" 2>&1
+        --stop-for 3s --faults worker-kill,agent-kill,agent-stop,agent-term >"$T/chaos.out" 2>&1
     cat "$T/chaos.out"
     [[ $(grep -Ec "^ +[0-9.]+s (worker|agent)-(kill|stop|term) pid [0-9]+ \(" "$T/chaos.out") -eq $FAULTS_N ]]
     for f in worker-kill agent-kill agent-stop agent-term; do grep -q " $f pid " "$T/chaos.out"; done
@@ -108,11 +114,12 @@ test_expect_success "$FAULTS_N random faults (worker-kill, agent-kill, agent-sto
     # Nothing of the job is left (the exits are seen by now: its agents waited for their workers).
     refute test -n "$(job_procs soak)"
     # No resume before the newest checkpoint saved before it (ISO stamps sort).
-    cat "$T"/soak/a*.log | grep -E "^[0-9T:.-]+Z .*(checkpoint step [0-9]+ saved|saved checkpoint step [0-9]+|resumed from checkpoint step [0-9]+)" |
-        sort | sed -E "s/^([^ ]+) .*(checkpoint step ([0-9]+) saved|saved checkpoint step ([0-9]+)|resumed from checkpoint step ([0-9]+)).*/\1 \3\4 \5/" >"$T/ckpts"
-    resumes=$(awk "NF == 3" "$T/ckpts" | wc -l); echo "resumes: $resumes"
-    ((resumes >= 5))
-    refute awk "NF == 2 && \$2 > m { m = \$2 } NF == 3 && \$3 < m { print \"resumed from step \" \$3 \" after step \" m \" was saved: \" \$1; bad = 1 } END { exit !bad }" "$T/ckpts"
+    cat "$T"/soak/a*.log | grep -E "^[0-9T:.-]+Z " | sort | sed -E -n \
+        -e "s/^([^ ]+) .*resumed from checkpoint step ([0-9]+).*/\1 R \2/p" \
+        -e "s/^([^ ]+) .*(checkpoint step ([0-9]+) saved|saved checkpoint step ([0-9]+)).*/\1 S \3\4/p" >"$T/ckpts"
+    resumes=$(grep -c " R " "$T/ckpts" || true); echo "resumes: $resumes"
+    ((resumes >= 3))
+    refute awk "\$2 == \"S\" && \$3 > m { m = \$3 } \$2 == \"R\" && \$3 < m { print \"resumed from step \" \$3 \" after step \" m \" was saved: \" \$1; bad = 1 } END { exit !bad }" "$T/ckpts"
     # fds and RSS: each agent that lived through 3 rounds or more, at its
     # second round against its last.
     awk "\$2 >= 2 && !(\$1 in f) { f[\$1] = \$3; r[\$1] = \$4; r0[\$1] = \$2 }
@@ -120,6 +127,6 @@ test_expect_success "$FAULTS_N random faults (worker-kill, agent-kill, agent-sto
          END { for (p in f) if (lr0[p] - r0[p] >= 2) print p, r0[p], lr0[p], f[p], lf[p], r[p], lr[p] }" "$T/samples" >"$T/growth"
     echo "pid round-from round-to fds-from fds-to rss-from rss-to"; cat "$T/growth"
     [[ -s $T/growth ]]
-    refute awk "\$5 > \$4 + 1 || \$7 > \$6 + 1024 { bad = 1 } END { exit !bad }" "$T/growth"
+    refute awk "\$5 > \$4 + 1 || \$7 > \$6 + 256 { bad = 1 } END { exit !bad }" "$T/growth"
 '
 test_done

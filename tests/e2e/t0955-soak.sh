@@ -47,7 +47,7 @@ soak_node() {
             echo "$! $T/$job/a$i.$n.log" >"$T/$job/pid$i"
             st=0
             wait $! || st=$?
-            ((st == 0)) && touch "$T/$job/done"
+            if ((st == 0)); then touch "$T/$job/done"; fi
         done
     ) &
     track_pid $!

@@ -35,10 +35,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -56,10 +56,8 @@ static const struct {
     const char *name;
     unsigned bit;
 } fault_names[] = {
-    {"worker-kill", F_WORKER_KILL},
-    {"agent-kill", F_AGENT_KILL},
-    {"agent-stop", F_AGENT_STOP},
-    {"agent-term", F_AGENT_TERM},
+    {"worker-kill", F_WORKER_KILL}, {"agent-kill", F_AGENT_KILL},
+    {"agent-stop", F_AGENT_STOP},   {"agent-term", F_AGENT_TERM},
     {"link-cut", F_LINK_CUT},
 };
 #define N_FAULTS 5
@@ -475,14 +473,19 @@ int cli_chaos_main(int argc, char **argv)
     const char *faults_s = "worker-kill,agent-kill,agent-stop,agent-term";
     long seed = (long)time(NULL), count = -1;
     double stop_for = 20, cut_for = 20;
-    static const struct option lo[] = {
-        {"rdzv-id", 1, 0, 'i'},       {"rdzv_id", 1, 0, 'i'},
-        {"rdzv-endpoint", 1, 0, 'e'}, {"rdzv_endpoint", 1, 0, 'e'},
-        {"every", 1, 0, 'v'},         {"at", 1, 0, 'a'},
-        {"seed", 1, 0, 's'},          {"count", 1, 0, 'c'},
-        {"stop-for", 1, 0, 'S'},      {"cut-for", 1, 0, 'C'},
-        {"faults", 1, 0, 'f'},        {"help", 0, 0, 'h'},
-        {0, 0, 0, 0}};
+    static const struct option lo[] = {{"rdzv-id", 1, 0, 'i'},
+                                       {"rdzv_id", 1, 0, 'i'},
+                                       {"rdzv-endpoint", 1, 0, 'e'},
+                                       {"rdzv_endpoint", 1, 0, 'e'},
+                                       {"every", 1, 0, 'v'},
+                                       {"at", 1, 0, 'a'},
+                                       {"seed", 1, 0, 's'},
+                                       {"count", 1, 0, 'c'},
+                                       {"stop-for", 1, 0, 'S'},
+                                       {"cut-for", 1, 0, 'C'},
+                                       {"faults", 1, 0, 'f'},
+                                       {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -690,8 +693,8 @@ int cli_chaos_main(int argc, char **argv)
                 char names[MAX_LINKS * (IF_NAMESIZE + 1)] = "";
                 for (int j = 0; j < h->cut.nlinks; j++)
                     snprintf(names + strlen(names),
-                             sizeof names - strlen(names), "%s%s",
-                             j ? "," : "", h->cut.link[j]);
+                             sizeof names - strlen(names), "%s%s", j ? "," : "",
+                             h->cut.link[j]);
                 printf("%8.1fs link-cut pid %d (agent; %s down for %.1f s)\n",
                        t, (int)p->pid, names, cut_for);
             } else if (rc == 0 && (k == K_AGENT_KILL || k == K_AGENT_STOP)) {
@@ -702,9 +705,9 @@ int cli_chaos_main(int argc, char **argv)
                 printf("%8.1fs %s pid %d (%s)\n", t, fault_names[k].name,
                        (int)p->pid, want_agent ? "agent" : "worker");
             } else {
-                printf("%8.1fs %s pid %d: %s%s%s%s\n", t,
-                       fault_names[k].name, (int)p->pid, *what ? "cannot " : "",
-                       what, *what ? ": " : "", strerror(-rc));
+                printf("%8.1fs %s pid %d: %s%s%s%s\n", t, fault_names[k].name,
+                       (int)p->pid, *what ? "cannot " : "", what,
+                       *what ? ": " : "", strerror(-rc));
             }
         }
         fflush(stdout);

@@ -5,7 +5,7 @@
 # script with checkpoints (bench/train_ddp_ckpt.py).  Each runs on three
 # c10d agents of one worker on this machine (127.0.0.1, a standalone `elrun
 # store`, which torchrun's c10d backend uses with is_host=false; keep-alive
-# 1 s x 3 for both), a checkpoint directory per node, every 100 steps, to a
+# 1 s x 3 for both; a store for each run), a checkpoint directory per node, every 100 steps, to a
 # fixed number of steps; once without faults and once under `elrun chaos`
 # with the same --seed: worker SIGKILL, agent SIGKILL (the node: agent and
 # workers), agent SIGSTOP (the node frozen, SIGCONT after STOP_FOR), agent
@@ -77,11 +77,19 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 KA="last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=3"
 
-"$ELRUN" store --listen 127.0.0.1:0 >"$W/store.out" 2>&1 &
-STORE=$!
-for _ in $(seq 200); do grep -q '^listening on ' "$W/store.out" && break; sleep 0.05; done
-PORT=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$W/store.out" | head -1)
-[[ -n $PORT ]] || { cat "$W/store.out" >&2; exit 1; }
+# new_store DIR: a store of the run's own into STORE and PORT.  One store
+# a run: the workers' keys of a job's last round stay in the store
+# (/worker/attempt_<round>/, not named by the job), and the next elrun job's
+# round of the same number found them and hung until its first fault.
+new_store() {
+    [[ -n $STORE ]] && { kill -KILL "$STORE" 2>/dev/null; wait "$STORE" 2>/dev/null || true; }
+    "$ELRUN" store --listen 127.0.0.1:0 >"$1/store.out" 2>&1 &
+    STORE=$!
+    PORT=
+    for _ in $(seq 200); do grep -q '^listening on ' "$1/store.out" && break; sleep 0.05; done
+    PORT=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$1/store.out" | head -1)
+    [[ -n $PORT ]] || { cat "$1/store.out" >&2; exit 1; }
+}
 
 # Each line on stdin, with the wall clock (s) in front.
 stamp() { local l; while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done; }
@@ -134,6 +142,7 @@ node() {
 run() {
     local launcher=$1 prog=$2 job=$3 t0 t1 chaos=
     mkdir -p "$W/$job"
+    new_store "$W/$job"
     declare -gA NODE_PID
     t0=$EPOCHREALTIME
     for i in 1 2 3; do node "$launcher" "$prog" "$job" $i; done

@@ -1,125 +1,183 @@
 #!/usr/bin/env bash
-# goodput.sh -- ETTR under a fault schedule: the C example (examples/
-# train_fmnist) on three c10d agents on this machine (127.0.0.1, a
-# standalone `elrun store`, one worker per agent, a checkpoint directory
-# per node), a fixed number of steps, run once without faults and once with
-# `elrun chaos` injecting a seeded schedule of worker SIGKILL, agent SIGKILL
-# (node loss), agent SIGSTOP (node hang, SIGCONT after STOP_FOR) and agent
+# goodput.sh -- ETTR under one seeded fault schedule, elrun and torchrun 1.13
+# side by side in one run.  Two programs: the C example (examples/
+# train_fmnist, `--no-python` under both launchers) and a PyTorch DDP (gloo)
+# script with checkpoints (bench/train_ddp_ckpt.py).  Each runs on three
+# c10d agents of one worker on this machine (127.0.0.1, a standalone `elrun
+# store`, which torchrun's c10d backend uses with is_host=false; keep-alive
+# 1 s x 3 for both; a store for each run), a checkpoint directory per node, every 100 steps, to a
+# fixed number of steps; once without faults and once under `elrun chaos`
+# with the same --seed: worker SIGKILL, agent SIGKILL (the node: agent and
+# workers), agent SIGSTOP (the node frozen, SIGCONT after STOP_FOR), agent
 # SIGTERM (preemption).  Each agent runs in a loop that starts it again
-# after it exits, as a scheduler replaces a node.
+# after it exits, as a scheduler replaces a node.  A run that is not done in
+# TIMEOUT s is stopped and reported as such (torchrun on a frozen node).
 #
-#   bench/goodput.sh                    EPOCHS=40 EVERY=20s-60s SEED=1
-#   EPOCHS=20 EVERY=8s-15s bench/goodput.sh     (a shorter run)
-#   AT=12s,24s,36s,48s bench/goodput.sh   the four faults in turn, at those times
-#   KEEP=1 ...                          keep the logs (the path is printed)
+#   bench/goodput.sh                         the whole comparison (~25 min)
+#   PROGS=c LAUNCHERS=elrun bench/goodput.sh one row
+#   EPOCHS_C=40 EPOCHS_PY=6 EVERY=20s-60s SEED=1 STOP_FOR=10s TIMEOUT=400
+#   AT=12s,24s,36s,48s ...                   the faults in turn at those times
+#   TORCHRUN_MONITOR=0.1                     torchrun's --monitor_interval
+#   KEEP=1 ...                               keep the logs (the path is printed)
 #
-# Reports: wall time fault-free and faulted, ETTR = fault-free / faulted,
-# the faults injected, and per fault the time from the fault to training
-# resumed (the next "resumed from checkpoint" line of any worker) and the
-# steps redone (that resume's step against the newest step any worker had
-# saved or reported before it).  The torchrun side (bench/agent_torchrun311
-# with bench/train_fmnist_ddp.py) is not scripted yet: see BENCHMARKS.md.
+# Reports per program and launcher: the wall time fault-free and faulted,
+# ETTR = fault-free / faulted, the time lost per fault and the ETTR that
+# makes at one fault a minute (60 / (60 + lost)), and per fault: the time
+# from the fault to the next attempt's start ("resumed": its resume line, or
+# its first line when it starts from step 0), to the job being past the step
+# it had reached ("back": its next checkpoint beyond that step; with no
+# fault this comes within one checkpoint interval), and the steps redone.
+# Every output line of every node is stamped with the wall clock as it
+# arrives, so both launchers are measured the same way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 ELRUN=$PWD/$BUILD/elrun
 TRAIN=$PWD/$BUILD/examples/train_fmnist
-EPOCHS=${EPOCHS:-40}
+TORCHRUN=$PWD/bench/agent_torchrun311
+PYSCRIPT=$PWD/bench/train_ddp_ckpt.py
+PY=/usr/bin/python3
+EPOCHS_C=${EPOCHS_C:-40}
+EPOCHS_PY=${EPOCHS_PY:-6}
 EVERY=${EVERY:-20s-60s}
 SEED=${SEED:-1}
 STOP_FOR=${STOP_FOR:-10s}
+TIMEOUT=${TIMEOUT:-400}
 FAULTS=${FAULTS:-worker-kill,agent-kill,agent-stop,agent-term}
+PROGS=${PROGS:-c py}
+LAUNCHERS=${LAUNCHERS:-elrun torchrun}
+TORCHRUN_MONITOR=${TORCHRUN_MONITOR:-0.1}
 [[ -x $ELRUN && -x $TRAIN ]] || { echo "build first: make BUILD=$BUILD" >&2; exit 2; }
+if [[ $LAUNCHERS == *torchrun* || $PROGS == *py* ]] && ! "$PY" -c 'import torch' 2>/dev/null; then
+    echo "goodput.sh: torchrun and the PyTorch script need $PY with torch (python3-torch)" >&2
+    exit 2
+fi
 W=$(mktemp -d "${TMPDIR:-/tmp}/goodput.XXXXXX")
-PIDS=()
-cleanup() {
+TAG=gp$$
+STORE=
+
+# job_pids JOB: every live process of the job (agents by their rdzv id,
+# workers by TORCHELASTIC_RUN_ID, orphans included) and its node loops.
+job_pids() {
+    { grep -lzx "TORCHELASTIC_RUN_ID=$1\|GOODPUT_JOB=$1" /proc/[0-9]*/environ
+      grep -lzx -- "--rdzv[-_]id=$1" /proc/[0-9]*/cmdline; } 2>/dev/null |
+        cut -d/ -f3 | grep -vx "$$" | sort -u || true
+}
+kill_job() {
     local p
-    for p in "${PIDS[@]:-}"; do [[ -n $p ]] && kill -KILL -- "$p" 2>/dev/null; done
-    pkill -KILL -P $$ 2>/dev/null || true
+    for p in $(job_pids "$1"); do kill -CONT "$p" 2>/dev/null || true; kill -KILL "$p" 2>/dev/null || true; done
+}
+cleanup() {
+    local j
+    for j in "$W"/*/; do [[ -d $j ]] && kill_job "$(basename "$j")"; done
+    [[ -n $STORE ]] && kill -KILL "$STORE" 2>/dev/null
     [[ -n ${KEEP:-} ]] && echo "logs kept in $W" >&2 || rm -rf "$W"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 KA="last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=3"
-ARGS="--epochs $EPOCHS --hidden 256 --ckpt-every 100 --threads 1"
 
-"$ELRUN" store --listen 127.0.0.1:0 >"$W/store.out" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 200); do grep -q '^listening on ' "$W/store.out" && break; sleep 0.05; done
-PORT=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$W/store.out" | head -1)
+# new_store DIR: a store of the run's own into STORE and PORT.  One store
+# a run: the workers' keys of a job's last round stay in the store
+# (/worker/attempt_<round>/, not named by the job), and the next elrun job's
+# round of the same number found them and hung until its first fault.
+new_store() {
+    [[ -n $STORE ]] && { kill -KILL "$STORE" 2>/dev/null; wait "$STORE" 2>/dev/null || true; }
+    "$ELRUN" store --listen 127.0.0.1:0 >"$1/store.out" 2>&1 &
+    STORE=$!
+    PORT=
+    for _ in $(seq 200); do grep -q '^listening on ' "$1/store.out" && break; sleep 0.05; done
+    PORT=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$1/store.out" | head -1)
+    [[ -n $PORT ]] || { cat "$1/store.out" >&2; exit 1; }
+}
 
-# node JOB I: agent I of JOB, started again after any exit until the job
-# is done.
+# Each line on stdin, with the wall clock (s) in front.
+stamp() { local l; while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done; }
+
+# cmd LAUNCHER PROG JOB I: the agent's command line into CMD.
+cmd() {
+    local launcher=$1 prog=$2 job=$3 i=$4 prog_args
+    if [[ $prog == c ]]; then
+        # debug: rank 0 logs every checkpoint (the progress the report reads)
+        prog_args=(env ELRUN_LOG_LEVEL=debug "$TRAIN" --epochs "$EPOCHS_C" --hidden 256
+            --ckpt-every 100 --threads 1 --ckpt-dir "$W/$job/ck$i")
+    else
+        prog_args=("$PYSCRIPT" --epochs "$EPOCHS_PY" --ckpt-every 100 --ckpt-dir "$W/$job/ck$i")
+    fi
+    if [[ $launcher == elrun ]]; then
+        CMD=("$ELRUN" --nnodes=2:3 --nproc-per-node=1 --rdzv-backend=c10d
+            --rdzv-endpoint=127.0.0.1:$PORT --rdzv-id="$job" --rdzv-conf=$KA
+            --max-restarts=100)
+        [[ $prog == c ]] && CMD+=(--no-python) || CMD+=(--no-python "$PY" -u)
+    else
+        CMD=("$PY" "$TORCHRUN" --nnodes=2:3 --nproc_per_node=1 --rdzv_backend=c10d
+            --rdzv_endpoint=127.0.0.1:$PORT --rdzv_id="$job"
+            --rdzv_conf=$KA,is_host=false --max_restarts=100
+            --monitor_interval="$TORCHRUN_MONITOR")
+        [[ $prog == c ]] && CMD+=(--no_python) || CMD+=(--no_python "$PY" -u)
+    fi
+    CMD+=("${prog_args[@]}")
+}
+
+# node LAUNCHER PROG JOB I: agent I of JOB, started again after any exit
+# until the job is done (an agent exited 0) or stopped.
 node() {
-    local job=$1 i=$2
+    local launcher=$1 prog=$2 job=$3 i=$4
+    cmd "$launcher" "$prog" "$job" "$i"
     (
-        while [[ ! -f $W/$job/done ]]; do
-            ELRUN_LOG_LEVEL=info "$ELRUN" --nnodes=2:3 --nproc-per-node=1 \
-                --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$PORT \
-                --rdzv-id="$job" --rdzv-conf=$KA --max-restarts=100 \
-                --no-python "$TRAIN" $ARGS --ckpt-dir "$W/$job/ck$i" \
-                >>"$W/$job/a$i.log" 2>&1 && touch "$W/$job/done"
+        export GOODPUT_JOB=$job
+        while [[ ! -f $W/$job/done && ! -f $W/$job/stop ]]; do
+            rc=0
+            { ELRUN_LOG_LEVEL=info LOGLEVEL=INFO "${CMD[@]}" 2>&1 </dev/null | stamp >>"$W/$job/a$i.log"
+              rc=${PIPESTATUS[0]}; } || true
+            ((rc == 0)) && touch "$W/$job/done"
+            echo "$EPOCHREALTIME goodput: agent exited $rc" >>"$W/$job/a$i.log"
         done
-    ) &
+    ) 2>/dev/null &
     NODE_PID[$i]=$!
 }
 
-# run JOB [chaos]: the job's wall time (s) into $W/JOB/wall.
+# run LAUNCHER PROG JOB [chaos]: the job's wall time (s) into $W/JOB/wall,
+# or "timeout".
 run() {
-    local job=$1 t0 t1
+    local launcher=$1 prog=$2 job=$3 t0 t1 chaos=
     mkdir -p "$W/$job"
-    t0=$(date +%s.%N)
+    new_store "$W/$job"
     declare -gA NODE_PID
-    for i in 1 2 3; do node "$job" $i; done
-    if [[ ${2:-} == chaos ]]; then
-        date +%s.%N >"$W/$job/chaos_t0"
+    t0=$EPOCHREALTIME
+    for i in 1 2 3; do node "$launcher" "$prog" "$job" $i; done
+    if [[ ${4:-} == chaos ]]; then
         local when=(--every "$EVERY"); [[ -n ${AT:-} ]] && when=(--at "$AT")
         "$ELRUN" chaos --rdzv-id="$job" "${when[@]}" --seed "$SEED" \
-            --stop-for "$STOP_FOR" --faults "$FAULTS" >"$W/$job/chaos.out" 2>&1 &
-        CHAOS=$!
+            --stop-for "$STOP_FOR" --faults "$FAULTS" > >(stamp >"$W/$job/chaos.out") 2>&1 &
+        chaos=$!
     fi
-    for i in 1 2 3; do wait "${NODE_PID[$i]}"; done
-    t1=$(date +%s.%N)
-    [[ ${2:-} == chaos ]] && { kill -TERM $CHAOS 2>/dev/null || true; wait $CHAOS || true; }
-    echo "$t1 - $t0" | bc -l >"$W/$job/wall"
-    grep -h "^final: " "$W/$job"/a*.log | tail -1 >"$W/$job/final"
+    local deadline=$((SECONDS + TIMEOUT))
+    while [[ ! -f $W/$job/done ]] && ((SECONDS < deadline)); do sleep 0.2; done
+    t1=$EPOCHREALTIME
+    touch "$W/$job/stop"
+    if [[ ! -f $W/$job/done ]]; then echo timeout >"$W/$job/wall"; else echo "$t1 - $t0" | bc -l >"$W/$job/wall"; fi
+    # The job's last agents finish on their own within seconds.
+    local end=$((SECONDS + 15))
+    while [[ -n $(job_pids "$job" | grep -vx "${chaos:-none}" || true) ]] && ((SECONDS < end)); do sleep 0.2; done
+    [[ -n $chaos ]] && { kill -TERM "$chaos" 2>/dev/null || true; wait "$chaos" 2>/dev/null || true; }
+    kill_job "$job"
+    for i in 1 2 3; do wait "${NODE_PID[$i]}" 2>/dev/null || true; done
+    grep -h " final: " "$W/$job"/a*.log | tail -1 | cut -d' ' -f2- >"$W/$job/final" || true
 }
 
-echo "== fault-free: $EPOCHS epochs, 3 agents" >&2
-run clean
-echo "== faulted: chaos --every $EVERY --seed $SEED" >&2
-run faulted chaos
-
-clean=$(cat "$W/clean/wall"); faulted=$(cat "$W/faulted/wall")
-printf 'RESULT goodput wall fault-free %.1f s, faulted %.1f s, ETTR %.3f\n' \
-    "$clean" "$faulted" "$(echo "$clean / $faulted" | bc -l)"
-echo "RESULT final fault-free: $(cat "$W/clean/final")"
-echo "RESULT final faulted:    $(cat "$W/faulted/final")"
-
-# Per fault: the time to the next resume, and the steps redone there.
-# Agent and worker lines carry ISO timestamps (UTC); the chaos lines are
-# seconds since chaos's start.
-c0=$(cat "$W/faulted/chaos_t0")
-grep -h "resumed from checkpoint step" "$W/faulted"/a*.log |
-    sed -n 's/^\([0-9T:.-]*\)Z .*resumed from checkpoint step \([0-9]*\) .*/\1 \2/p' |
-    while read -r ts step; do echo "$(date -u -d "$ts" +%s.%N) $step"; done |
-    sort -g >"$W/resumes"
-grep -h "saved checkpoint step\|checkpoint step [0-9]* saved\|last step [0-9]" "$W/faulted"/a*.log |
-    sed -n 's/^\([0-9T:.-]*\)Z .*\(checkpoint step\|last step\) \([0-9]*\).*/\1 \3/p' |
-    while read -r ts step; do echo "$(date -u -d "$ts" +%s.%N) $step"; done |
-    sort -g >"$W/saved"
-grep -E '^ +[0-9.]+s (worker|agent)-(kill|stop|term) pid' "$W/faulted/chaos.out" |
-while read -r rel kind _; do
-    ft=$(echo "$c0 + ${rel%s}" | bc -l)
-    line=$(awk -v t="$ft" '$1 > t { print; exit }' "$W/resumes")
-    if [[ -z $line ]]; then
-        printf 'RESULT fault %-11s at %6.1f s: no resume after it\n' "$kind" "${rel%s}"
-        continue
-    fi
-    rt=${line% *}; rs=${line#* }
-    best=$(awk -v t="$rt" '$1 < t && $2 > m { m = $2 } END { print m + 0 }' "$W/saved")
-    redo=$((best > rs ? best - rs : 0))
-    printf 'RESULT fault %-11s at %6.1f s: resumed after %.2f s from step %d (%d steps redone)\n' \
-        "$kind" "${rel%s}" "$(echo "$rt - $ft" | bc -l)" "$rs" "$redo"
+echo "goodput: $(nproc) cores, $(uname -r), $(date -u +%FT%TZ); programs: $PROGS; launchers: $LAUNCHERS;" \
+    "faults: $([[ -n ${AT:-} ]] && echo "at $AT" || echo "every $EVERY") seed $SEED, stop for $STOP_FOR; torchrun --monitor_interval=$TORCHRUN_MONITOR"
+for prog in $PROGS; do
+    for l in $LAUNCHERS; do
+        echo "== $prog under $l: fault-free" >&2
+        run "$l" "$prog" "$prog-$l-clean-$TAG"
+    done
+    for l in $LAUNCHERS; do
+        echo "== $prog under $l: faulted" >&2
+        run "$l" "$prog" "$prog-$l-faulted-$TAG" chaos
+    done
+    for l in $LAUNCHERS; do
+        "$PY" bench/goodput_report.py "$prog" "$l" "$W/$prog-$l-clean-$TAG" "$W/$prog-$l-faulted-$TAG" "$TIMEOUT"
+    done
 done
-grep -c -E '^ +[0-9.]+s (worker|agent)-(kill|stop|term) pid' "$W/faulted/chaos.out" |
-    sed 's/^/RESULT faults injected: /'

@@ -40,6 +40,38 @@ def load(d, split, limit=0):
     return x, torch.from_numpy(y.astype(np.int64))
 
 
+def make_model(hidden):
+    """784-hidden-10 with ReLU, He init (the C program's)."""
+    model = nn.Sequential(nn.Linear(784, hidden), nn.ReLU(),
+                          nn.Linear(hidden, 10))
+    for m in model:
+        if isinstance(m, nn.Linear):
+            nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+            nn.init.zeros_(m.bias)
+    return model
+
+
+def train_step(ddp, opt, xtr, ytr, perm, off, batch, lr, step, total, rank,
+               world):
+    """One step on this rank's slice of the global batch at offset off of
+    the epoch's permutation, with the cosine learning rate of step."""
+    n = xtr.shape[0]
+    gb = min(batch, n - off)
+    q, r = divmod(gb, world)
+    cnt = q + (1 if rank < r else 0)
+    beg = rank * q + min(rank, r)
+    idx = perm[off + beg:off + beg + cnt]
+    for grp in opt.param_groups:
+        grp["lr"] = lr * 0.5 * (1 + math.cos(math.pi * step / total))
+    out = ddp(xtr[idx])
+    # DDP averages gradients over ranks; scale so that the result is the
+    # mean over the global batch, as in the C program.
+    loss = F.cross_entropy(out, ytr[idx], reduction="sum") * world / gb
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--epochs", type=int, default=2)
@@ -57,12 +89,7 @@ def main():
     xte, yte = load(a.data_dir, "t10k")
     n = xtr.shape[0]
 
-    model = nn.Sequential(nn.Linear(784, a.hidden), nn.ReLU(),
-                          nn.Linear(a.hidden, 10))
-    for m in model:
-        if isinstance(m, nn.Linear):
-            nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
-            nn.init.zeros_(m.bias)
+    model = make_model(a.hidden)
     ddp = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9,
                           weight_decay=1e-4)
@@ -75,20 +102,8 @@ def main():
         dist.barrier()
         t0 = time.perf_counter()
         for off in range(0, n, a.batch):
-            gb = min(a.batch, n - off)
-            q, r = divmod(gb, world)
-            cnt = q + (1 if rank < r else 0)
-            beg = rank * q + min(rank, r)
-            idx = perm[off + beg:off + beg + cnt]
-            for grp in opt.param_groups:
-                grp["lr"] = a.lr * 0.5 * (1 + math.cos(math.pi * step / total))
-            out = ddp(xtr[idx])
-            # DDP averages gradients over ranks; scale so that the result is
-            # the mean over the global batch, as in the C program.
-            loss = F.cross_entropy(out, ytr[idx], reduction="sum") * world / gb
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            train_step(ddp, opt, xtr, ytr, perm, off, a.batch, a.lr, step,
+                       total, rank, world)
             step += 1
         dt = time.perf_counter() - t0
         with torch.no_grad():

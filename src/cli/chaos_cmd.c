@@ -2,20 +2,24 @@
  * processes on this host, to rehearse failure before trusting a job.
  *
  *   elrun chaos --rdzv-id=ID [--every 30s | --every 20s-60s | --at 10s,45s]
- *       [--seed N] [--count N] [--stop-for S]
- *       [--faults worker-kill,agent-kill,agent-stop,agent-term]
+ *       [--seed N] [--count N] [--stop-for S] [--cut-for S]
+ *       [--faults worker-kill,agent-kill,agent-stop,agent-term,link-cut]
  *
  * The job's processes are found in /proc: its agents are processes whose
  * command line has --rdzv-id=ID (or --rdzv_id, or PET_RDZV_ID=ID in their
  * environment) and that are no worker; its workers have
  * TORCHELASTIC_RUN_ID=ID in their environment and an agent of the job for
  * parent.  Nothing else is ever signalled.  Faults: worker-kill (SIGKILL a
- * worker), agent-kill (SIGKILL an agent: a lost node), agent-stop (SIGSTOP
- * an agent, SIGCONT after --stop-for: a hung node), agent-term (SIGTERM an
- * agent: a preemption).  One line per fault on stdout, with the time since
- * the start.  It ends after --count faults (or the last --at), when the job
- * has no agent left on this host, or on SIGTERM/SIGINT; an agent it stopped
- * is always continued before it exits.
+ * worker), agent-kill (SIGKILL an agent and its workers: a lost node),
+ * agent-stop (SIGSTOP an agent and its workers, SIGCONT after --stop-for: a
+ * frozen node), agent-term (SIGTERM an agent: a preemption), link-cut (the
+ * network interfaces of the network namespace an agent runs in go down for
+ * --cut-for, then up again: a node that loses its link; only agents in a
+ * namespace of their own, a netns host, qualify, never this tool's own
+ * namespace).  One line per fault on stdout, with the time since the start.
+ * It ends after --count faults (or the last --at), when the job has no agent
+ * left on this host, or on SIGTERM/SIGINT; whatever it stopped is always
+ * continued and every link it cut brought up again before it exits.
  *
  * The parsers (el__chaos_parse_*) are tested in tests/unit/test_chaos.c.
  */
@@ -25,10 +29,15 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <net/if.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,19 +48,20 @@ enum {
     F_WORKER_KILL = 1,
     F_AGENT_KILL = 2,
     F_AGENT_STOP = 4,
-    F_AGENT_TERM = 8
+    F_AGENT_TERM = 8,
+    F_LINK_CUT = 16
 };
 
 static const struct {
     const char *name;
     unsigned bit;
 } fault_names[] = {
-    {"worker-kill", F_WORKER_KILL},
-    {"agent-kill", F_AGENT_KILL},
-    {"agent-stop", F_AGENT_STOP},
-    {"agent-term", F_AGENT_TERM},
+    {"worker-kill", F_WORKER_KILL}, {"agent-kill", F_AGENT_KILL},
+    {"agent-stop", F_AGENT_STOP},   {"agent-term", F_AGENT_TERM},
+    {"link-cut", F_LINK_CUT},
 };
-#define N_FAULTS 4
+#define N_FAULTS 5
+enum { K_WORKER_KILL, K_AGENT_KILL, K_AGENT_STOP, K_AGENT_TERM, K_LINK_CUT };
 
 int el__chaos_parse_duration(const char *s, double *out);
 int el__chaos_parse_every(const char *s, double *lo, double *hi);
@@ -264,6 +274,122 @@ static int scan(const char *id, struct proc *out, int max)
     return m;
 }
 
+/* ---- links: the network namespace of an agent ---- */
+
+#define MAX_LINKS 8
+
+/* A cut: a socket created inside the agent's network namespace (ioctls on
+ * it act there, whatever namespace this process is in afterwards) and the
+ * interfaces it took down. */
+struct cut {
+    int sock;
+    int nlinks;
+    char link[MAX_LINKS][IF_NAMESIZE];
+};
+
+/* 1 when PID's network namespace is not this process's own. */
+static int own_netns(pid_t pid)
+{
+    char path[64];
+    struct stat a, b;
+    snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+    if (stat(path, &a) != 0 || stat("/proc/self/ns/net", &b) != 0)
+        return 0;
+    return a.st_ino != b.st_ino || a.st_dev != b.st_dev;
+}
+
+static int set_up(int sock, const char *name, int up)
+{
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", name);
+    if (ioctl(sock, SIOCGIFFLAGS, &ifr) != 0)
+        return -errno;
+    if (up)
+        ifr.ifr_flags |= IFF_UP;
+    else
+        ifr.ifr_flags &= ~IFF_UP;
+    return ioctl(sock, SIOCSIFFLAGS, &ifr) != 0 ? -errno : 0;
+}
+
+/* Take down every interface but loopback that is up in PID's network
+ * namespace.  0, or -errno with *what naming the step that failed; on
+ * failure nothing stays down. */
+static int cut_links(pid_t pid, struct cut *c, const char **what)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+    c->sock = -1;
+    c->nlinks = 0;
+    int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    int ns = open(path, O_RDONLY | O_CLOEXEC);
+    int rc = 0;
+    struct if_nameindex *ifs = NULL;
+    if (self < 0 || ns < 0) {
+        rc = -errno;
+        *what = "open the network namespace";
+        goto out;
+    }
+    if (setns(ns, CLONE_NEWNET) != 0) {
+        rc = -errno;
+        *what = "enter the network namespace (needs CAP_SYS_ADMIN)";
+        goto out;
+    }
+    c->sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (c->sock < 0) {
+        rc = -errno;
+        *what = "open a socket";
+    } else {
+        ifs = if_nameindex();
+    }
+    if (setns(self, CLONE_NEWNET) != 0) {
+        /* Cannot happen for a namespace we were in; do not go on in the
+         * wrong one. */
+        rc = -errno;
+        *what = "come back to this tool's network namespace";
+        goto out;
+    }
+    if (rc)
+        goto out;
+    for (struct if_nameindex *i = ifs; i && i->if_index; i++) {
+        struct ifreq ifr;
+        memset(&ifr, 0, sizeof ifr);
+        snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", i->if_name);
+        if (ioctl(c->sock, SIOCGIFFLAGS, &ifr) != 0 ||
+            (ifr.ifr_flags & IFF_LOOPBACK) || !(ifr.ifr_flags & IFF_UP) ||
+            c->nlinks >= MAX_LINKS)
+            continue;
+        if (set_up(c->sock, i->if_name, 0) == 0)
+            snprintf(c->link[c->nlinks++], IF_NAMESIZE, "%s", i->if_name);
+    }
+    if (c->nlinks == 0) {
+        rc = -ENODEV;
+        *what = "find a link that is up";
+    }
+out:
+    if (ifs)
+        if_freenameindex(ifs);
+    if (self >= 0)
+        close(self);
+    if (ns >= 0)
+        close(ns);
+    if (rc && c->sock >= 0) {
+        close(c->sock);
+        c->sock = -1;
+    }
+    return rc;
+}
+
+static void restore_links(struct cut *c)
+{
+    for (int i = 0; i < c->nlinks; i++)
+        set_up(c->sock, c->link[i], 1);
+    if (c->sock >= 0)
+        close(c->sock);
+    c->sock = -1;
+    c->nlinks = 0;
+}
+
 /* ---- the loop ---- */
 
 static volatile sig_atomic_t chaos_stop;
@@ -272,8 +398,17 @@ static void on_chaos_signal(int sig)
     chaos_stop = sig;
 }
 
-struct stopped {
+#define MAX_HELD 64
+#define MAX_NODE 64
+
+/* What is to be undone at a time: a frozen node (the agent and the workers
+ * it had) to continue, or a cut link to bring up. */
+struct held {
+    int kind; /* K_AGENT_STOP or K_LINK_CUT */
     pid_t pid;
+    int nw;
+    pid_t workers[MAX_NODE];
+    struct cut cut;
     double until;
 };
 
@@ -282,19 +417,43 @@ static double now_s(void)
     return (double)el_now_ns() / 1e9;
 }
 
-static void resume_due(struct stopped *st, int *nst, double t0, int all)
+static void undo_due(struct held *h, int *nh, double t0, int all)
 {
-    for (int i = 0; i < *nst;) {
-        if (all || now_s() >= st[i].until) {
-            if (kill(st[i].pid, SIGCONT) == 0)
-                printf("%8.1fs agent-cont pid %d (after agent-stop)\n",
-                       now_s() - t0, (int)st[i].pid);
-            fflush(stdout);
-            st[i] = st[--*nst];
-        } else {
+    for (int i = 0; i < *nh;) {
+        if (!all && now_s() < h[i].until) {
             i++;
+            continue;
         }
+        if (h[i].kind == K_AGENT_STOP) {
+            for (int j = 0; j < h[i].nw; j++)
+                kill(h[i].workers[j], SIGCONT);
+            if (kill(h[i].pid, SIGCONT) == 0)
+                printf("%8.1fs agent-cont pid %d (after agent-stop)\n",
+                       now_s() - t0, (int)h[i].pid);
+        } else {
+            char names[MAX_LINKS * (IF_NAMESIZE + 1)] = "";
+            for (int j = 0; j < h[i].cut.nlinks; j++)
+                snprintf(names + strlen(names), sizeof names - strlen(names),
+                         "%s%s", j ? "," : "", h[i].cut.link[j]);
+            restore_links(&h[i].cut);
+            printf("%8.1fs link-up pid %d (%s up again, after link-cut)\n",
+                   now_s() - t0, (int)h[i].pid, names);
+        }
+        fflush(stdout);
+        h[i] = h[--*nh];
     }
+}
+
+static int held_pid(const struct held *h, int nh, pid_t pid)
+{
+    for (int i = 0; i < nh; i++) {
+        if (h[i].pid == pid)
+            return 1;
+        for (int j = 0; j < h[i].nw; j++)
+            if (h[i].workers[j] == pid)
+                return 1;
+    }
+    return 0;
 }
 
 static int usage(const char *msg)
@@ -302,8 +461,8 @@ static int usage(const char *msg)
     fprintf(stderr,
             "elrun chaos: %s\nusage: elrun chaos --rdzv-id=ID "
             "[--every 30s | --every 20s-60s | --at 10s,45s] [--seed N] "
-            "[--count N] [--stop-for S] [--faults worker-kill,agent-kill,"
-            "agent-stop,agent-term]\n",
+            "[--count N] [--stop-for S] [--cut-for S] [--faults worker-kill,"
+            "agent-kill,agent-stop,agent-term,link-cut]\n",
             msg);
     return 2;
 }
@@ -313,14 +472,20 @@ int cli_chaos_main(int argc, char **argv)
     const char *id = NULL, *every = NULL, *at_s = NULL;
     const char *faults_s = "worker-kill,agent-kill,agent-stop,agent-term";
     long seed = (long)time(NULL), count = -1;
-    double stop_for = 20;
-    static const struct option lo[] = {
-        {"rdzv-id", 1, 0, 'i'},       {"rdzv_id", 1, 0, 'i'},
-        {"rdzv-endpoint", 1, 0, 'e'}, {"rdzv_endpoint", 1, 0, 'e'},
-        {"every", 1, 0, 'v'},         {"at", 1, 0, 'a'},
-        {"seed", 1, 0, 's'},          {"count", 1, 0, 'c'},
-        {"stop-for", 1, 0, 'S'},      {"faults", 1, 0, 'f'},
-        {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
+    double stop_for = 20, cut_for = 20;
+    static const struct option lo[] = {{"rdzv-id", 1, 0, 'i'},
+                                       {"rdzv_id", 1, 0, 'i'},
+                                       {"rdzv-endpoint", 1, 0, 'e'},
+                                       {"rdzv_endpoint", 1, 0, 'e'},
+                                       {"every", 1, 0, 'v'},
+                                       {"at", 1, 0, 'a'},
+                                       {"seed", 1, 0, 's'},
+                                       {"count", 1, 0, 'c'},
+                                       {"stop-for", 1, 0, 'S'},
+                                       {"cut-for", 1, 0, 'C'},
+                                       {"faults", 1, 0, 'f'},
+                                       {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -354,6 +519,10 @@ int cli_chaos_main(int argc, char **argv)
             if (el__chaos_parse_duration(optarg, &stop_for))
                 return usage("--stop-for: expected a duration such as 20s");
             break;
+        case 'C':
+            if (el__chaos_parse_duration(optarg, &cut_for))
+                return usage("--cut-for: expected a duration such as 20s");
+            break;
         case 'h':
             usage("inject faults into one job's processes on this host");
             return 0;
@@ -379,7 +548,7 @@ int cli_chaos_main(int argc, char **argv)
     unsigned mask;
     if (el__chaos_parse_faults(faults_s, &mask))
         return usage("--faults: expected a list of worker-kill, agent-kill, "
-                     "agent-stop, agent-term");
+                     "agent-stop, agent-term, link-cut");
     unsigned kinds[N_FAULTS];
     int nk = 0;
     for (int i = 0; i < N_FAULTS; i++)
@@ -394,8 +563,8 @@ int cli_chaos_main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     srand48(seed);
     static struct proc procs[MAX_PROCS];
-    struct stopped st[64];
-    int nst = 0;
+    static struct held held[MAX_HELD];
+    int nheld = 0;
     double t0 = now_s();
     /* The job must show up within 30 s. */
     int n = 0;
@@ -416,11 +585,10 @@ int cli_chaos_main(int argc, char **argv)
     t0 = now_s();
     double next = at_s ? at[0] : lo_s + drand48() * (hi_s - lo_s);
     long done = 0;
-    int rc = 0;
     unsigned k = 0;
     long drawn = -1; /* the fault k was drawn for */
     while (!chaos_stop && (count < 0 || done < count)) {
-        resume_due(st, &nst, t0, 0);
+        undo_due(held, &nheld, t0, 0);
         if (now_s() - t0 < next) {
             usleep(50000);
             continue;
@@ -440,15 +608,20 @@ int cli_chaos_main(int argc, char **argv)
             k = at_s ? kinds[done % nk] : kinds[lrand48() % nk];
             drawn = done;
         }
-        int want_agent = k != 0;
-        /* Candidates: running processes (not one this tool stopped). */
-        int cand[MAX_PROCS], nc = 0;
+        int want_agent = k != K_WORKER_KILL;
+        /* Candidates: running processes (not one this tool holds stopped
+         * or cut off); a link-cut needs an agent in a netns of its own. */
+        int cand[MAX_PROCS], nc = 0, shared_ns = 0;
         for (int i = 0; i < n; i++) {
-            int stopped = procs[i].state == 'T' || procs[i].state == 't';
-            for (int j = 0; j < nst; j++)
-                stopped |= st[j].pid == procs[i].pid;
-            if (procs[i].agent == want_agent && !stopped)
-                cand[nc++] = i;
+            int busy = procs[i].state == 'T' || procs[i].state == 't' ||
+                       held_pid(held, nheld, procs[i].pid);
+            if (procs[i].agent != want_agent || busy)
+                continue;
+            if (k == K_LINK_CUT && !own_netns(procs[i].pid)) {
+                shared_ns++;
+                continue;
+            }
+            cand[nc++] = i;
         }
         double t = now_s() - t0;
         /* None to hit right now (all stopped, between a restart): retry
@@ -457,20 +630,84 @@ int cli_chaos_main(int argc, char **argv)
             usleep(200000);
             continue;
         }
-        if (nc == 0) {
+        if (nc == 0 && shared_ns) {
+            printf("%8.1fs link-cut: no agent of job %s runs in a network "
+                   "namespace of its own (a netns host); this tool never "
+                   "cuts its own namespace's links; skipped\n",
+                   t, id);
+        } else if (nc == 0) {
             printf("%8.1fs %s: no running %s of job %s; skipped\n", t,
                    fault_names[k].name, want_agent ? "agent" : "worker", id);
+        } else if (nheld >= MAX_HELD &&
+                   (k == K_AGENT_STOP || k == K_LINK_CUT)) {
+            printf("%8.1fs %s: %d faults are held already; skipped\n", t,
+                   fault_names[k].name, nheld);
         } else {
             struct proc *p = &procs[cand[lrand48() % nc]];
-            int sig = k == 0 || k == 1 ? SIGKILL : k == 2 ? SIGSTOP : SIGTERM;
-            if (kill(p->pid, sig) == 0) {
+            /* A node's workers: the agent's children of the job. */
+            pid_t w[MAX_NODE];
+            int nw = 0;
+            for (int i = 0; i < n && nw < MAX_NODE; i++)
+                if (!procs[i].agent && procs[i].ppid == p->pid)
+                    w[nw++] = procs[i].pid;
+            int rc = 0;
+            const char *what = "";
+            struct held *h = &held[nheld];
+            switch (k) {
+            case K_WORKER_KILL:
+                rc = kill(p->pid, SIGKILL) ? -errno : 0;
+                break;
+            case K_AGENT_KILL: /* the agent first: it restarts nothing */
+                rc = kill(p->pid, SIGKILL) ? -errno : 0;
+                for (int i = 0; i < nw && rc == 0; i++)
+                    kill(w[i], SIGKILL);
+                break;
+            case K_AGENT_STOP: /* the agent first: it sees no child stop */
+                rc = kill(p->pid, SIGSTOP) ? -errno : 0;
+                for (int i = 0; i < nw && rc == 0; i++)
+                    kill(w[i], SIGSTOP);
+                if (rc == 0) {
+                    *h = (struct held){.kind = K_AGENT_STOP,
+                                       .pid = p->pid,
+                                       .nw = nw,
+                                       .until = now_s() + stop_for};
+                    memcpy(h->workers, w, sizeof(pid_t) * (size_t)nw);
+                    nheld++;
+                }
+                break;
+            case K_AGENT_TERM:
+                rc = kill(p->pid, SIGTERM) ? -errno : 0;
+                break;
+            case K_LINK_CUT:
+                rc = cut_links(p->pid, &h->cut, &what);
+                if (rc == 0) {
+                    h->kind = K_LINK_CUT;
+                    h->pid = p->pid;
+                    h->nw = 0;
+                    h->until = now_s() + cut_for;
+                    nheld++;
+                }
+                break;
+            }
+            if (rc == 0 && k == K_LINK_CUT) {
+                char names[MAX_LINKS * (IF_NAMESIZE + 1)] = "";
+                for (int j = 0; j < h->cut.nlinks; j++)
+                    snprintf(names + strlen(names),
+                             sizeof names - strlen(names), "%s%s", j ? "," : "",
+                             h->cut.link[j]);
+                printf("%8.1fs link-cut pid %d (agent; %s down for %.1f s)\n",
+                       t, (int)p->pid, names, cut_for);
+            } else if (rc == 0 && (k == K_AGENT_KILL || k == K_AGENT_STOP)) {
+                printf("%8.1fs %s pid %d (agent and %d worker%s)\n", t,
+                       fault_names[k].name, (int)p->pid, nw,
+                       nw == 1 ? "" : "s");
+            } else if (rc == 0) {
                 printf("%8.1fs %s pid %d (%s)\n", t, fault_names[k].name,
                        (int)p->pid, want_agent ? "agent" : "worker");
-                if (sig == SIGSTOP && nst < 64)
-                    st[nst++] = (struct stopped){p->pid, now_s() + stop_for};
             } else {
-                printf("%8.1fs %s pid %d: %s\n", t, fault_names[k].name,
-                       (int)p->pid, strerror(errno));
+                printf("%8.1fs %s pid %d: %s%s%s%s\n", t, fault_names[k].name,
+                       (int)p->pid, *what ? "cannot " : "", what,
+                       *what ? ": " : "", strerror(-rc));
             }
         }
         fflush(stdout);
@@ -480,11 +717,11 @@ int cli_chaos_main(int argc, char **argv)
         else
             next += lo_s + drand48() * (hi_s - lo_s);
     }
-    /* Stopped agents wait for their time (unless told to quit). */
-    while (!chaos_stop && nst > 0) {
-        resume_due(st, &nst, t0, 0);
+    /* Held faults wait for their time (unless told to quit). */
+    while (!chaos_stop && nheld > 0) {
+        undo_due(held, &nheld, t0, 0);
         usleep(50000);
     }
-    resume_due(st, &nst, t0, 1);
-    return rc;
+    undo_due(held, &nheld, t0, 1);
+    return 0;
 }

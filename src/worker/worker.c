@@ -190,8 +190,17 @@ int el_worker_open(struct el_worker **out, const struct el_worker_opts *opts,
     int rc = el_worker_parse_env(&w->info, o.flags, err, errlen);
     if (rc != 0)
         goto fail;
-    snprintf(w->prefix, sizeof w->prefix, "/worker/attempt_%d",
-             w->info.restart_count);
+    /* The agent's store outlives the rounds, so each round's keys live
+     * under its own prefix.  A store rank 0 serves (torchrun without the
+     * agent store) is new every round, and torchrun's restart counts
+     * differ between agents (only the failed node's counts a restart), so
+     * a count in the prefix would split the ranks: no count there, as in
+     * PyTorch's env:// rendezvous. */
+    if (w->info.use_agent_store || w->info.standalone)
+        snprintf(w->prefix, sizeof w->prefix, "/worker/attempt_%d",
+                 w->info.restart_count);
+    else
+        snprintf(w->prefix, sizeof w->prefix, "/worker");
     if (o.flags & EL_WORKER_NO_STORE)
         goto done;
 

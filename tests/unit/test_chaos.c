@@ -64,7 +64,9 @@ TEST(chaos_faults_are_known_names)
     CHECK_EQ(m, (unsigned)F_WORKER_KILL);
     CHECK_EQ(el__chaos_parse_faults("agent-stop,agent-term,agent-kill", &m), 0);
     CHECK_EQ(m, (unsigned)(F_AGENT_STOP | F_AGENT_TERM | F_AGENT_KILL));
-    CHECK_EQ(el__chaos_parse_faults("link-cut", &m), -EINVAL);
+    CHECK_EQ(el__chaos_parse_faults("link-cut,worker-kill", &m), 0);
+    CHECK_EQ(m, (unsigned)(F_LINK_CUT | F_WORKER_KILL));
+    CHECK_EQ(el__chaos_parse_faults("link-down", &m), -EINVAL);
     CHECK_EQ(el__chaos_parse_faults("worker-kill,", &m), -EINVAL);
     CHECK_EQ(el__chaos_parse_faults("worker", &m), -EINVAL);
     CHECK_EQ(el__chaos_parse_faults("", &m), -EINVAL);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # lint-e2e.sh -- the "lint" part of tests/run.sh: no e2e assertion that can
 # never fail (tests/lint/lint_e2e.py: a `!`-negated command before a body's
-# last line, `[[ $? ]]`, a readiness loop that gives up silently).
+# last line, `[[ $? ]]`, a readiness loop that gives up silently, `CMD |
+# grep -q` under pipefail).
 #   1. the lint itself, on tests/lint/fixtures/*: it must report exactly the
 #      lines marked "# expect: RULE..." (with those rules), and exit 1 when
 #      it reports any, 0 when none;

@@ -100,6 +100,16 @@ refute() {
     _fail_here || return 1
 }
 
+# CMD | contains GREP-ARGS...: grep -q on all of stdin.  `CMD | grep -q X`
+# exits at the first match, so CMD, if it writes more after that, dies of
+# SIGPIPE, and pipefail fails the case although X was there.  contains reads
+# everything first (so CMD ends normally), then greps.
+contains() {
+    local in
+    in=$(cat; echo .)
+    grep -q "$@" <<<"${in%.}"
+}
+
 # wait_until COND [TIMEOUT_S]: evaluate the shell condition COND (a string)
 # every 20 ms until it is true.  After TIMEOUT_S (default 20) seconds it says
 # which condition never held and ends the case as failed, so a readiness loop

@@ -18,7 +18,7 @@ EOS
 chmod +x "$T/maps.sh"
 
 test_expect_success 'elrun and libelrun.so do not link libcurl' '
-    readelf -d "$ELRUN" | grep -q "NEEDED.*libuv"
+    readelf -d "$ELRUN" | contains "NEEDED.*libuv"
     refute grep -q libcurl <(readelf -d "$ELRUN")
     refute grep -q libcurl <(readelf -d "$ROOT/$BUILD/libelrun.so")
 '
@@ -75,7 +75,7 @@ test_expect_success 'libelrun.so exports exactly the functions of include/elrun/
     "$ROOT/scripts/check-exports.sh" "$ROOT/$BUILD/libelrun.so"
 '
 
-if readelf -d "$ROOT/$BUILD/libelrun.so" | grep -q 'NEEDED.*lib[at]san'; then
+if readelf -d "$ROOT/$BUILD/libelrun.so" | contains 'NEEDED.*lib[at]san'; then
     test_skip 'make install and link a program' "$BUILD is a sanitizer build (the program would need the runtime first)"
 else
 test_expect_success 'make install builds only what it installs; a program links the installed library' '
@@ -115,7 +115,7 @@ test_expect_success 'docs/TRAINING.md'"'"'s first program builds (shared and --s
     awk "/^<!-- t0010: hello.c -->\$/ {m = 1; next} m && /^\`\`\`c\$/ {m = 2; next}
          m == 2 && /^\`\`\`\$/ {exit} m == 2" "$ROOT/docs/TRAINING.md" >"$T/hello.c"
     grep -q "int main" "$T/hello.c"
-    head -5 "$ROOT/docs/TRAINING.md" | grep -q "^# Training programs in C"
+    head -5 "$ROOT/docs/TRAINING.md" | contains "^# Training programs in C"
     [[ $(grep -n "^<!-- t0010: hello.c -->" "$ROOT/docs/TRAINING.md" | cut -d: -f1) -lt 15 ]]
     cc -std=c11 -Wall -Wextra -Werror -o "$T/hello" "$T/hello.c" $(pc --cflags --libs elrun)
     cc -std=c11 -Wall -Wextra -Werror -static -o "$T/hello.static" "$T/hello.c" \

@@ -116,9 +116,9 @@ test_expect_success 'error files: traceback in the table, copied to the agent'"'
     set -e
     [[ $st == 1 ]]
     sed -n "/^=====/,\$p" "$T/ef/err" >"$T/ef/box"
-    grep -A1 "^Failures:" "$T/ef/box" | grep -q "^  <NO_OTHER_FAILURES>$"
-    grep -A1 "^Root Cause" "$T/ef/box" | grep -q "^\[0\]:"
-    grep -A9 "^Root Cause" "$T/ef/box" | grep -q "^  rank      : 1 (local_rank: 1)"
+    grep -A1 "^Failures:" "$T/ef/box" | contains "^  <NO_OTHER_FAILURES>$"
+    grep -A1 "^Root Cause" "$T/ef/box" | contains "^\[0\]:"
+    grep -A9 "^Root Cause" "$T/ef/box" | contains "^  rank      : 1 (local_rank: 1)"
     grep -q "^  error_file: $T/ef/logs/[0-9a-f-]*_[a-z0-9_]*/attempt_0/1/error.json$" "$T/ef/box"
     grep -q "^  traceback : Traceback (most recent call last):$" "$T/ef/box"
     grep -q "^    File \"x.py\", line 1$" "$T/ef/box"

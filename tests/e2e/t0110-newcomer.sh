@@ -57,7 +57,7 @@ test_expect_success 'python: a shell script or an ELF program gets the --no-pyth
     [[ $st == 2 ]]
     grep -qx "elrun: error: ./bin/true. is an ELF executable, not a Python script; add --no-python to run it directly" "$T/elf.err"
     # With --no-python both run.
-    "$ELRUN" --standalone --no-python "$T/shell.sh" | grep -qx shell
+    "$ELRUN" --standalone --no-python "$T/shell.sh" | contains -x shell
     "$ELRUN" --standalone --no-python /bin/true
     # A #! python script still runs under python.
     OUT=$T/envpy.out PYTHON_EXEC=/usr/bin/python3 "$ELRUN" --standalone "$T/env_py.py"
@@ -132,7 +132,7 @@ test_expect_success '--help: the backends as they are, the --rdzv-conf keys, the
     done
     grep -q "^    heartbeat_timeout=S *accepted for compatibility, ignored" "$T/h"
     grep -A1 "^Accepted for compatibility and ignored" "$T/h" |
-        grep -q -- "--logs-specs NAME, --numa-binding MODE$"
+        contains -- "--logs-specs NAME, --numa-binding MODE$"
 '
 
 test_expect_success 'flags accepted but ignored warn once each, when given' '
@@ -155,7 +155,7 @@ test_expect_success 'joining a rendezvous says so: where, how many nodes, the ti
     wait_for_line "$T/jw0.err" "still waiting" 20
     wait_until "[[ \$(grep -c \"still waiting\" $T/jw0.err) -ge 2 ]]" 20
     cat "$T/jw0.err"
-    head -1 "$T/jw0.err" | grep -q "WARN elrun\[[0-9]*\] still waiting for the rendezvous at 127.0.0.1:$p: need 2 nodes, 89[0-9] s of the 900 s join timeout left\$"
+    head -1 "$T/jw0.err" | contains "WARN elrun\[[0-9]*\] still waiting for the rendezvous at 127.0.0.1:$p: need 2 nodes, 89[0-9] s of the 900 s join timeout left\$"
     "$ELRUN" --nnodes=2 --node-rank=1 --master-port=$p --no-python /bin/true
     wait $pid
     # At INFO the wait is named as it starts.

@@ -69,6 +69,6 @@ test_expect_success 'limit flags: bad values get a clear one-line error' '
     out=$("$ELRUN" store --max-total-buffer 0 2>&1) || true
     [[ $out == *"--max-total-buffer needs a positive integer"* ]]
     refute "$ELRUN" store --fd-reserve x
-    "$ELRUN" store --help | grep -q -- "--max-conns-per-peer"
+    "$ELRUN" store --help | contains -- "--max-conns-per-peer"
 '
 test_done

@@ -37,7 +37,7 @@ test_expect_success 'outside elrun: exit 1 naming the missing variable' '
 test_expect_success 'alone (ELRUN_STANDALONE=1) it learns the subset' '
     ELRUN_STANDALONE=1 timeout 120 "$TRAIN" $ARGS >"$T/out1" 2>"$T/err1"
     cat "$T/out1"
-    grep -c "^epoch [0-9]/3: 47 steps" "$T/out1" | grep -qx 3
+    grep -c "^epoch [0-9]/3: 47 steps" "$T/out1" | contains -x 3
     at_least "$(final_acc "$T/out1")" 75
 '
 
@@ -91,7 +91,7 @@ test_expect_success 'SIGTERM (how the agent stops a round): rank 0 saves the las
     # Saved on the way out, or by the periodic save of that very step.
     grep -E "rank 0: Terminated: (saved checkpoint step [0-9]+ before exiting|checkpoint step [0-9]+ is saved already)" "$T/err3c"
     step=$(sed -n "s/.*Terminated: \(saved \)\{0,1\}checkpoint step \([0-9]*\) .*/\2/p" "$T/err3c")
-    ls "$T/ck3c" | grep -q "^ckpt-$(printf %010d "$step").elck$"
+    ls "$T/ck3c" | contains "^ckpt-$(printf %010d "$step").elck$"
 '
 
 test_expect_success 'a round with another world size resumes the same run' '
@@ -101,7 +101,7 @@ test_expect_success 'a round with another world size resumes the same run' '
         >"$T/out4a" 2>"$T/err4a"; st=$?
     set -e
     [[ $st == 1 ]]
-    ls "$T/ck4" | grep -q "ckpt-0000000070.elck"
+    ls "$T/ck4" | contains "ckpt-0000000070.elck"
     timeout 120 "$ELRUN" --standalone --nproc-per-node=3 --no-python \
         "$TRAIN" $ARGS --ckpt-dir "$T/ck4" >"$T/out4" 2>"$T/err4"
     cat "$T/out4"
@@ -122,7 +122,7 @@ test_expect_success 'without a shared directory the rank holding the checkpoint 
         >"$T/out6a" 2>"$T/err6a"; st=$?
     set -e
     [[ $st == 1 ]]
-    ls "$T/ck6/1" | grep -q "ckpt-0000000050.elck" # rank 1 (killed at 70) wrote its own
+    ls "$T/ck6/1" | contains "ckpt-0000000050.elck" # rank 1 (killed at 70) wrote its own
     rm -r "$T/ck6/1"
     mv "$T/ck6/0" "$T/ck6/1"
     timeout 120 "$ELRUN" --standalone --nproc-per-node=2 --no-python \
@@ -172,7 +172,7 @@ test_expect_success 'two nodes, a directory each: node 0 lost with its directory
     grep "rank 0 writes checkpoints to $T/ck7/node0 (2 checkpoint directories in the job)" "$T/out7a.0.err"
     grep "rank 2 writes checkpoints to $T/ck7/node1 (2 checkpoint directories in the job)" "$T/out7a.1.err"
     refute grep -q "rank [13] writes checkpoints" "$T/out7a.0.err" "$T/out7a.1.err"
-    ls "$T/ck7/node0" "$T/ck7/node1" | grep -c "^ckpt-0000000047.elck$" | grep -qx 2
+    ls "$T/ck7/node0" "$T/ck7/node1" | grep -c "^ckpt-0000000047.elck$" | contains -x 2
     rm -r "$T/ck7/node0"
     FM_PORT=$(fm_port)
     fm_node 1 "$T/ck7/node1" "$T/out7b"

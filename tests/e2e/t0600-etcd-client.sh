@@ -120,7 +120,7 @@ auth_cases() {
         { cat "$T/auth-setup.log"; exit 1; }
 
     test_expect_success 'auth: a user works within its permissions; expired tokens are renewed' '
-        ETCD_USER=elrun ETCD_PASSWORD=pw "$CHECK" basic "$EPA" | tail -1 | grep -q "all operations ok"
+        ETCD_USER=elrun ETCD_PASSWORD=pw "$CHECK" basic "$EPA" | tail -1 | contains "all operations ok"
         ETCD_USER=elrun ETCD_PASSWORD=pw "$CHECK" lease "$EPA" 2
     '
 
@@ -190,7 +190,7 @@ test_expect_success 'freeze (SIGSTOP) the member the client talks to: timeouts m
 summary "$T/fo-pause-follower.out" '^failover: [0-9l]'
 
 test_expect_success 'every operation against the cluster' '
-    "$CHECK" basic "$EPS" | tail -1 | grep -q "all operations ok"
+    "$CHECK" basic "$EPS" | tail -1 | contains "all operations ok"
 '
 ETCD_CLUSTER_BASE_PORT=$CPORT bash "$INFRA/etcd-cluster-stop.sh" >/dev/null 2>&1
 CPORT=""
@@ -212,7 +212,7 @@ test_expect_success 'TLS: every operation over https with a client certificate' 
 
 test_expect_success 'TLS: bare host:port with protocol=https' '
     ETCD_PROTOCOL=https ETCD_CACERT=$PK/ca.pem ETCD_CERT=$PK/client.pem ETCD_KEY=$PK/client.key \
-        "$CHECK" basic "127.0.0.1:$P2" | tail -1 | grep -q "all operations ok"
+        "$CHECK" basic "127.0.0.1:$P2" | tail -1 | contains "all operations ok"
 '
 
 test_expect_success 'TLS: a server certificate from another CA is a clear TLS failure' '

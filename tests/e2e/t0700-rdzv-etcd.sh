@@ -316,17 +316,17 @@ case5() {
         cat "$L1"
         [[ $r_d1 -ne 0 && $r_d1 -ne 124 ]]
         [[ $(grep -c " ERROR " "$L1") -eq 1 ]]
-        grep " ERROR " "$L1" | grep "etcd unreachable" | grep -q "10.77.0.254:$D1"
+        grep " ERROR " "$L1" | grep "etcd unreachable" | contains "10.77.0.254:$D1"
     '
     test_expect_success 'etcd unreachable (a silent host): exits non-zero, one ERROR line naming it' '
         cat "$L2"
         [[ $r_d2 -ne 0 && $r_d2 -ne 124 ]]
         [[ $(grep -c " ERROR " "$L2") -eq 1 ]]
-        grep " ERROR " "$L2" | grep "etcd unreachable" | grep -q "10.77.0.6:$D1"
+        grep " ERROR " "$L2" | grep "etcd unreachable" | contains "10.77.0.6:$D1"
     '
     test_expect_success 'etcd unreachable: the line names every member tried (3)' '
         grep " ERROR " "$L1"
-        for d in $D1 $D2 $D3; do grep " ERROR " "$L1" | grep -q "10.77.0.254:$d "; done
+        for d in $D1 $D2 $D3; do grep " ERROR " "$L1" | contains "10.77.0.254:$d "; done
     '
     test_expect_success 'etcd unreachable: the agents give up within the join timeout (5 s)' '
         echo "refused: $t_d1 ms, silent: $t_d2 ms"
@@ -436,13 +436,13 @@ case4() {
         cat "$T/t0700-badca/agent.1.log"
         [[ $r_bad -ne 0 && $r_bad -ne 124 ]]
         [[ $(grep -c " ERROR " "$T/t0700-badca/agent.1.log") -eq 1 ]]
-        grep " ERROR " "$T/t0700-badca/agent.1.log" | grep "TLS" | grep -q "10.77.0.254:${E2#*:}"
+        grep " ERROR " "$T/t0700-badca/agent.1.log" | grep "TLS" | contains "10.77.0.254:${E2#*:}"
     '
     test_expect_success 'TLS: no client certificate under --client-cert-auth is a clear TLS error' '
         cat "$T/t0700-nocert/agent.2.log"
         [[ $r_nc -ne 0 && $r_nc -ne 124 ]]
         [[ $(grep -c " ERROR " "$T/t0700-nocert/agent.2.log") -eq 1 ]]
-        grep " ERROR " "$T/t0700-nocert/agent.2.log" | grep -q "TLS"
+        grep " ERROR " "$T/t0700-nocert/agent.2.log" | contains "TLS"
     '
     bash "$INFRA/etcd-stop.sh" "$p2" >/dev/null 2>&1
 }

@@ -18,7 +18,7 @@ job_and_supervisor() {
     job_procs "$1"
     local s; s=$(cat "$1/supervisor.pid" 2>/dev/null) || return 0
     [[ -r /proc/$s/cmdline ]] && [[ $(awk '{print $3}' "/proc/$s/stat") != Z ]] &&
-        tr '\0' ' ' <"/proc/$s/cmdline" | grep -q __supervise && echo "$s"
+        tr '\0' ' ' <"/proc/$s/cmdline" | contains __supervise && echo "$s"
     return 0
 }
 # The jobs' supervisors left the script's process tree (setsid): end them.
@@ -136,7 +136,7 @@ test_expect_success 'cancel stops every process of the job and records CANCELLED
     test ! -s "$T/cancel.out"
     test "$(job_and_supervisor "$d")" = ""
     test "$(state_of $h)" = CANCELLED
-    "$ELRUN" status $h | grep -q "^ \*sleeper\[0\]:CANCELLED"
+    "$ELRUN" status $h | contains "^ \*sleeper\[0\]:CANCELLED"
     "$ELRUN" cancel $h   # a second cancel is harmless
     "$ELRUN" logs $h -f --tail 1 >"$T/f.out"   # -f on an ended job returns
     test -s "$T/f.out"
@@ -158,7 +158,7 @@ test_expect_success '-j 1:3x1: a replica killed mid-run, the others finish' '
     h=$("$ELRUN" submit -j 1:3x1 --no-python "$TRAIN" --subset 20000 \
         --epochs 3 --hidden 128 --ckpt-dir "$T/ckpt" --ckpt-every 40)
     d=$(dir_of $h)
-    wait_until "ls \"$T/ckpt\" 2>/dev/null | grep -q ckpt-" 120
+    wait_until "ls \"$T/ckpt\" 2>/dev/null | contains ckpt-" 120
     victim=$(cat "$d/replicas/2/pid")
     kill -KILL "$victim"
     wait_until "[[ \$(state_of $h) == SUCCEEDED ]]" 180
@@ -166,8 +166,8 @@ test_expect_success '-j 1:3x1: a replica killed mid-run, the others finish' '
     grep -q "^  train_fmnist\[2\]:FAILED (exitcode: 137)" "$T/st3"
     grep -q "^ \*train_fmnist\[0\]:SUCCEEDED" "$T/st3"
     grep -q "^  train_fmnist\[1\]:SUCCEEDED" "$T/st3"
-    "$ELRUN" logs $h train_fmnist/0 | grep -qE "round [0-9]+: 2 nodes"
-    "$ELRUN" logs $h | grep -qE "final: test accuracy [0-9.]+%.*world 2"
+    "$ELRUN" logs $h train_fmnist/0 | contains -E "round [0-9]+: 2 nodes"
+    "$ELRUN" logs $h | contains -E "final: test accuracy [0-9.]+%.*world 2"
     test "$(job_and_supervisor "$d")" = ""
 '
 else

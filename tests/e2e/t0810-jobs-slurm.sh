@@ -68,7 +68,7 @@ test_expect_success '--dryrun prints the sbatch script and submits nothing' '
 if [[ -x $TRAIN ]]; then
 test_expect_success 'C example -j 2:3x1: status and logs while it runs and after' '
     h=$("$ELRUN" submit -s slurm -j 2:3x1 --no-python "$TRAIN" --subset 30000 --epochs 3 --hidden 128)
-    echo "$h" | grep -qE "^slurm://elrun/[0-9]+$"
+    echo "$h" | contains -E "^slurm://elrun/[0-9]+$"
     echo "$h" >"$T/h1"
     wait_until "[[ \$(state_of $h) == RUNNING ]] && grep -qs \"^epoch\" $(dir_of $h)/replicas/*/combined.log" 60
     "$ELRUN" status $h | tee "$T/st1"
@@ -79,14 +79,14 @@ test_expect_success 'C example -j 2:3x1: status and logs while it runs and after
     wait_until "[[ \$(state_of $h) == SUCCEEDED ]]" 180
     "$ELRUN" logs $h >"$T/l2"
     grep -qE "^train_fmnist/[0-2] final: test accuracy [0-9.]+% .*world 3" "$T/l2"
-    "$ELRUN" list -s slurm | grep -qE "^$h +train_fmnist +SUCCEEDED"
+    "$ELRUN" list -s slurm | contains -E "^$h +train_fmnist +SUCCEEDED"
 '
 
 test_expect_success 'a node lost mid-run: the job finishes on the others' '
     h=$("$ELRUN" submit -s slurm -j 2:3x1 --no-python "$TRAIN" --subset 30000 --epochs 10 \
         --hidden 128 --ckpt-dir "$T/ckpt" --ckpt-every 40)
     d=$(dir_of $h)
-    wait_until "ls \"$T/ckpt\" 2>/dev/null | grep -q ckpt-" 120
+    wait_until "ls \"$T/ckpt\" 2>/dev/null | contains ckpt-" 120
     test "$(ls "$d/replicas" | wc -l)" = 3
     lost=$(cat "$d/replicas/2/host")
     # The host dies: every process of the job on it, and Slurm is told.
@@ -98,7 +98,7 @@ test_expect_success 'a node lost mid-run: the job finishes on the others' '
     scontrol update NodeName=$lost State=RESUME || true   # may be back already
     "$ELRUN" status $h | tee "$T/st3"
     grep -q "^  train_fmnist\[2\]:FAILED" "$T/st3"
-    "$ELRUN" logs $h | grep -qE "final: test accuracy [0-9.]+% .*world 2"
+    "$ELRUN" logs $h | contains -E "final: test accuracy [0-9.]+% .*world 2"
     acc=$("$ELRUN" logs $h | sed -n "s/.*final: test accuracy \([0-9.]*\)%.*/\1/p")
     awk -v a="$acc" "BEGIN { exit !(a >= 75) }"
 '
@@ -112,7 +112,7 @@ test_expect_success 'cancel: scancel, CANCELLED, no process left' '
     "$ELRUN" cancel $h
     test "$(state_of $h)" = CANCELLED
     wait_until "[[ -z \$(job_procs $d) ]]" 30
-    "$ELRUN" status $h | grep -q "^ \*sleeper\[0\]:CANCELLED"
+    "$ELRUN" status $h | contains "^ \*sleeper\[0\]:CANCELLED"
 '
 
 test_expect_success 'a failing job is requeued up to --max-retries, then FAILED with its root cause' '

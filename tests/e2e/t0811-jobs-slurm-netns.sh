@@ -34,7 +34,7 @@ test_expect_success 'C example -j 2:3x1 on three hosts; one host crashes mid-run
     h=$(hub "$ELRUN" submit -s slurm -j 2:3x1 --no-python "$TRAIN" --subset 30000 \
         --epochs 8 --hidden 128 --ckpt-dir "$T/ckpt" --ckpt-every 40)
     d=$ELRUN_HOME/jobs/slurm/${h##*/}
-    wait_until "ls \"$T/ckpt\" 2>/dev/null | grep -q ckpt-" 120
+    wait_until "ls \"$T/ckpt\" 2>/dev/null | contains ckpt-" 120
     hub "$ELRUN" status $h | tee "$T/st1"
     grep -q "^ \*train_fmnist\[0\]:RUNNING on elnode1" "$T/st1"
     grep -q "^  train_fmnist\[1\]:RUNNING on elnode2" "$T/st1"

@@ -90,14 +90,14 @@ test_expect_success 'submit registers the job definition and submits it (the rec
     echo "$H" >handle
     [[ $H == aws_batch://elrun/train-* ]]
     test "$(nreq)" = 2
-    req 1 | jq_ "d[\"path\"]" | grep -qx /v1/registerjobdefinition
+    req 1 | jq_ "d[\"path\"]" | contains -x /v1/registerjobdefinition
     req 1 | jq_ "\" \".join(d[\"body\"][\"nodeProperties\"][\"nodeRangeProperties\"][0][\"container\"][\"command\"])" |
-        grep -qx "elrun --nnodes=2:3 --nproc-per-node=2 train.py --epochs 3"
-    req 1 | jq_ "d[\"body\"][\"retryStrategy\"][\"attempts\"]" | grep -qx 3
-    req 2 | jq_ "d[\"path\"]" | grep -qx /v1/submitjob
-    req 2 | jq_ "d[\"body\"][\"jobDefinition\"]" | grep -qxE "arn:aws:batch:us-east-1:123456789012:job-definition/train:[0-9]+"
-    req 2 | jq_ "d[\"body\"][\"jobQueue\"]" | grep -qx gpu-q
-    req 2 | jq_ "d[\"body\"][\"tags\"][\"team\"]" | grep -qx ml
+        contains -x "elrun --nnodes=2:3 --nproc-per-node=2 train.py --epochs 3"
+    req 1 | jq_ "d[\"body\"][\"retryStrategy\"][\"attempts\"]" | contains -x 3
+    req 2 | jq_ "d[\"path\"]" | contains -x /v1/submitjob
+    req 2 | jq_ "d[\"body\"][\"jobDefinition\"]" | contains -xE "arn:aws:batch:us-east-1:123456789012:job-definition/train:[0-9]+"
+    req 2 | jq_ "d[\"body\"][\"jobQueue\"]" | contains -x gpu-q
+    req 2 | jq_ "d[\"body\"][\"tags\"][\"team\"]" | contains -x ml
     test -s "$ELRUN_HOME/jobs/aws_batch/${H##*/}/job.json"
 '
 
@@ -108,8 +108,8 @@ test_expect_success 'status from describe-jobs, the node jobs too' '
     grep -q "State: RUNNING" st
     grep -q "train\[2\]:RUNNING on 10.0.0.12" st
     grep -qE "UI URL: https://us-east-1.console.aws.amazon.com/batch/home\?region=us-east-1#jobs/mnp-job/[0-9a-f-]{36}$" st
-    "$ELRUN" status --json "$H" | jq_ "len(d[\"roles\"][0][\"replicas\"])" | grep -qx 3
-    tail -n 1 "$T/fake/requests.jsonl" | jq_ "d[\"body\"][\"jobs\"]" | grep -q "#2"
+    "$ELRUN" status --json "$H" | jq_ "len(d[\"roles\"][0][\"replicas\"])" | contains -x 3
+    tail -n 1 "$T/fake/requests.jsonl" | jq_ "d[\"body\"][\"jobs\"]" | contains "#2"
 '
 
 test_expect_success 'logs from CloudWatch Logs, one node or all, with role/replica prefixes' '
@@ -138,7 +138,7 @@ test_expect_success 'a failed job: the failing node and the reason the agents re
     grep -q "State: FAILED" st
     grep -q "train\[1\]:FAILED (exitcode: 1) on 10.0.0.11" st
     grep -q "Msg: root cause: node 1 on 10.0.0.11 exited with 1: Essential container in task exited; agent on node 1: worker rank 2 exited 1" st
-    "$ELRUN" status --json "$H" | jq_ "d[\"root_cause\"][\"replica\"]" | grep -qx 1
+    "$ELRUN" status --json "$H" | jq_ "d[\"root_cause\"][\"replica\"]" | contains -x 1
     rm -f "$T/fake/status"
 '
 
@@ -147,9 +147,9 @@ test_expect_success 'list shows the job; cancel terminates it' '
     "$ELRUN" list -s aws_batch >ls
     grep -q "^$H  *train  *RUNNING" ls
     "$ELRUN" cancel "$H"
-    tail -n 1 "$T/fake/requests.jsonl" | jq_ "d[\"path\"]" | grep -qx /v1/terminatejob
-    tail -n 1 "$T/fake/requests.jsonl" | jq_ "d[\"body\"][\"reason\"]" | grep -qx "cancelled by elrun cancel"
-    "$ELRUN" status "$H" | grep -q "State: CANCELLED"
+    tail -n 1 "$T/fake/requests.jsonl" | jq_ "d[\"path\"]" | contains -x /v1/terminatejob
+    tail -n 1 "$T/fake/requests.jsonl" | jq_ "d[\"body\"][\"reason\"]" | contains -x "cancelled by elrun cancel"
+    "$ELRUN" status "$H" | contains "State: CANCELLED"
 '
 
 test_expect_success 'submit --wait returns with the job: 0 when it succeeded, 1 when it failed' '
@@ -302,19 +302,19 @@ test_expect_success 'elrun aws up/scale/status/down through the aws CLI (the rec
     "$ELRUN" aws template --name demo -j 2:4x1 --elrun-url https://example.com/elrun -o up.json train.py
     "$ELRUN" aws up --name demo --template up.json >up.out
     grep -qx "arn:aws:cloudformation:us-east-1:123456789012:stack/demo/1" up.out
-    grep "\"CreateStack\"" "$T/fake/requests.jsonl" | jq_ "d[\"body\"][\"Capabilities.member.1\"]" | grep -qx CAPABILITY_IAM
+    grep "\"CreateStack\"" "$T/fake/requests.jsonl" | jq_ "d[\"body\"][\"Capabilities.member.1\"]" | contains -x CAPABILITY_IAM
     grep "\"CreateStack\"" "$T/fake/requests.jsonl" | jq_ "json.loads(d[\"body\"][\"TemplateBody\"])[\"Resources\"][\"WorkerGroup\"][\"Type\"]" |
-        grep -qx AWS::AutoScaling::AutoScalingGroup
+        contains -x AWS::AutoScaling::AutoScalingGroup
     "$ELRUN" aws scale --name demo --desired 3 >sc.out
     grep -qx "demo-WorkerGroup-X1: desired 3 workers" sc.out
-    grep "\"SetDesiredCapacity\"" "$T/fake/requests.jsonl" | jq_ "d[\"body\"][\"DesiredCapacity\"]" | grep -qx 3
+    grep "\"SetDesiredCapacity\"" "$T/fake/requests.jsonl" | jq_ "d[\"body\"][\"DesiredCapacity\"]" | contains -x 3
     "$ELRUN" aws status --name demo >sa.out
     cat sa.out
     grep -qx "stack demo: CREATE_COMPLETE" sa.out
     grep -qx "workers demo-WorkerGroup-X1: min 2 max 4 desired 3" sa.out
     test "$(grep -c "InService" sa.out)" = 3
     "$ELRUN" aws down --name demo
-    "$ELRUN" aws status --name demo 2>/dev/null | grep -qx "stack demo: DELETE_IN_PROGRESS"
+    "$ELRUN" aws status --name demo 2>/dev/null | contains -x "stack demo: DELETE_IN_PROGRESS"
     echo no >"$T/fake/fail"
     one_line_fail "$ELRUN" aws scale --name demo --desired 2
     grep -q "aws cloudformation describe-stack-resource failed" "$T/f.err"

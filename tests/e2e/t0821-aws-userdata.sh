@@ -106,7 +106,7 @@ in_logs() { grep -Eqh -- "$1" "$T"/i[2-9]/root/var/log/elrun-worker.log 2>/dev/n
 # gone I: instance I's processes have all ended.
 gone() { ! kill -0 "$(cat "$T/i$1/unshare.pid")" 2>/dev/null; }
 # etcd_health: the etcd instance answers /health, from the hub.
-etcd_health() { hub curl -fsS -m 2 http://10.77.0.1:2379/health 2>/dev/null | grep -q '"health":"true"'; }
+etcd_health() { hub curl -fsS -m 2 http://10.77.0.1:2379/health 2>/dev/null | contains '"health":"true"'; }
 
 test_expect_success 'the user data is the template'"'"'s, changed only in the metadata address; it names the notice hook' '
     diff "$T/worker.template.sh" "$T/worker.sh" >d.out || true

@@ -80,7 +80,7 @@ track_pid $!
 test_expect_success 'progress lines: garbage and lines over 255 bytes are ignored, the last good one counts' '
     wait_until "[[ -n \$(metrics_port $T/lines.err) ]]" 20
     url="http://127.0.0.1:$(metrics_port "$T/lines.err")/metrics"
-    wait_until "curl -sf $url | grep -qE \"^elrun_worker_step[{].*[}] 7\\\$\"" 20
+    wait_until "curl -sf $url | contains -E \"^elrun_worker_step[{].*[}] 7\\\$\"" 20
     curl -sf "$url" >"$T/lines.metrics"
     touch "$T/lines.stop"
     grep -qE "^elrun_worker_samples[{].*[}] 3$" "$T/lines.metrics"

@@ -22,7 +22,7 @@ jobs_cleanup() {
     for f in "$T"/home/jobs/local/*/supervisor.pid "$T"/home/jobs/local/*/replicas/*/pid; do
         [[ -f $f ]] || continue
         p=$(cat "$f")
-        tr "\0" " " <"/proc/$p/cmdline" 2>/dev/null | grep -q elrun && kill -KILL "$p" 2>/dev/null
+        tr "\0" " " <"/proc/$p/cmdline" 2>/dev/null | contains elrun && kill -KILL "$p" 2>/dev/null
     done
     return 0
 }
@@ -71,15 +71,15 @@ EV=("$ELRUN" events --rdzv-endpoint="$EP" --rdzv-id=j1)
 test_expect_success 'a job that grows, loses a node (SIGKILL) and restarts: elrun events tells it in order, with causes' '
     agent 1 c10d "$EP" j1
     agent 2 c10d "$EP" j1
-    wait_until "\"\${EV[@]}\" 2>/dev/null | grep -q \"round .*cause: start\"" 30
+    wait_until "\"\${EV[@]}\" 2>/dev/null | contains \"round .*cause: start\"" 30
     agent 3 c10d "$EP" j1
-    wait_until "\"\${EV[@]}\" | grep -q \"joined: 127.0.0.3; left: -); cause: node_joined\"" 30
+    wait_until "\"\${EV[@]}\" | contains \"joined: 127.0.0.3; left: -); cause: node_joined\"" 30
     kill -KILL "$(cat "$T/a2.pid")"
-    wait_until "\"\${EV[@]}\" | grep -q \"left: 127.0.0.2); cause: node_died\"" 30
+    wait_until "\"\${EV[@]}\" | contains \"left: 127.0.0.2); cause: node_died\"" 30
     wait_until "[[ -n \$(worker_of 3) ]]" 20
     w=$(worker_of 3)
     kill -KILL "$w"
-    wait_until "\"\${EV[@]}\" | grep -q \"cause: restart\"" 30
+    wait_until "\"\${EV[@]}\" | contains \"cause: restart\"" 30
     "${EV[@]}" >"$T/ev1.txt"
     cat "$T/ev1.txt"
     kinds "$T/ev1.txt" | tr "\n" " " >"$T/kinds"
@@ -140,20 +140,20 @@ test_expect_success 'elrun status --watch redraws in place under tmux, and stops
     printf "%s\n" "\"$ELRUN\" status --rdzv-endpoint=$EP --rdzv-id=j1 --watch" \
         "echo EXITED \$?" "sleep 30" >"$T/watch.sh"
     tmux new-session -d -s st -x 120 -y 45 "bash $T/watch.sh"
-    wait_until "tmux capture-pane -p -t st | grep -q \"^world:     2 nodes, 2 workers\"" 20
+    wait_until "tmux capture-pane -p -t st | contains \"^world:     2 nodes, 2 workers\"" 20
     tmux capture-pane -p -t st >"$T/pane1.txt"
     cat "$T/pane1.txt"
     # one screen at the top: the title on the first line, drawn once
-    head -1 "$T/pane1.txt" | grep -q "^job j1 "
+    head -1 "$T/pane1.txt" | contains "^job j1 "
     [[ $(grep -c "^job j1 " "$T/pane1.txt") == 1 ]]
     agent 2 c10d "$EP" j1
-    wait_until "tmux capture-pane -p -t st | grep -q \"^world:     3 nodes, 3 workers\"" 30
+    wait_until "tmux capture-pane -p -t st | contains \"^world:     3 nodes, 3 workers\"" 30
     tmux capture-pane -p -t st >"$T/pane2.txt"
     cat "$T/pane2.txt"
     [[ $(grep -c "^job j1 " "$T/pane2.txt") == 1 ]]
     grep -Eq "^  2    127\.0\.0\.2 +1 +running" "$T/pane2.txt"
     tmux send-keys -t st C-c
-    wait_until "tmux capture-pane -p -t st | grep -q \"EXITED 0\"" 5
+    wait_until "tmux capture-pane -p -t st | contains \"EXITED 0\"" 5
     tmux kill-session -t st
 '
 
@@ -252,7 +252,7 @@ test_expect_success 'elrun events HANDLE: a job of elrun submit -s local, from i
     export ELRUN_HOME=$T/home
     printf "#!/bin/sh\n%s\n" "$WORKER" >"$T/sleeper.sh"; chmod +x "$T/sleeper.sh"
     h=$("$ELRUN" submit -j 2x1 --no-python "$T/sleeper.sh")
-    wait_until "\"$ELRUN\" events $h 2>/dev/null | grep -q \"round    2 nodes, world 2 .*cause: start\"" 60
+    wait_until "\"$ELRUN\" events $h 2>/dev/null | contains \"round    2 nodes, world 2 .*cause: start\"" 60
     "$ELRUN" events "$h" --json | python3 -c "import json,sys; e=[json.loads(l) for l in sys.stdin]; assert e[0][\"kind\"] == \"round\", e"
     "$ELRUN" cancel "$h"
     st=0; "$ELRUN" events local://elrun/nosuch 2>"$T/nosuch" || st=$?
@@ -270,16 +270,16 @@ else
     test_expect_success 'on etcd: the rounds, a death, a restart; elrun status; --json parses' '
         agent 1 etcd "$EP_ETCD" j2
         agent 2 etcd "$EP_ETCD" j2
-        wait_until "\"\${EVE[@]}\" 2>/dev/null | grep -q \"cause: start\"" 40
+        wait_until "\"\${EVE[@]}\" 2>/dev/null | contains \"cause: start\"" 40
         agent 3 etcd "$EP_ETCD" j2
-        wait_until "\"\${EVE[@]}\" | grep -q \"joined: 127.0.0.3; left: -); cause: node_joined\"" 40
+        wait_until "\"\${EVE[@]}\" | contains \"joined: 127.0.0.3; left: -); cause: node_joined\"" 40
         kill -KILL "$(cat "$T/a2.pid")"
-        wait_until "\"\${EVE[@]}\" | grep -q \"left: 127.0.0.2); cause: node_died\"" 40
+        wait_until "\"\${EVE[@]}\" | contains \"left: 127.0.0.2); cause: node_died\"" 40
         wait_until "[[ -n \$(worker_of 3) ]]" 20
         kill -KILL "$(worker_of 3)"
-        wait_until "\"\${EVE[@]}\" | grep -q \"cause: restart\"" 40
+        wait_until "\"\${EVE[@]}\" | contains \"cause: restart\"" 40
         "${EVE[@]}" | tee "$T/ev3.txt"
-        kinds "$T/ev3.txt" | tr "\n" " " | grep -Eq "failure restart round"
+        kinds "$T/ev3.txt" | tr "\n" " " | contains -E "failure restart round"
         "${EVE[@]}" --json | python3 -c "import json,sys; k=[json.loads(l)[\"kind\"] for l in sys.stdin]; assert \"failure\" in k and \"restart\" in k, k"
         "$ELRUN" status --rdzv-backend=etcd --rdzv-endpoint="$EP_ETCD" --rdzv-id=j2 | tee "$T/st3.txt"
         grep -q "^state:     running$" "$T/st3.txt"

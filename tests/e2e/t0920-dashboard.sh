@@ -47,11 +47,11 @@ test_expect_success 'PET_DASHBOARD_ADDR: the URL is logged at the default level;
     u=$(url_of dashboard "$T/one.err")
     [[ $u =~ ^http://127\.0\.0\.1:[0-9]+/$ ]]
     [[ $(url_of metrics "$T/one.err") == "${u}metrics" ]]
-    curl -sf "$u" | grep -q "<title>elrun dashboard</title>"
-    curl -sfI "${u}dash.js" | grep -qi "^content-type: text/javascript"
+    curl -sf "$u" | contains "<title>elrun dashboard</title>"
+    curl -sfI "${u}dash.js" | contains -i "^content-type: text/javascript"
     curl -sf "${u}dash.css" >/dev/null
     wait_until "[[ \$(api $u \"j[\\\"workers\\\"][0][\\\"loss\\\"] is not None\" 2>/dev/null) == True ]]" 20
-    curl -sf "${u}metrics" | grep -q "^elrun_worker_step{"
+    curl -sf "${u}metrics" | contains "^elrun_worker_step{"
     code=$(curl -s -o "$T/404" -w "%{http_code}" "${u}nope")
     [[ $code == 404 ]]
     grep -q "elrun serves / (the dashboard), /api/job (its JSON) and /metrics" "$T/404"
@@ -87,7 +87,7 @@ test_expect_success 'elrun dashboard: bad flags exit 2 (one line), an endpoint n
     [[ $st == 1 && $(wc -l <"$T/sdx.err") == 1 ]]
     grep -q "elrun dashboard: error: .*127.0.0.1:1" "$T/sdx.err"
     refute grep -q "dashboard of job" "$T/sdx.err"
-    "$ELRUN" dashboard --help | grep -q "^usage: elrun dashboard --rdzv-endpoint=HOST:PORT --rdzv-id=ID"
+    "$ELRUN" dashboard --help | contains "^usage: elrun dashboard --rdzv-endpoint=HOST:PORT --rdzv-id=ID"
 '
 
 # sdash NAME ARGS...: `elrun dashboard ARGS` in the background (its pid in
@@ -129,16 +129,16 @@ else
     }
     eagent 1
     eagent 2
-    wait_until "\"\${EV[@]}\" 2>/dev/null | grep -q \"cause: start\"" 40
+    wait_until "\"\${EV[@]}\" 2>/dev/null | contains \"cause: start\"" 40
     eagent 3
-    wait_until "\"\${EV[@]}\" | grep -q \"cause: node_joined\"" 40
+    wait_until "\"\${EV[@]}\" | contains \"cause: node_joined\"" 40
     kill -KILL "$(cat "$T/e3.pid")"
     pkill -KILL -P "$(cat "$T/e3.pid")" 2>/dev/null || true
-    wait_until "\"\${EV[@]}\" | grep -q \"left: 127.0.0.3); cause: node_died\"" 40
+    wait_until "\"\${EV[@]}\" | contains \"left: 127.0.0.3); cause: node_died\"" 40
     # and a worker SIGKILLed: a failure, a restart, a round of the same 2
     wait_until "[[ -n \$(pgrep -P $(cat "$T/e1.pid")) ]]" 20
     kill -KILL "$(pgrep -P "$(cat "$T/e1.pid")")"
-    wait_until "\"\${EV[@]}\" | grep -Eq \"cause: (worker_failure|restart)\"" 40
+    wait_until "\"\${EV[@]}\" | contains -E \"cause: (worker_failure|restart)\"" 40
     sdash esd --rdzv-backend=etcd --rdzv-endpoint="$EP_ETCD" --rdzv-id=dash2
     test_expect_success 'on etcd: elrun dashboard, started after the grow, the death and a worker failure, shows world sizes 2, 3, 2, 2, the join and the death of 127.0.0.3, the failure and the restart, MIN:MAX and the budget; the end; SIGTERM exits 0' '
         wait_until "[[ \$(api $esd_URL \"[p[\\\"nodes\\\"] for p in j[\\\"timeline\\\"]]\") == \"[2, 3, 2, 2]\" ]]" 20
@@ -148,7 +148,7 @@ else
         [[ $(e "[j[\"job\"][k] for k in (\"min_nodes\", \"max_nodes\", \"max_restarts\")]") == "[2, 3, 2]" ]]
         [[ $(e "[j[\"restarts\"], j[\"restarts_left\"]]") == "[1, 1]" ]]
         [[ $(e "[(x[\"signal\"], x[\"round\"]) for x in j[\"events\"] if x[\"kind\"] == \"failure\"]") == "[[9, 2]]" ]]
-        e "[x[\"text\"] for x in j[\"events\"] if x[\"kind\"] == \"failure\"]" | grep -q "on 127.0.0.1 failed (SIGKILL)"
+        e "[x[\"text\"] for x in j[\"events\"] if x[\"kind\"] == \"failure\"]" | contains "on 127.0.0.1 failed (SIGKILL)"
         [[ $(e "[x[\"kind\"] for x in j[\"events\"] if x[\"kind\"] in (\"failure\", \"restart\", \"round\")][-3:]") == "[\"failure\", \"restart\", \"round\"]" ]]
         touch "$T/estop"
         wait_until "[[ \$(api $esd_URL \"j[\\\"state\\\"]\") == succeeded ]]" 30
@@ -195,7 +195,7 @@ test_expect_success 'two agents: the dashboard of A says round 0, 2 nodes, 2 wor
 agent c
 test_expect_success 'C joins: a round of 3 nodes' '
     wait_until "[[ \$(api $U \"j[\\\"nodes\\\"], j[\\\"state\\\"]\" 2>/dev/null) == \"3 healthy\" ]]" 60
-    api "$U" "[m[\"id\"] for m in j[\"members\"]]" | grep -q "#${AGENT_PID[c]}#"
+    api "$U" "[m[\"id\"] for m in j[\"members\"]]" | contains "#${AGENT_PID[c]}#"
 '
 # C's id ("host#pid#nonce") as A's dashboard lists it.
 C_ID=$(api "$U" "[m[\"id\"] for m in j[\"members\"] if \"#${AGENT_PID[c]}#\" in m[\"id\"]][0]")
@@ -226,12 +226,12 @@ test_expect_success 'the page in chromium: world sizes 2, 3, 2 on the timeline, 
     [[ $(p "s[\"points\"]") == "[2, 3, 2]" ]]
     [[ $(p "sorted(set(s[\"marks\"]) & {\"join\", \"death\"})") == "[\"death\", \"join\"]" ]]
     [[ $(p "[e[\"kind\"] for e in s[\"events\"]].count(\"death\")") == 1 ]]
-    p "[e[\"text\"] for e in s[\"events\"] if e[\"kind\"] == \"death\"]" | grep -qF "node $C_ID died"
-    p "[e[\"text\"] for e in s[\"events\"] if e[\"kind\"] == \"join\"]" | grep -qF "node $C_ID joined"
+    p "[e[\"text\"] for e in s[\"events\"] if e[\"kind\"] == \"death\"]" | contains -F "node $C_ID died"
+    p "[e[\"text\"] for e in s[\"events\"] if e[\"kind\"] == \"join\"]" | contains -F "node $C_ID joined"
     [[ $(p "len(s[\"members\"])") == 2 ]]
     refute grep -qF "$C_ID" <(p "s[\"members\"]")
-    p "s[\"members\"]" | grep -qF "#${AGENT_PID[a]}#"
-    p "s[\"members\"]" | grep -qF "#${AGENT_PID[b]}#"
+    p "s[\"members\"]" | contains -F "#${AGENT_PID[a]}#"
+    p "s[\"members\"]" | contains -F "#${AGENT_PID[b]}#"
     [[ $(p "float(s[\"step_rate\"]) > 1") == true ]]
     [[ $(p "0 < float(s[\"loss\"]) < 2") == true ]]
     [[ $(p "1 < s[\"loss_points\"] <= len(j[\"loss\"])") == true ]]
@@ -245,7 +245,7 @@ test_expect_success 'the timeline exported as a standalone SVG file: the world l
     [[ $(x "r.tag") == "\"{http://www.w3.org/2000/svg}svg\"" ]]
     [[ $(x "[c.get(\"data-nodes\") for c in r.iter(N + \"circle\") if c.get(\"class\") == \"point\"]") == "[\"2\", \"3\", \"2\"]" ]]
     [[ $(x "sorted(g.get(\"data-kind\") for g in r.iter(N + \"g\") if g.get(\"data-kind\") in (\"join\", \"death\"))") == "[\"death\", \"join\"]" ]]
-    x "[p.get(\"style\") for p in r.iter(N + \"path\") if p.get(\"data-series\") == \"world\"][0]" | grep -q "stroke:rgb(31, 111, 235)"
+    x "[p.get(\"style\") for p in r.iter(N + \"path\") if p.get(\"data-series\") == \"world\"][0]" | contains "stroke:rgb(31, 111, 235)"
     cp "$ART/timeline.svg" "$ROOT/$BUILD/artifacts/timeline.svg"
 '
 test_expect_success '/api/job agrees with the page: sizes, timeline, events, members' '

@@ -66,7 +66,7 @@ test_expect_success 'SIGTERM to one of three agents: the other two re-form and f
     grep -q "received signal 15 (TERM)" "$T/term/a3.log"
     gp_ok term 1 2
     grep -hq "round [0-9]*: 2 nodes" "$T"/term/a1.log
-    final_of term | grep -q "(3752 steps).*world 2$"
+    final_of term | contains "(3752 steps).*world 2$"
     refute grep -hq "the job restarts on every node\|restarting (" "$T"/term/a*.log
 '
 
@@ -86,7 +86,7 @@ test_expect_success 'a preemption notice file: the workers checkpoint at once, t
     gp_ok notice 1 2
     r=$(grep -h "resumed from checkpoint step" "$T"/notice/a*.log | sed "s/.*checkpoint step \([0-9]*\) .*/\1/" | head -1)
     [[ -n $r ]] && ((r >= s))
-    final_of notice | grep -q "(3752 steps).*world 2$"
+    final_of notice | contains "(3752 steps).*world 2$"
 '
 
 # The three jobs of this script share one store, and the workers' keys
@@ -110,7 +110,7 @@ test_expect_success 'a SIGSTOPped worker: reported hung with its rank, host and 
     gp_ok stall 1 2 3
     /usr/bin/python3 "$ROOT/tests/e2e/py/stale_worker_keys.py" gone $STORE_PORT
     grep -hq "the job restarts on every node" "$T"/stall/a*.log
-    final_of stall | grep -q "(3752 steps).*world 3$"
+    final_of stall | contains "(3752 steps).*world 3$"
 '
 
 # gp_node JOB I EXTRA...: agent I as a node that a scheduler replaces: run
@@ -146,7 +146,7 @@ test_expect_success 'elrun chaos: worker-kill, agent-kill, agent-stop, agent-ter
     done
     grep -Eq "^ +[0-9.]+s agent-cont pid [0-9]+ \(after agent-stop\)$" "$T/chaos.out"
     for i in 1 2 3; do wait ${GP_PID[$i]}; done
-    grep -h "^final: " "$T"/chaos/a*.log | grep -q "(18760 steps)"
+    grep -h "^final: " "$T"/chaos/a*.log | contains "(18760 steps)"
     refute pgrep -f "rdzv-id=chaos"
 '
 

@@ -77,7 +77,7 @@ test_expect_success 'link-cut: one agent host of the job loses eth0 for 6 s; the
     grep -Eq "^ +[0-9.]+s link-up pid $pid \(eth0 up again, after link-cut\)$" "$T/chaos.out"
     [[ $(link_state $n) == UP ]]
     for i in 1 2 3; do wait ${LC_NODE[$i]}; done
-    grep -h "^final: " "$T"/lc/a*.log | grep -q "(18760 steps)"
+    grep -h "^final: " "$T"/lc/a*.log | contains "(18760 steps)"
     # The cut agent did not hang once its link was back: it is gone.
     refute kill -0 "$pid"
     refute test -n "$(job_procs lc)"

@@ -34,7 +34,7 @@ if [[ $(id -u) != 0 ]] || ! command -v ip >/dev/null || ! command -v nft >/dev/n
 fi
 KUBECTL=""
 for c in /usr/local/lib/ksim/kubernetes-client/usr/bin/kubectl /usr/bin/kubectl; do
-    [[ -x $c ]] && "$c" version --client 2>/dev/null | grep -q 'v1\.20\.' && { KUBECTL=$c; break; }
+    [[ -x $c ]] && "$c" version --client 2>/dev/null | contains 'v1\.20\.' && { KUBECTL=$c; break; }
 done
 # Debian's kubectl 1.20 (kubernetes-client), unpacked aside when another
 # package owns /usr/bin/kubectl (the simulator's install-deps.sh)
@@ -44,7 +44,7 @@ if [[ -z $KUBECTL || ! -x $TRAIN || ! -x /usr/bin/etcd ]]; then
         "needs kubectl 1.20 (bash tests/infra/k8s/install-deps.sh), etcd-server and $BUILD/examples/train_fmnist"
     test_done; exit
 fi
-if ss -Hltn 'sport = :6443' | grep -q .; then
+if ss -Hltn 'sport = :6443' | contains .; then
     test_skip "ElasticJob controller on the simulator" "port 6443 is taken (another simulator?)"
     test_done; exit
 fi
@@ -140,7 +140,7 @@ gone() { [[ -z $(kc -n $NS get pods,services -l "job-name=$1" -o name) ]]; }
 
 test_expect_success 'the CRD, a namespace and etcd in its own pod' '
     kc apply -f "$DEPLOY/crd.yaml"
-    wait_until "kc get crd elasticjobs.elastic.pytorch.org -o jsonpath={.status.conditions[*].type} | grep -q Established" 20
+    wait_until "kc get crd elasticjobs.elastic.pytorch.org -o jsonpath={.status.conditions[*].type} | contains Established" 20
     kc create namespace $NS
     kc -n $NS apply -f "$DEPLOY/etcd.yaml"
     wait_until "[[ \$(kc -n $NS get endpoints etcd-service -o jsonpath={.subsets[0].addresses[0].ip}) ]]" 30
@@ -335,7 +335,7 @@ test_expect_success 'kubectl scale 2 -> 3 -> 1 while training: no surviving pod 
     [[ $(kc -n $NS get pod sc-worker-0 -o jsonpath={.status.containerStatuses[0].restartCount}) == 0 ]]
     podlog sc-worker-0 | grep "resumed from checkpoint" >/dev/null
     wait_until "[[ -z \$(kc -n $NS get services sc-worker-1 sc-worker-2 -o name 2>/dev/null) ]]" 20
-    kc -n $NS get events --field-selector involvedObject.name=sc -o jsonpath="{.items[*].reason}" | grep -q ScaledDown
+    kc -n $NS get events --field-selector involvedObject.name=sc -o jsonpath="{.items[*].reason}" | contains ScaledDown
     kc -n $NS delete elasticjob sc
     wait_until "gone sc" 30
 '
@@ -360,7 +360,7 @@ test_expect_success 'a pod killed, then worker-0'"'"'s node killed: replaced, th
     [[ $(kj pk {.status.restarts}) -ge 1 ]]
     joblogs pk | grep "^final:" | tee "$T/pk.final"
     awk "{ sub(/%/, \"\", \$4); exit !(\$4 >= 75) }" "$T/pk.final"
-    kc -n $NS get events --field-selector involvedObject.name=pk -o jsonpath="{.items[*].reason}" | grep -q ElasticJobRestarting
+    kc -n $NS get events --field-selector involvedObject.name=pk -o jsonpath="{.items[*].reason}" | contains ElasticJobRestarting
     kc -n $NS delete elasticjob pk
     wait_until "gone pk" 30
 '
@@ -448,7 +448,7 @@ test_expect_success 'SIGTERM: the controller stops at once and hands the lease o
 
 test_expect_success 'the shipped Deployment (in-cluster config, 2 replicas) runs a job' '
     kc apply -f "$DEPLOY/controller.yaml"
-    wait_until "kc -n $NS get lease elastic-job-controller -o jsonpath={.spec.holderIdentity} | grep -q ^elastic-job-controller-" 60
+    wait_until "kc -n $NS get lease elastic-job-controller -o jsonpath={.spec.holderIdentity} | contains ^elastic-job-controller-" 60
     job dep 1 1 1 1 | kc apply -f -
     wait_until "[[ \$(state dep) == Succeeded ]]" 90
     leader=$(kc -n $NS get lease elastic-job-controller -o jsonpath={.spec.holderIdentity})

@@ -9,6 +9,11 @@ echo hello >"$T/f"
 test_expect_success 'passes: the pitfall itself, ! CMD before the last line' '! true; echo after'
 test_expect_success 'passes: refute false' 'refute false; echo after'
 test_expect_success 'fails loudly: refute true, before the last line' 'refute true; echo after'
+test_expect_success 'fails: the pitfall: a writer that goes on after grep -q matched (SIGPIPE)' \
+    'seq 1 300000 | grep -qx 1; echo after'
+test_expect_success 'passes: contains reads it all: the writer ends normally' \
+    'seq 1 300000 | contains -x 1; echo after'
+test_expect_success 'fails: contains that finds nothing' 'seq 1 10 | contains -x 11; echo after'
 test_expect_success 'passes: refute grep that finds nothing' 'refute grep -q bye "$T/f"; echo after'
 test_expect_success 'fails loudly: refute grep that finds a line' 'refute grep hello "$T/f"; echo after'
 test_expect_success 'fails loudly: refute grep on a missing file (status 2 is no "no")' \

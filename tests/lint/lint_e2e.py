@@ -22,6 +22,9 @@ own), each function body, each $( ) and the file itself, reports:
   silent-loop `for ... in $(seq ...)` with a `break` in a case body: a
               readiness loop that falls through silently when time runs
               out (use wait_until COND TIMEOUT).
+  grep-q      `CMD | grep -q ...`: grep exits at its first match and CMD,
+              writing on, dies of SIGPIPE, which pipefail turns into a
+              failure of the case (use `CMD | contains ...` from lib.sh).
   parse       the file (or a case body) is not valid shell.
 
 The parser covers what test scripts use; it is not a full bash grammar (no
@@ -594,6 +597,8 @@ MSG = {
                 "(st=$?) and compare it",
     "silent-loop": "this `for ... in $(seq ...)` loop breaks out when ready but "
                    "falls through silently when time runs out (use wait_until COND TIMEOUT)",
+    "grep-q": "`CMD | grep -q`: grep exits at the first match and CMD, writing on, "
+              "dies of SIGPIPE, which pipefail makes a failure (use CMD | contains ...)",
 }
 
 
@@ -634,6 +639,9 @@ class Linter:
                     self.report(p.line, "bang")
             # set -e is off for the commands of a negated pipeline and of
             # every pipeline of a chain but the last
+            for c in p.cmds[1:]:
+                if c.kind == "simple" and quiet_grep(c.words):
+                    self.report(c.line, "grep-q")
             for c in p.cmds:
                 self.walk_cmd(c, cond or p.neg or j < n - 1)
 
@@ -693,6 +701,19 @@ class Linter:
             self.in_case += 1
             self.unit(case_text(body), body.line)
             self.in_case -= 1
+
+
+def quiet_grep(words):
+    """grep (egrep, fgrep) with -q, --quiet or --silent among its options."""
+    if not words or words[0].value.split("/")[-1] not in ("grep", "egrep", "fgrep"):
+        return False
+    for w in words[1:]:
+        v = w.value
+        if v == "--":
+            break
+        if v in ("--quiet", "--silent") or re.match(r"^-[A-Za-z]*q[A-Za-z]*$", v):
+            return True
+    return False
 
 
 def case_text(w):

@@ -659,7 +659,7 @@ TEST(rdzv_rules_many_joiners_counted_not_named)
     struct mem_world *w = world_new();
     struct opts o = {.min = N, .max = N, .last_call_ms = 10000};
     struct mem_node *n[N];
-    char name[8], buf[256];
+    char name[16], buf[256];
     for (int i = 0; i < N; i++) {
         snprintf(name, sizeof name, "n%d", i);
         n[i] = node(w, name, o);

@@ -370,3 +370,55 @@ int el_events_log_wait(struct el_events_log *lg, int64_t last, int timeout_ms)
         return store_fail(lg, rc, "waiting for events");
     return rc;
 }
+
+/* ---- the nodes' progress records: "ev/p/<member id>" ---- */
+
+int el_events_log_put_progress(struct el_events_log *lg, const char *id,
+                               const char *text)
+{
+    char k[700];
+    snprintf(k, sizeof k, "%sp/%s", lg->prefix, id);
+    int rc;
+    if (lg->etcd) {
+        rc = text ? el_etcd_put(lg->ec, k, text, strlen(text), 0, NULL)
+                  : el_etcd_delete(lg->ec, k, NULL);
+        return rc ? etcd_fail(lg, rc, "writing the node's progress") : 0;
+    }
+    if ((rc = connect_store(lg)))
+        return rc;
+    rc = text ? el_store_set(lg->st, k, text, strlen(text))
+              : el_store_delete(lg->st, k, NULL);
+    return rc ? store_fail(lg, rc, "writing the node's progress") : 0;
+}
+
+int el_events_log_get_progress(struct el_events_log *lg, const char *id,
+                               char **text)
+{
+    char k[700];
+    snprintf(k, sizeof k, "%sp/%s", lg->prefix, id);
+    void *val = NULL;
+    size_t len = 0;
+    int rc;
+    *text = NULL;
+    if (lg->etcd)
+        rc = el_etcd_get(lg->ec, k, &val, &len, NULL);
+    else if (!(rc = connect_store(lg)))
+        rc = el_store_try_get(lg->st, k, &val, &len);
+    else
+        return rc;
+    if (rc == EL_ENOTFOUND)
+        return 1;
+    if (rc)
+        return lg->etcd ? etcd_fail(lg, rc, "reading a node's progress")
+                        : store_fail(lg, rc, "reading a node's progress");
+    char *s = malloc(len + 1);
+    if (!s) {
+        free(val);
+        return FAIL(lg, -ENOMEM, "out of memory");
+    }
+    memcpy(s, val, len);
+    s[len] = 0;
+    free(val);
+    *text = s;
+    return 0;
+}

@@ -113,10 +113,11 @@ void el_events_log_set_cancel_fd(struct el_events_log *lg, int fd);
  * request; 0 or an error. */
 int el_events_log_put_progress(struct el_events_log *lg, const char *id,
                                const char *text);
-/* Read it: 0 and *text (malloc'd, NUL-terminated), 1 when there is none,
- * or an error. */
-int el_events_log_get_progress(struct el_events_log *lg, const char *id,
-                               char **text);
+/* Read the records of ids[0..n-1]: 0 and texts[i] (malloc'd, NUL-
+ * terminated; NULL when that id has none), or an error (nothing
+ * allocated).  etcd: one request; the store: one per id. */
+int el_events_log_get_progress(struct el_events_log *lg,
+                               const char *const *ids, int n, char **texts);
 
 void el_events_free(struct el_event *evs, int n);
 

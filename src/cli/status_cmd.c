@@ -120,27 +120,36 @@ struct progress {
 static void read_progress(struct el_events_log *lg,
                           const struct el_rdzv_status *st, struct progress *pr)
 {
-    for (int i = 0; i < st->nmembers; i++) {
-        char *text = NULL;
-        pr[i].have = 0;
-        if (el_events_log_get_progress(lg, st->members[i].id, &text) != 0)
+    int n = st->nmembers;
+    const char **ids = calloc((size_t)n + 1, sizeof *ids);
+    char **texts = calloc((size_t)n + 1, sizeof *texts);
+    if (!ids || !texts)
+        goto out;
+    for (int i = 0; i < n; i++)
+        ids[i] = st->members[i].id;
+    if (el_events_log_get_progress(lg, ids, n, texts))
+        goto out; /* no progress shown: the events' error says why */
+    for (int i = 0; i < n; i++) {
+        if (!texts[i])
             continue;
-        json_t *o = json_loads(text, 0, NULL);
-        free(text);
+        json_t *o = json_loads(texts[i], 0, NULL);
+        free(texts[i]);
         json_t *step = json_object_get(o, "step"),
-               *round = json_object_get(o, "round");
+               *round = json_object_get(o, "round"),
+               *rate = json_object_get(o, "rate");
         /* A record of an older round is of workers since restarted. */
         if (json_is_integer(step) && json_is_integer(round) &&
             json_integer_value(round) >= st->members_round) {
             pr[i].have = 1;
             pr[i].step = json_integer_value(step);
-            pr[i].rate = json_number_value(json_object_get(o, "rate"));
-            if (!json_is_number(json_object_get(o, "rate")))
-                pr[i].rate = -1;
+            pr[i].rate = json_is_number(rate) ? json_number_value(rate) : -1;
             pr[i].last_ms = json_integer_value(json_object_get(o, "last_ms"));
         }
         json_decref(o);
     }
+out:
+    free(ids);
+    free(texts);
 }
 
 static void progress_line(FILE *out, const struct progress *pr, int n)

@@ -91,6 +91,17 @@ static void drop(struct el_events *em)
     em->dropped_in_outage++;
 }
 
+/* The history failed: skip it for OUTAGE_MS, one note when it starts. */
+static void outage(struct el_events *em, const char *what)
+{
+    if (!em->down_until)
+        note(em,
+             "events: cannot store %s (%s); dropping them for %d s at a "
+             "time until it answers",
+             what, el_events_log_errmsg(em->log), OUTAGE_MS / 1000);
+    em->down_until = el_now_ms() + OUTAGE_MS;
+}
+
 static void store(struct el_events *em, struct el_event *ev)
 {
     if (!em->log)
@@ -103,12 +114,7 @@ static void store(struct el_events *em, struct el_event *ev)
     int rc = el_events_log_append(em->log, ev);
     if (rc) {
         ev->seq = 0;
-        if (!em->down_until)
-            note(em,
-                 "events: cannot store the job's events (%s); dropping "
-                 "them for %d s at a time until it answers",
-                 el_events_log_errmsg(em->log), OUTAGE_MS / 1000);
-        em->down_until = el_now_ms() + OUTAGE_MS;
+        outage(em, "the job's events");
         drop(em);
         return;
     }
@@ -151,14 +157,8 @@ static void deliver(struct el_events *em, struct el_event *ev)
 static void put_progress(struct el_events *em, char *id, char *text)
 {
     if (em->log && id && el_now_ms() >= em->down_until &&
-        el_events_log_put_progress(em->log, id, text)) {
-        if (!em->down_until)
-            note(em,
-                 "events: cannot store the node's progress (%s); trying "
-                 "again in %d s",
-                 el_events_log_errmsg(em->log), OUTAGE_MS / 1000);
-        em->down_until = el_now_ms() + OUTAGE_MS;
-    }
+        el_events_log_put_progress(em->log, id, text))
+        outage(em, "the node's progress");
     free(id);
     free(text);
 }

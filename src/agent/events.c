@@ -44,6 +44,7 @@ struct el__agent_ev {
     int64_t pub_ns;      /* when the progress record was last queued   */
     int64_t pub_step;    /* its step, -1: none                         */
     int64_t pub_round;   /* its round                                  */
+    int pub_rated;       /* it had a step rate                         */
 };
 
 /* At most one progress record per node in this time. */
@@ -318,7 +319,8 @@ void el__ev_state(struct el_agent *a, int from, int to)
 
 /* "progress" is not an event: one record per node, replaced (docs/
  * EVENTS.md).  Runs on the agent's thread, queues at most one record per
- * PROGRESS_EVERY_NS, none when the step has not changed. */
+ * PROGRESS_EVERY_NS (and one more when the first rate is measured), none
+ * when the step has not changed. */
 void el__ev_progress(struct el_agent *a, int64_t step, double rate,
                      int nranks)
 {
@@ -328,8 +330,10 @@ void el__ev_progress(struct el_agent *a, int64_t step, double rate,
     int64_t now = el_now_ns();
     if (step == e->pub_step && e->round == e->pub_round)
         return;
+    /* The first rate measured goes at once: a reader sees it a second
+     * after the workers' start, not after the period. */
     if (e->pub_ns && now - e->pub_ns < PROGRESS_EVERY_NS &&
-        e->round == e->pub_round)
+        e->round == e->pub_round && (e->pub_rated || rate < 0))
         return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -345,6 +349,7 @@ void el__ev_progress(struct el_agent *a, int64_t step, double rate,
         e->pub_ns = now;
         e->pub_step = step;
         e->pub_round = e->round;
+        e->pub_rated = rate >= 0;
     }
     free(text);
 }

@@ -181,7 +181,7 @@ static void progress_line(FILE *out, const struct progress *pr, int n)
     fprintf(out,
             "step rate: %s (the slowest of %d/%d nodes), step %lld, last "
             "step %.1f s ago\n",
-            r, have, n, step, ago > 0 ? ago : 0);
+            r, rated ? rated : have, n, step, ago > 0 ? ago : 0);
 }
 
 static void screen(FILE *out, const struct cli_view *v,

@@ -107,6 +107,18 @@ int el_events_log_wait(struct el_events_log *lg, int64_t last, int timeout_ms);
 /* A waiting call returns -ECANCELED when fd becomes readable (-1: none). */
 void el_events_log_set_cancel_fd(struct el_events_log *lg, int fd);
 
+/* A node's progress record (docs/EVENTS.md, "progress"), one key per
+ * agent's life under the job's prefix, "ev/p/<member id>" (the id of
+ * el_rdzv_member_info): text a JSON object, or NULL to delete it.  One
+ * request; 0 or an error. */
+int el_events_log_put_progress(struct el_events_log *lg, const char *id,
+                               const char *text);
+/* Read the records of ids[0..n-1]: 0 and texts[i] (malloc'd, NUL-
+ * terminated; NULL when that id has none), or an error (nothing
+ * allocated).  etcd: one request; the store: one per id. */
+int el_events_log_get_progress(struct el_events_log *lg,
+                               const char *const *ids, int n, char **texts);
+
 void el_events_free(struct el_event *evs, int n);
 
 /* ---- the emitter ---- */
@@ -144,6 +156,15 @@ int el_events_emit(struct el_events *em, const char *kind, int64_t round,
 /* Add / remove a listener (any thread).  0, or -ENOMEM. */
 int el_events_listen(struct el_events *em, el_events_listener fn, void *arg);
 void el_events_unlisten(struct el_events *em, el_events_listener fn, void *arg);
+
+/* Publish this node's progress record under id (see
+ * el_events_log_put_progress; text NULL deletes it).  Never blocks: it
+ * replaces the record the thread has not written yet, and the thread
+ * writes the newest one after the queued events (not during an outage of
+ * the store).  0, or 1 when it could not be kept (out of memory, no
+ * history). */
+int el_events_progress(struct el_events *em, const char *id,
+                       const char *text);
 
 /* Events emitted, stored, and dropped (queue full or the store failing). */
 void el_events_counts(struct el_events *em, int64_t *emitted, int64_t *stored,

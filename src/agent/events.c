@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/agent_impl.h"
@@ -39,7 +40,15 @@ struct el__agent_ev {
     int64_t failure_ns; /* when; 0 once recovered                     */
     int64_t start_ns;   /* el_agent_run's start (total_run_time)       */
     char host[256];
+    char id[192];        /* this agent's member id, "": not known yet  */
+    int64_t pub_ns;      /* when the progress record was last queued   */
+    int64_t pub_step;    /* its step, -1: none                         */
+    int64_t pub_round;   /* its round                                  */
+    int pub_rated;       /* it had a step rate                         */
 };
+
+/* At most one progress record per node in this time. */
+#define PROGRESS_EVERY_NS 2000000000LL
 
 int el__ev_open(struct el_agent *a)
 {
@@ -50,6 +59,8 @@ int el__ev_open(struct el_agent *a)
         return -ENOMEM;
     e->round = -1;
     e->node_rank = -1;
+    e->pub_step = -1;
+    e->pub_round = -1;
     e->start_ns = el_now_ns();
     el_agent_fqdn(e->host, sizeof e->host);
     a->ev = e;
@@ -100,6 +111,8 @@ void el__ev_round(struct el_agent *a, const struct el_rdzv_info *info)
     int64_t mround;
     if (el_rdzv_members(a->r, &mround, &m, &n) < 0)
         n = 0;
+    if (info->node_rank >= 0 && info->node_rank < n)
+        snprintf(e->id, sizeof e->id, "%s", m[info->node_rank].id);
     if (info->node_rank == 0) {
         json_t *members = json_array(), *joined = json_array(),
                *left = json_array(), *died = json_array();
@@ -295,7 +308,48 @@ void el__ev_state(struct el_agent *a, int from, int to)
                 json_object_set_new(o, "signal", json_integer(a->res->signal));
             emit(a, job ? "end" : "leave", o);
         }
+        /* A node that leaves a job going on takes its progress record
+         * with it; the job's end keeps the last step of every node. */
+        if (!job && e->pub_step >= 0)
+            el_events_progress(a->cfg.events, e->id, NULL);
     }
     if (a->cfg.torch_events_console)
         torch_event(a);
+}
+
+/* "progress" is not an event: one record per node, replaced (docs/
+ * EVENTS.md).  Runs on the agent's thread, queues at most one record per
+ * PROGRESS_EVERY_NS (and one more when the first rate is measured), none
+ * when the step has not changed. */
+void el__ev_progress(struct el_agent *a, int64_t step, double rate,
+                     int nranks)
+{
+    struct el__agent_ev *e = a->ev;
+    if (!e || !a->cfg.events || !e->id[0] || step < 0)
+        return;
+    int64_t now = el_now_ns();
+    if (step == e->pub_step && e->round == e->pub_round)
+        return;
+    /* The first rate measured goes at once: a reader sees it a second
+     * after the workers' start, not after the period. */
+    if (e->pub_ns && now - e->pub_ns < PROGRESS_EVERY_NS &&
+        e->round == e->pub_round && (e->pub_rated || rate < 0))
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t wall = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    json_t *o = json_pack("{s:s, s:I, s:i, s:I, s:f, s:I, s:i}", "node",
+                          e->host, "round", (json_int_t)e->round, "node_rank",
+                          e->node_rank, "step", (json_int_t)step, "rate",
+                          rate >= 0 ? rate : -1.0, "last_ms", (json_int_t)wall,
+                          "ranks", nranks);
+    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    if (text && el_events_progress(a->cfg.events, e->id, text) == 0) {
+        e->pub_ns = now;
+        e->pub_step = step;
+        e->pub_round = e->round;
+        e->pub_rated = rate >= 0;
+    }
+    free(text);
 }

@@ -47,6 +47,7 @@ struct rank_progress {
     int64_t step, samples;
     int64_t last_ns; /* el_now_ns of the last progress line       */
     int64_t anchor_step, anchor_ns; /* for the step rate                  */
+    double rate;                    /* the last measured, -1: none yet    */
 };
 
 struct el__agent_obs {
@@ -97,7 +98,8 @@ int el__obs_open(struct el_agent *a)
         return -ENOMEM;
     }
     for (int i = 0; i < o->np; i++)
-        o->p[i] = (struct rank_progress){.rank = -1, .rfd = -1, .wfd = -1};
+        o->p[i] = (struct rank_progress){
+            .rank = -1, .rfd = -1, .wfd = -1, .rate = -1};
     pthread_mutex_init(&o->mu, NULL);
     static const struct el_metric_def defs[] = {
 #define O(f) offsetof(struct el__agent_obs, f)
@@ -261,7 +263,7 @@ void el__obs_round(struct el_agent *a, const struct el_rdzv_info *info)
         struct rank_progress *p = &o->p[i];
         int rfd = p->rfd, wfd = p->wfd;
         *p = (struct rank_progress){
-            .rank = info->base_rank + i, .rfd = rfd, .wfd = wfd};
+            .rank = info->base_rank + i, .rfd = rfd, .wfd = wfd, .rate = -1};
     }
     pthread_mutex_unlock(&o->mu);
 }
@@ -394,7 +396,8 @@ void el__obs_progress_forked(struct el_agent *a, int i)
 
 /* "step N samples M" or "step N", optionally followed by " loss F" (the
  * dashboard shows it); anything else is ignored. */
-static void take_line(struct el__agent_obs *o, struct rank_progress *p, int i)
+static void take_line(struct el_agent *a, struct el__agent_obs *o,
+                      struct rank_progress *p, int i)
 {
     long long step, samples = -1;
     int n = sscanf(p->line, "step %lld samples %lld", &step, &samples);
@@ -429,7 +432,25 @@ static void take_line(struct el__agent_obs *o, struct rank_progress *p, int i)
         p->anchor_step = step;
     }
     p->last_ns = now;
+    if (rate >= 0)
+        p->rate = rate;
+    /* The node's summary for the job's state (events.c): the slowest of
+     * its ranks that reported. */
+    int64_t nstep = -1;
+    double nrate = -1;
+    int nranks = 0;
+    for (int k = 0; k < o->np; k++) {
+        const struct rank_progress *q = &o->p[k];
+        if (q->rank < 0 || !q->last_ns)
+            continue;
+        nranks++;
+        if (nstep < 0 || q->step < nstep)
+            nstep = q->step;
+        if (q->rate >= 0 && (nrate < 0 || q->rate < nrate))
+            nrate = q->rate;
+    }
     pthread_mutex_unlock(&o->mu);
+    el__ev_progress(a, nstep, nrate, nranks);
     el_metric_set(o->step, v, (double)step);
     if (n == 2 && samples >= 0)
         el_metric_set(o->samples, v, (double)samples);
@@ -461,7 +482,7 @@ void el__obs_progress(struct el_agent *a, int i)
         if (c == '\n') {
             if (!p->overlong) {
                 p->line[p->len] = 0;
-                take_line(o, p, i);
+                take_line(a, o, p, i);
             }
             p->len = 0;
             p->overlong = 0;

@@ -3,7 +3,10 @@
  * read from its rendezvous (el_rdzv_status_read: round, members, restarts,
  * verdict) and its event history (the last 200 events: MIN:MAX, the
  * budget, since when each member is in, the last failure, the last
- * events).  --watch redraws it every second in place on a terminal (on
+ * events) and the members' progress records (docs/EVENTS.md, "progress":
+ * each node's step and step rate; the job's are the minimum across the
+ * members that report, the slowest node bounding a synchronous job).
+ * --watch redraws it every second in place on a terminal (on
  * anything else it prints one screen after the other), until SIGINT or
  * SIGTERM.  `elrun status HANDLE` stays job_cmd.c's.
  */
@@ -106,9 +109,84 @@ static void read_history(const struct el_event *evs, int n,
     free(open_run);
 }
 
+/* A member's progress record, when it has one of the members' round. */
+struct progress {
+    int have;
+    long long step;
+    double rate; /* -1: not measured yet */
+    int64_t last_ms;
+};
+
+static void read_progress(struct el_events_log *lg,
+                          const struct el_rdzv_status *st, struct progress *pr)
+{
+    int n = st->nmembers;
+    const char **ids = calloc((size_t)n + 1, sizeof *ids);
+    char **texts = calloc((size_t)n + 1, sizeof *texts);
+    if (!ids || !texts)
+        goto out;
+    for (int i = 0; i < n; i++)
+        ids[i] = st->members[i].id;
+    if (el_events_log_get_progress(lg, ids, n, texts))
+        goto out; /* no progress shown: the events' error says why */
+    for (int i = 0; i < n; i++) {
+        if (!texts[i])
+            continue;
+        json_t *o = json_loads(texts[i], 0, NULL);
+        free(texts[i]);
+        json_t *step = json_object_get(o, "step"),
+               *round = json_object_get(o, "round"),
+               *rate = json_object_get(o, "rate");
+        /* A record of an older round is of workers since restarted. */
+        if (json_is_integer(step) && json_is_integer(round) &&
+            json_integer_value(round) >= st->members_round) {
+            pr[i].have = 1;
+            pr[i].step = json_integer_value(step);
+            pr[i].rate = json_is_number(rate) ? json_number_value(rate) : -1;
+            pr[i].last_ms = json_integer_value(json_object_get(o, "last_ms"));
+        }
+        json_decref(o);
+    }
+out:
+    free(ids);
+    free(texts);
+}
+
+static void progress_line(FILE *out, const struct progress *pr, int n)
+{
+    int have = 0, rated = 0;
+    long long step = 0;
+    double rate = 0;
+    int64_t last = 0;
+    for (int i = 0; i < n; i++) {
+        if (!pr[i].have)
+            continue;
+        if (!have++ || pr[i].step < step)
+            step = pr[i].step;
+        if (pr[i].rate >= 0 && (!rated++ || pr[i].rate < rate))
+            rate = pr[i].rate;
+        if (pr[i].last_ms > last)
+            last = pr[i].last_ms;
+    }
+    if (!have) {
+        fprintf(out, "step rate: not reported (the agents publish it with "
+                     "--metrics-addr or --dashboard-addr, from workers that "
+                     "write progress lines to ELRUN_PROGRESS_FD)\n");
+        return;
+    }
+    double ago = (double)((int64_t)time(NULL) * 1000 - last) / 1000.0;
+    char r[48] = "not measured yet";
+    if (rated)
+        snprintf(r, sizeof r, "%.1f steps/s", rate);
+    fprintf(out,
+            "step rate: %s (the slowest of %d/%d nodes), step %lld, last "
+            "step %.1f s ago\n",
+            r, rated ? rated : have, n, step, ago > 0 ? ago : 0);
+}
+
 static void screen(FILE *out, const struct cli_view *v,
                    const struct el_rdzv_status *st, const struct el_event *evs,
-                   int n, const char *hist_err)
+                   int n, const char *hist_err, const struct progress *pr)
 {
     struct from_events fe = {0};
     fe.since = calloc((size_t)(st->nmembers + 1), sizeof *fe.since);
@@ -156,21 +234,24 @@ static void screen(FILE *out, const struct cli_view *v,
         fprintf(out, "restarts:  %" PRId64 " used\n", st->restarts);
     }
     fprintf(out, "last failure: %s\n", fe.failure[0] ? fe.failure : "none");
-    fprintf(out, "step rate: not kept in the job's store; scrape the agents' "
-                 "/metrics (elrun_worker_steps_per_second)\n");
-    fprintf(out, "\n  %-4s %-24s %-7s %-10s %s\n", "RANK", "HOST", "WORKERS",
-            "STATE", "SINCE (UTC)");
+    progress_line(out, pr, st->nmembers);
+    fprintf(out, "\n  %-4s %-24s %-7s %-10s %-11s %-9s %s\n", "RANK", "HOST",
+            "WORKERS", "STATE", "SINCE (UTC)", "STEP", "STEPS/S");
     for (int i = 0; i < st->nmembers; i++) {
-        char since[16] = "-";
+        char since[16] = "-", step[24] = "-", rate[24] = "-";
         if (fe.since[i])
             clock_of(fe.since[i], since, sizeof since);
-        fprintf(out, "  %-4d %-24s %-7d %-10s %s\n", i, st->members[i].name,
-                st->members[i].lws,
+        if (pr[i].have)
+            snprintf(step, sizeof step, "%lld", pr[i].step);
+        if (pr[i].have && pr[i].rate >= 0)
+            snprintf(rate, sizeof rate, "%.1f", pr[i].rate);
+        fprintf(out, "  %-4d %-24s %-7d %-10s %-11s %-9s %s\n", i,
+                st->members[i].name, st->members[i].lws,
                 st->members[i].dead ? "dead"
                 : st->closed        ? "ended"
                 : st->sealed        ? "running"
                                     : "rejoining",
-                since);
+                since, step, rate);
     }
     (void)live;
     fprintf(out, "\nlast events:\n");
@@ -211,9 +292,15 @@ static int draw(const struct cli_view *v, struct el_events_log *lg, int tty,
         el_rdzv_status_free(&st);
         return 1;
     }
+    struct progress *pr =
+        calloc((size_t)st.nmembers + 1, sizeof *pr); /* all "have" 0 */
+    if (pr && !hist_err)
+        read_progress(lg, &st, pr);
     if (clear && tty)
         fputs("\033[H\033[2J", m);
-    screen(m, v, &st, evs, n, hist_err);
+    if (pr)
+        screen(m, v, &st, evs, n, hist_err, pr);
+    free(pr);
     fclose(m);
     fwrite(buf, 1, len, stdout);
     if (clear && !tty)

@@ -11,7 +11,11 @@
  * count dropped.  The file and the listeners get every event that was
  * queued, stored or not.
  *
- * Threads: emit and listen/unlisten from any thread (one mutex, held for
+ * A node's progress record (el_events_progress) is one slot, not a queue:
+ * a newer record replaces the one not yet written, and the thread writes
+ * it when no event is queued, so it never delays an event.
+ *
+ * Threads: emit, progress and listen/unlisten from any thread (one mutex, held for
  * a copy); the I/O runs only on the emitter's thread.
  */
 #include <errno.h>
@@ -56,6 +60,10 @@ struct el_events {
     struct listener ls[MAX_LISTENERS]; /* guarded by mu                */
     int nls;
     int64_t emitted, stored, dropped; /* guarded by mu                */
+    /* the progress record not yet written (guarded by mu): p_pending set,
+     * p_text NULL for a delete */
+    int p_pending;
+    char *p_id, *p_text;
     /* the thread's own */
     long long down_until; /* el_now_ms: skip the store till then  */
     int64_t dropped_in_outage;
@@ -83,6 +91,17 @@ static void drop(struct el_events *em)
     em->dropped_in_outage++;
 }
 
+/* The history failed: skip it for OUTAGE_MS, one note when it starts. */
+static void outage(struct el_events *em, const char *what)
+{
+    if (!em->down_until)
+        note(em,
+             "events: cannot store %s (%s); dropping them for %d s at a "
+             "time until it answers",
+             what, el_events_log_errmsg(em->log), OUTAGE_MS / 1000);
+    em->down_until = el_now_ms() + OUTAGE_MS;
+}
+
 static void store(struct el_events *em, struct el_event *ev)
 {
     if (!em->log)
@@ -95,12 +114,7 @@ static void store(struct el_events *em, struct el_event *ev)
     int rc = el_events_log_append(em->log, ev);
     if (rc) {
         ev->seq = 0;
-        if (!em->down_until)
-            note(em,
-                 "events: cannot store the job's events (%s); dropping "
-                 "them for %d s at a time until it answers",
-                 el_events_log_errmsg(em->log), OUTAGE_MS / 1000);
-        em->down_until = el_now_ms() + OUTAGE_MS;
+        outage(em, "the job's events");
         drop(em);
         return;
     }
@@ -139,13 +153,35 @@ static void deliver(struct el_events *em, struct el_event *ev)
     free(json);
 }
 
+/* Write the progress record taken from the slot (frees id and text). */
+static void put_progress(struct el_events *em, char *id, char *text)
+{
+    if (em->log && id && el_now_ms() >= em->down_until &&
+        el_events_log_put_progress(em->log, id, text))
+        outage(em, "the node's progress");
+    free(id);
+    free(text);
+}
+
 static void *thread_main(void *arg)
 {
     struct el_events *em = arg;
     pthread_mutex_lock(&em->mu);
     for (;;) {
-        while (!em->count && !em->stop)
+        while (!em->count && !em->p_pending && !em->stop)
             pthread_cond_wait(&em->cv, &em->mu);
+        if (!em->count && em->p_pending) {
+            char *id = em->p_id, *text = em->p_text;
+            em->p_id = em->p_text = NULL;
+            em->p_pending = 0;
+            em->busy = 1;
+            pthread_mutex_unlock(&em->mu);
+            put_progress(em, id, text);
+            pthread_mutex_lock(&em->mu);
+            em->busy = 0;
+            pthread_cond_broadcast(&em->idle);
+            continue;
+        }
         if (!em->count)
             break;
         struct el_event ev = em->q[em->head];
@@ -248,6 +284,34 @@ int el_events_emit(struct el_events *em, const char *kind, int64_t round,
     return 0;
 }
 
+int el_events_progress(struct el_events *em, const char *id,
+                       const char *text)
+{
+    if (!em || !em->log || !id)
+        return 1;
+    char *i = strdup(id), *t = text ? strdup(text) : NULL;
+    if (!i || (text && !t)) {
+        free(i);
+        free(t);
+        return 1;
+    }
+    pthread_mutex_lock(&em->mu);
+    if (em->stop) {
+        pthread_mutex_unlock(&em->mu);
+        free(i);
+        free(t);
+        return 1;
+    }
+    free(em->p_id);
+    free(em->p_text);
+    em->p_id = i;
+    em->p_text = t;
+    em->p_pending = 1;
+    pthread_cond_signal(&em->cv);
+    pthread_mutex_unlock(&em->mu);
+    return 0;
+}
+
 int el_events_listen(struct el_events *em, el_events_listener fn, void *arg)
 {
     pthread_mutex_lock(&em->mu);
@@ -300,7 +364,7 @@ void el_events_close(struct el_events *em, int wait_ms)
         dl.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&em->mu);
-    while ((em->count || em->busy) &&
+    while ((em->count || em->busy || em->p_pending) &&
            pthread_cond_timedwait(&em->idle, &em->mu, &dl) == 0)
         ;
     while (em->count) {
@@ -309,6 +373,10 @@ void el_events_close(struct el_events *em, int wait_ms)
         em->count--;
         em->dropped++;
     }
+    free(em->p_id);
+    free(em->p_text);
+    em->p_id = em->p_text = NULL;
+    em->p_pending = 0;
     em->stop = 1;
     pthread_cond_signal(&em->cv);
     pthread_mutex_unlock(&em->mu);

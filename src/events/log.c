@@ -370,3 +370,80 @@ int el_events_log_wait(struct el_events_log *lg, int64_t last, int timeout_ms)
         return store_fail(lg, rc, "waiting for events");
     return rc;
 }
+
+/* ---- the nodes' progress records: "ev/p/<member id>" ---- */
+
+int el_events_log_put_progress(struct el_events_log *lg, const char *id,
+                               const char *text)
+{
+    char k[700];
+    snprintf(k, sizeof k, "%sp/%s", lg->prefix, id);
+    int rc;
+    if (lg->etcd) {
+        rc = text ? el_etcd_put(lg->ec, k, text, strlen(text), 0, NULL)
+                  : el_etcd_delete(lg->ec, k, NULL);
+        return rc ? etcd_fail(lg, rc, "writing the node's progress") : 0;
+    }
+    if ((rc = connect_store(lg)))
+        return rc;
+    rc = text ? el_store_set(lg->st, k, text, strlen(text))
+              : el_store_delete(lg->st, k, NULL);
+    return rc ? store_fail(lg, rc, "writing the node's progress") : 0;
+}
+
+static char *dup_text(const void *val, size_t len)
+{
+    char *s = malloc(len + 1);
+    if (s) {
+        memcpy(s, val, len);
+        s[len] = 0;
+    }
+    return s;
+}
+
+/* etcd: one range over ev/p/ (the records of every life, killed agents'
+ * included: a few); the store: one GET per id (no range in its protocol,
+ * and MULTI_GET waits for missing keys). */
+int el_events_log_get_progress(struct el_events_log *lg, const char *const *ids,
+                               int n, char **texts)
+{
+    char k[700];
+    int rc;
+    for (int i = 0; i < n; i++)
+        texts[i] = NULL;
+    if (lg->etcd) {
+        struct el_etcd_kv *kvs = NULL;
+        size_t nk = 0;
+        snprintf(k, sizeof k, "%sp/", lg->prefix);
+        if ((rc = el_etcd_range_prefix(lg->ec, k, &kvs, &nk, NULL)))
+            return etcd_fail(lg, rc, "reading the nodes' progress");
+        size_t pl = strlen(k);
+        for (size_t j = 0; j < nk; j++)
+            for (int i = 0; i < n; i++)
+                if (!texts[i] && kvs[j].key_len > pl &&
+                    !strcmp(kvs[j].key + pl, ids[i]))
+                    texts[i] = dup_text(kvs[j].value, kvs[j].value_len);
+        el_etcd_kvs_free(kvs, nk);
+        return 0;
+    }
+    if ((rc = connect_store(lg)))
+        return rc;
+    for (int i = 0; i < n; i++) {
+        void *val = NULL;
+        size_t len = 0;
+        snprintf(k, sizeof k, "%sp/%s", lg->prefix, ids[i]);
+        rc = el_store_try_get(lg->st, k, &val, &len);
+        if (rc == EL_ENOTFOUND)
+            continue;
+        if (rc) {
+            for (int j = 0; j < i; j++) {
+                free(texts[j]);
+                texts[j] = NULL;
+            }
+            return store_fail(lg, rc, "reading a node's progress");
+        }
+        texts[i] = dup_text(val, len);
+        free(val);
+    }
+    return 0;
+}

@@ -42,6 +42,47 @@ agent() {
     echo $! >"$T/a$n.pid"
     track_pid $!
 }
+# pagent N BACKEND ENDPOINT ID: node N of job ID (2 nodes, 2 workers each)
+# running progress_worker.py (20 steps/s on ELRUN_PROGRESS_FD) with
+# --metrics-addr; it stops when $T/stop-ID exists.
+PY=${PYTHON_EXEC:-/usr/bin/python3}
+pagent() {
+    local n=$1 be=$2 ep=$3 id=$4
+    PYTHON_EXEC=$PY "$ELRUN" --nnodes=2 --nproc-per-node=2 --rdzv-backend="$be" \
+        --rdzv-endpoint="$ep" --rdzv-id="$id" --local-addr="127.0.0.$n" \
+        --metrics-addr="127.0.0.$n:0" --rdzv-conf "$CONF" \
+        "$ROOT/tests/e2e/py/progress_worker.py" "$T/stop-$id" >"$T/p$n.out" 2>"$T/p$n.err" &
+    echo $! >"$T/p$n.pid"
+    track_pid $!
+}
+# progress_case BACKEND ENDPOINT ID: the status of a job whose workers report
+# progress shows each member's step and rate and the job's, the step growing;
+# at the job's end (c10d) each member keeps its last step.
+progress_case() {
+    local be=$1 ep=$2 id=$3 s1 s2
+    local ST=("$ELRUN" status --rdzv-backend="$be" --rdzv-endpoint="$ep" --rdzv-id="$id")
+    pagent 1 "$be" "$ep" "$id"
+    pagent 2 "$be" "$ep" "$id"
+    wait_until "\"\${ST[@]}\" 2>/dev/null | grep -Eq \"^step rate: [1-9][0-9.]* steps/s \(the slowest of 2/2 nodes\)\"" 40
+    "${ST[@]}" >"$T/ps1.txt"
+    cat "$T/ps1.txt"
+    grep -Eq "^step rate: [0-9.]+ steps/s \(the slowest of 2/2 nodes\), step [0-9]+, last step [0-9.]+ s ago$" "$T/ps1.txt"
+    grep -Eq "^  0    127\.0\.0\.[12] +2 +running +[0-9:]{8} +[0-9]+ +[0-9.]+$" "$T/ps1.txt"
+    grep -Eq "^  1    127\.0\.0\.[12] +2 +running +[0-9:]{8} +[0-9]+ +[0-9.]+$" "$T/ps1.txt"
+    # 20 steps/s each (the worker's own pace, loosely: the machine is shared)
+    rate=$(sed -n "s/^step rate: \([0-9.]*\) steps.*/\1/p" "$T/ps1.txt")
+    python3 -c "import sys; r=float(sys.argv[1]); assert 2 <= r <= 25, r" "$rate"
+    s1=$(sed -n "s/^step rate: .*, step \([0-9]*\),.*/\1/p" "$T/ps1.txt")
+    wait_until "s2=\$(\"\${ST[@]}\" | sed -n \"s/^step rate: .*, step \\([0-9]*\\),.*/\\1/p\"); (( s2 > s1 ))" 20
+    touch "$T/stop-$id"
+    wait_until "gone \$(cat $T/p1.pid) && gone \$(cat $T/p2.pid)" 30
+    # (etcd: the job's keys go at its end)
+    [[ $be != c10d ]] && return 0
+    "${ST[@]}" >"$T/ps2.txt"
+    cat "$T/ps2.txt"
+    grep -q "^state:     succeeded" "$T/ps2.txt"
+    grep -Eq "^  1    127\.0\.0\.[12] +2 +[a-z]+ +[0-9:]{8} +[0-9]+ " "$T/ps2.txt"
+}
 # events ARGS...: elrun events of the job, into stdout.
 # kinds FILE: the events' kinds, one per line, from human lines.
 kinds() { awk '{print $6}' "$1"; }
@@ -126,8 +167,10 @@ test_expect_success 'elrun status: state, round, world against MIN:MAX, every me
     grep -q "^world:     2 nodes, 2 workers (MIN:MAX 2:3)$" "$T/st1.txt"
     grep -q "^restarts:  1 used, 2 left (--max-restarts 3)$" "$T/st1.txt"
     grep -q "^last failure: *rank 1 (local 0, pid [0-9]*) on .* was killed by SIGKILL" "$T/st1.txt"
-    grep -Eq "^  0    127\.0\.0\.1 +1 +running +[0-9:]{8}$" "$T/st1.txt"
-    grep -Eq "^  1    127\.0\.0\.3 +1 +running +[0-9:]{8}$" "$T/st1.txt"
+    # shell workers report no progress: no step, no rate
+    grep -Eq "^  0    127\.0\.0\.1 +1 +running +[0-9:]{8} +- +-$" "$T/st1.txt"
+    grep -Eq "^  1    127\.0\.0\.3 +1 +running +[0-9:]{8} +- +-$" "$T/st1.txt"
+    grep -q "^step rate: not reported (the agents publish it with --metrics-addr" "$T/st1.txt"
     refute grep -q "127.0.0.2 .*running" "$T/st1.txt"
     grep -q "^last events:" "$T/st1.txt"
 '
@@ -187,6 +230,10 @@ test_expect_success 'the history outlives the agents that wrote it; <log-dir>/ev
 	assert {(e["seq"], e["kind"], e["node"]) for e in file} == {(e["seq"], e["kind"], e["node"]) for e in store}
 	print("file ok:", len(file))
 	EOF
+'
+
+test_expect_success 'elrun status: the step and step rate of every member and of the job (c10d), the step growing' '
+    progress_case c10d "$EP" j3
 '
 
 test_expect_success 'bad flags and an endpoint nobody serves: one clear line each' '
@@ -295,6 +342,9 @@ else
         kill -TERM $fp
         wait_until "gone $fp" 2
         kill -TERM "$(cat "$T/a1.pid")"
+    '
+    test_expect_success 'on etcd: the step and step rate in elrun status' '
+        progress_case etcd "$EP_ETCD" j4
     '
 fi
 

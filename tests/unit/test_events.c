@@ -1,7 +1,8 @@
 /* test_events.c -- the event record (encode, decode, the human line), the
  * history's bound in a real store (the newest EL_EVENTS_KEEP kept, in
  * order), and the emitter: listeners, the JSON-lines file, and a store
- * that is gone dropping events (counted) without blocking the caller.
+ * that is gone dropping events (counted) without blocking the caller;
+ * a node's progress record replaced, read and deleted.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -258,4 +259,48 @@ TEST(events_emitter_never_blocks_on_a_store_that_is_gone)
     el_events_close(em, 100);
     CHECK(notes >= 1); /* one note per outage, not one per event */
     CHECK(notes <= 2);
+}
+
+/* A node's progress record: the newest one queued is what the store holds
+ * (one slot, not a queue), a NULL record deletes it, and a reader of
+ * several ids gets NULL for those without one. */
+TEST(events_progress_record_is_replaced_and_deleted)
+{
+    struct el_store_server *srv;
+    int port = start_server(&srv);
+    CHECK(port > 0);
+    struct el_rdzv_config rc;
+    store_cfg(&rc, port);
+    struct el_events_config ec = {.rdzv = &rc, .node = "me"};
+    struct el_events *em;
+    char err[300];
+    CHECK_OK(el_events_open(&em, &ec, err, sizeof err));
+    CHECK_EQ(el_events_progress(em, "me#1#a", "{\"step\":1}"), 0);
+    CHECK_EQ(el_events_progress(em, "me#1#a", "{\"step\":2}"), 0);
+    CHECK_EQ(el_events_progress(em, "you#2#b", "{\"step\":7}"), 0);
+    CHECK_EQ(el_events_progress(em, "you#2#b", NULL), 0);
+    CHECK_EQ(el_events_progress(em, "me#1#a", "{\"step\":3}"), 0);
+    el_events_close(em, 5000);
+    CHECK_EQ(el_events_progress(NULL, "me#1#a", "{}"), 1);
+
+    struct el_events_log *lg;
+    CHECK_OK(el_events_log_open(&lg, &rc, err, sizeof err));
+    const char *ids[] = {"me#1#a", "nobody#3#c"};
+    char *texts[2];
+    CHECK_OK(el_events_log_get_progress(lg, ids, 2, texts));
+    CHECK(texts[0] != NULL);
+    if (texts[0])
+        CHECK_STR(texts[0], "{\"step\":3}");
+    CHECK(texts[1] == NULL);
+    free(texts[0]);
+    /* Deleted (or never written past the newer record): absent. */
+    const char *gone[] = {"you#2#b"};
+    CHECK_OK(el_events_log_get_progress(lg, gone, 1, texts));
+    CHECK(texts[0] == NULL);
+    free(texts[0]);
+    CHECK_OK(el_events_log_put_progress(lg, "me#1#a", NULL));
+    CHECK_OK(el_events_log_get_progress(lg, ids, 1, texts));
+    CHECK(texts[0] == NULL);
+    el_events_log_close(lg);
+    el_store_server_close(srv);
 }

@@ -63,7 +63,7 @@ progress_case() {
     local ST=("$ELRUN" status --rdzv-backend="$be" --rdzv-endpoint="$ep" --rdzv-id="$id")
     pagent 1 "$be" "$ep" "$id"
     pagent 2 "$be" "$ep" "$id"
-    wait_until "\"\${ST[@]}\" 2>/dev/null | grep -Eq \"^step rate: [1-9][0-9.]* steps/s \(the slowest of 2/2 nodes\)\"" 40
+    wait_until "\"\${ST[@]}\" 2>/dev/null | contains -E \"^step rate: [1-9][0-9.]* steps/s \(the slowest of 2/2 nodes\)\"" 40
     "${ST[@]}" >"$T/ps1.txt"
     cat "$T/ps1.txt"
     grep -Eq "^step rate: [0-9.]+ steps/s \(the slowest of 2/2 nodes\), step [0-9]+, last step [0-9.]+ s ago$" "$T/ps1.txt"

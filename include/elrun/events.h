@@ -116,8 +116,8 @@ int el_events_log_put_progress(struct el_events_log *lg, const char *id,
 /* Read the records of ids[0..n-1]: 0 and texts[i] (malloc'd, NUL-
  * terminated; NULL when that id has none), or an error (nothing
  * allocated).  etcd: one request; the store: one per id. */
-int el_events_log_get_progress(struct el_events_log *lg,
-                               const char *const *ids, int n, char **texts);
+int el_events_log_get_progress(struct el_events_log *lg, const char *const *ids,
+                               int n, char **texts);
 
 void el_events_free(struct el_event *evs, int n);
 
@@ -163,8 +163,7 @@ void el_events_unlisten(struct el_events *em, el_events_listener fn, void *arg);
  * writes the newest one after the queued events (not during an outage of
  * the store).  0, or 1 when it could not be kept (out of memory, no
  * history). */
-int el_events_progress(struct el_events *em, const char *id,
-                       const char *text);
+int el_events_progress(struct el_events *em, const char *id, const char *text);
 
 /* Events emitted, stored, and dropped (queue full or the store failing). */
 void el_events_counts(struct el_events *em, int64_t *emitted, int64_t *stored,

@@ -182,8 +182,7 @@ void el__ev_restarts(struct el_agent *a);
 /* A progress line came: the node's slowest rank's step and step rate (-1:
  * not measured yet) over nranks reporting ranks; published into the job's
  * state at most every few seconds, when the step changed. */
-void el__ev_progress(struct el_agent *a, int64_t step, double rate,
-                     int nranks);
+void el__ev_progress(struct el_agent *a, int64_t step, double rate, int nranks);
 /* Worker i's progress pipe for the next fork: the write end's fd (to pass
  * as ELRUN_PROGRESS_FD, close-on-exec: clear it in the child), or -1 when
  * off.  el__obs_progress_forked closes the agent's copy after the fork;

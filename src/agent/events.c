@@ -40,11 +40,11 @@ struct el__agent_ev {
     int64_t failure_ns; /* when; 0 once recovered                     */
     int64_t start_ns;   /* el_agent_run's start (total_run_time)       */
     char host[256];
-    char id[192];        /* this agent's member id, "": not known yet  */
-    int64_t pub_ns;      /* when the progress record was last queued   */
-    int64_t pub_step;    /* its step, -1: none                         */
-    int64_t pub_round;   /* its round                                  */
-    int pub_rated;       /* it had a step rate                         */
+    char id[192];      /* this agent's member id, "": not known yet  */
+    int64_t pub_ns;    /* when the progress record was last queued   */
+    int64_t pub_step;  /* its step, -1: none                         */
+    int64_t pub_round; /* its round                                  */
+    int pub_rated;     /* it had a step rate                         */
 };
 
 /* At most one progress record per node in this time. */
@@ -321,8 +321,7 @@ void el__ev_state(struct el_agent *a, int from, int to)
  * EVENTS.md).  Runs on the agent's thread, queues at most one record per
  * PROGRESS_EVERY_NS (and one more when the first rate is measured), none
  * when the step has not changed. */
-void el__ev_progress(struct el_agent *a, int64_t step, double rate,
-                     int nranks)
+void el__ev_progress(struct el_agent *a, int64_t step, double rate, int nranks)
 {
     struct el__agent_ev *e = a->ev;
     if (!e || !a->cfg.events || !e->id[0] || step < 0)
@@ -338,11 +337,11 @@ void el__ev_progress(struct el_agent *a, int64_t step, double rate,
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     int64_t wall = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    json_t *o = json_pack("{s:s, s:I, s:i, s:I, s:f, s:I, s:i}", "node",
-                          e->host, "round", (json_int_t)e->round, "node_rank",
-                          e->node_rank, "step", (json_int_t)step, "rate",
-                          rate >= 0 ? rate : -1.0, "last_ms", (json_int_t)wall,
-                          "ranks", nranks);
+    json_t *o =
+        json_pack("{s:s, s:I, s:i, s:I, s:f, s:I, s:i}", "node", e->host,
+                  "round", (json_int_t)e->round, "node_rank", e->node_rank,
+                  "step", (json_int_t)step, "rate", rate >= 0 ? rate : -1.0,
+                  "last_ms", (json_int_t)wall, "ranks", nranks);
     char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     if (text && el_events_progress(a->cfg.events, e->id, text) == 0) {

@@ -284,8 +284,7 @@ int el_events_emit(struct el_events *em, const char *kind, int64_t round,
     return 0;
 }
 
-int el_events_progress(struct el_events *em, const char *id,
-                       const char *text)
+int el_events_progress(struct el_events *em, const char *id, const char *text)
 {
     if (!em || !em->log || !id)
         return 1;

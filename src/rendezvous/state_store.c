@@ -255,9 +255,11 @@ static int live_lost(struct store_rdzv *r)
                           r->link.io_timeout_ms, -1, el_now_ms() + 2000);
     if (rc == 0)
         rc = st_refresh(&r->e);
-    /* Something else answers there (el__rdzv_connect said so): that, not a
-     * lost store, is what the user must hear. */
-    if (rc == EL_ENOTSTORE)
+    /* Something else answers there, or the store refused this node's job
+     * secret (el__rdzv_connect said which): that, not a lost store, is what
+     * the user must hear.  The keep-alive thread's own connection is often
+     * the first to be refused. */
+    if (rc == EL_ENOTSTORE || rc == -EACCES)
         return rc;
     if (rc)
         return FAIL(r, EL_EPEERLOST,

@@ -31,14 +31,7 @@ W=$(mktemp -d "${TMPDIR:-/tmp}/events-bench.XXXXXX")
 pids=()
 trap 'for p in "${pids[@]:-}"; do [[ -n $p ]] && kill -KILL "$p" 2>/dev/null || true; done; rm -rf "$W"' EXIT
 
-stats() {
-    sort -g | awk '{ v[NR] = $1 } END {
-        if (NR == 0) { print "nan nan nan"; exit }
-        m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-        printf "%.4g (%.4g-%.4g)\n", m, v[1], v[NR] }'
-}
-cpu_ms() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { print s / 1e6 }'; }
-hwm_kib() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
+. bench/lib.sh # stats, cpu_ms, hwm_kib
 
 "$ELRUN" store --listen 127.0.0.1:0 >"$W/store.out" 2>"$W/store.err" &
 pids+=("$!")

@@ -1,5 +1,5 @@
 # lib.sh -- helpers the bench scripts source (bench/metrics.sh,
-# bench/dashboard.sh).
+# bench/dashboard.sh, bench/events.sh).
 #
 #   agent_table    the agent CPU / peak RSS table by mode (below)
 #   stats          numbers on stdin, one a line -> "median (min-max)"

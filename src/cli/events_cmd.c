@@ -96,13 +96,7 @@ static int view_config(struct cli_view *v)
         v->oc.read_timeout > 0 ? (int)(v->oc.read_timeout * 1000) : 3000;
     if (etcd) {
         rc->endpoints = v->endpoint;
-        rc->etcd.prefix = v->oc.etcd_prefix;
-        rc->etcd.protocol = v->oc.protocol;
-        rc->etcd.cacert = v->oc.cacert;
-        rc->etcd.cert = v->oc.cert;
-        rc->etcd.key = v->oc.key;
-        rc->etcd.user = v->oc.username;
-        rc->etcd.password = v->oc.password;
+        el_opts_etcd_config(&v->oc, rc);
     } else {
         if (el_addr_parse(v->endpoint, 29400, v->host, &rc->port) != 0)
             return usage(v->verb, "--rdzv-endpoint=%s: expected HOST:PORT",

@@ -118,6 +118,11 @@ int el_opts_signals(const char *spec, int *sigs, int max, int *n);
  * one-line message in err. */
 int el_opts_rdzv_conf(const char *spec, const char *src, struct el_opts_conf *c,
                       char *err, size_t errlen);
+struct el_rdzv_config;
+/* The etcd client's settings of c (prefix, protocol, TLS files, user and
+ * password) into rc->etcd; the strings stay c's. */
+void el_opts_etcd_config(const struct el_opts_conf *c,
+                         struct el_rdzv_config *rc);
 
 /* Format a usage message into err (when err and errlen) and return
  * EL_EUSAGE: the one error path of opts.c and rdzv_conf.c. */

@@ -11,6 +11,7 @@
 
 #include "cli/opts.h"
 #include "elrun/err.h"
+#include "elrun/rdzv.h"
 
 enum conf_kind {
     CONF_SECONDS, /* double >= 0, at most INT_MAX ms                     */
@@ -190,4 +191,16 @@ int el_opts_rdzv_conf(const char *spec, const char *src, struct el_opts_conf *c,
                              "--rdzv-conf keep_alive_interval "
                              "must be more than 0 seconds");
     return 0;
+}
+
+void el_opts_etcd_config(const struct el_opts_conf *c,
+                         struct el_rdzv_config *rc)
+{
+    rc->etcd.prefix = c->etcd_prefix;
+    rc->etcd.protocol = c->protocol;
+    rc->etcd.cacert = c->cacert;
+    rc->etcd.cert = c->cert;
+    rc->etcd.key = c->key;
+    rc->etcd.user = c->username;
+    rc->etcd.password = c->password;
 }

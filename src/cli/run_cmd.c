@@ -383,13 +383,7 @@ static int setup_etcd(const struct el_opts *o, struct el_rdzv_config *rc,
                        cap))
         return -1;
     rc->endpoints = s->endpoints;
-    rc->etcd.prefix = o->conf.etcd_prefix;
-    rc->etcd.protocol = o->conf.protocol;
-    rc->etcd.cacert = o->conf.cacert;
-    rc->etcd.cert = o->conf.cert;
-    rc->etcd.key = o->conf.key;
-    rc->etcd.user = o->conf.username;
-    rc->etcd.password = o->conf.password;
+    el_opts_etcd_config(&o->conf, rc);
     return 0;
 }
 

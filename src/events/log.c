@@ -22,6 +22,7 @@
 #include "elrun/events.h"
 #include "elrun/rdzv.h"
 #include "elrun/store.h"
+#include "rendezvous/rdzv_impl.h"
 
 struct el_events_log {
     int etcd;
@@ -81,40 +82,21 @@ int el_events_log_open(struct el_events_log **out,
         *out = lg;
         return 0;
     }
-    char ep[EL_HOST_MAX + 16];
-    const char *endpoints = cfg->endpoints;
-    if (!endpoints || !*endpoints) {
-        if (!cfg->host || !*cfg->host || cfg->port <= 0) {
-            free(lg);
-            return el__errf(err, errlen, EL_EUSAGE,
-                            "the etcd event history needs HOST:PORT");
-        }
-        snprintf(ep, sizeof ep, strchr(cfg->host, ':') ? "[%s]:%d" : "%s:%d",
-                 cfg->host, cfg->port);
-        endpoints = ep;
+    char ep[EL_HOST_MAX + 16], prefix[sizeof lg->prefix - 4]; /* + "ev/" */
+    const char *endpoints;
+    int rc = el__rdzv_etcd_where(cfg, ep, sizeof ep, &endpoints, prefix,
+                                 sizeof prefix, err, errlen);
+    snprintf(lg->prefix, sizeof lg->prefix, "%sev/", prefix);
+    if (rc == 0 &&
+        el__rdzv_etcd_copy_opts(cfg, endpoints, lg->strs, &lg->eo) < 0)
+        rc = el__errf(err, errlen, -ENOMEM, "out of memory");
+    if (rc) {
+        el_events_log_close(lg);
+        return rc;
     }
-    const char *pfx =
-        cfg->etcd.prefix && *cfg->etcd.prefix ? cfg->etcd.prefix : "/elrun";
-    snprintf(lg->prefix, sizeof lg->prefix, "%s%s%s/ev/", pfx,
-             pfx[strlen(pfx) - 1] == '/' ? "" : "/", run_id);
-    const char *src[7] = {
-        endpoints,     cfg->etcd.protocol, cfg->etcd.cacert,  cfg->etcd.cert,
-        cfg->etcd.key, cfg->etcd.user,     cfg->etcd.password};
-    for (int i = 0; i < 7; i++)
-        if (src[i] && !(lg->strs[i] = strdup(src[i]))) {
-            el_events_log_close(lg);
-            return -ENOMEM;
-        }
-    lg->eo.endpoints = lg->strs[0];
-    lg->eo.protocol = lg->strs[1];
-    lg->eo.cacert = lg->strs[2];
-    lg->eo.cert = lg->strs[3];
-    lg->eo.key = lg->strs[4];
-    lg->eo.user = lg->strs[5];
-    lg->eo.password = lg->strs[6];
     lg->eo.op_timeout_ms = lg->io_ms;
     lg->eo.request_timeout_ms = lg->io_ms < 2000 ? lg->io_ms : 2000;
-    int rc = el_etcd_open(&lg->ec, &lg->eo, err, errlen);
+    rc = el_etcd_open(&lg->ec, &lg->eo, err, errlen);
     if (rc) {
         el_events_log_close(lg);
         return rc;

@@ -45,6 +45,20 @@ typedef int (*el_rdzv_open_fn)(struct el_rdzv **out,
 
 int el__rdzv_static_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
                          char *err, size_t errlen);
+/* The etcd backend's reading of cfg, shared with the event history
+ * (src/events/log.c), which keeps its records under the same prefix:
+ * where: the endpoints (cfg->endpoints, else HOST:PORT formatted into ep)
+ * and the job's prefix "<etcd_prefix>/<run_id>/"; EL_EUSAGE with a line in
+ * err when there is no endpoint or the id does not fit.  copy_opts: the
+ * client's strings (the endpoints, protocol, TLS files, user, password)
+ * strdup'ed into strs (free each) and pointed at by eo; -ENOMEM. */
+struct el_etcd_opts;
+int el__rdzv_etcd_where(const struct el_rdzv_config *cfg, char *ep,
+                        size_t epcap, const char **endpoints, char *prefix,
+                        size_t pcap, char *err, size_t errlen);
+int el__rdzv_etcd_copy_opts(const struct el_rdzv_config *cfg,
+                            const char *endpoints, char *strs[7],
+                            struct el_etcd_opts *eo);
 int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
                        char *err, size_t errlen);
 /* The read-only status of a job (el_rdzv_status_read) on each backend. */

@@ -1053,23 +1053,23 @@ static const struct el_rdzv_ops etcd_ops = {
     .is_dead = el__rdzv_elastic_is_dead,
 };
 
-/* Copy the caller's etcd options (they need not outlive open). */
-static int copy_opts(struct etcd_rdzv *r, const struct el_rdzv_config *cfg,
-                     const char *endpoints)
+int el__rdzv_etcd_copy_opts(const struct el_rdzv_config *cfg,
+                            const char *endpoints, char *strs[7],
+                            struct el_etcd_opts *eo)
 {
     const char *src[7] = {
         endpoints,     cfg->etcd.protocol, cfg->etcd.cacert,  cfg->etcd.cert,
         cfg->etcd.key, cfg->etcd.user,     cfg->etcd.password};
     for (int i = 0; i < 7; i++)
-        if (src[i] && !(r->strs[i] = strdup(src[i])))
+        if (src[i] && !(strs[i] = strdup(src[i])))
             return -ENOMEM;
-    r->eo.endpoints = r->strs[0];
-    r->eo.protocol = r->strs[1];
-    r->eo.cacert = r->strs[2];
-    r->eo.cert = r->strs[3];
-    r->eo.key = r->strs[4];
-    r->eo.user = r->strs[5];
-    r->eo.password = r->strs[6];
+    eo->endpoints = strs[0];
+    eo->protocol = strs[1];
+    eo->cacert = strs[2];
+    eo->cert = strs[3];
+    eo->key = strs[4];
+    eo->user = strs[5];
+    eo->password = strs[6];
     return 0;
 }
 
@@ -1133,9 +1133,9 @@ static int start(struct etcd_rdzv *r, char *err, size_t errlen)
 /* Where the job's keys are: the members (cfg->endpoints, else host:port
  * into ep) and the prefix "<etcd_prefix>/<run_id>/".  0, or EL_EUSAGE with
  * a message in err. */
-static int where(const struct el_rdzv_config *cfg, char *ep, size_t epcap,
-                 const char **endpoints, char *prefix, size_t pcap, char *err,
-                 size_t errlen)
+int el__rdzv_etcd_where(const struct el_rdzv_config *cfg, char *ep,
+                        size_t epcap, const char **endpoints, char *prefix,
+                        size_t pcap, char *err, size_t errlen)
 {
     *endpoints = cfg->endpoints;
     if (!*endpoints || !**endpoints) {
@@ -1175,8 +1175,8 @@ int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
                  cfg->min_nodes, cfg->max_nodes);
         return EL_EUSAGE;
     }
-    int rc = where(cfg, ep, sizeof ep, &endpoints, prefix, sizeof prefix, err,
-                   errlen);
+    int rc = el__rdzv_etcd_where(cfg, ep, sizeof ep, &endpoints, prefix,
+                                 sizeof prefix, err, errlen);
     if (rc)
         return rc;
     struct etcd_rdzv *r = calloc(1, sizeof *r);
@@ -1196,7 +1196,7 @@ int el__rdzv_etcd_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
     r->e.step_ms = r->e.window_ms;
     r->ttl_s = (r->e.window_ms + 999) / 1000;
     r->served = -1;
-    rc = copy_opts(r, cfg, endpoints);
+    rc = el__rdzv_etcd_copy_opts(cfg, endpoints, r->strs, &r->eo);
     /* One etcd call, retries across members included, gives up after
      * read_timeout [15 s], and never outlasts the join timeout. */
     r->eo.op_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 15000;
@@ -1278,8 +1278,8 @@ int el__rdzv_etcd_status(const struct el_rdzv_config *cfg,
 {
     char ep[EL_HOST_MAX + 16], prefix[512];
     const char *endpoints;
-    int rc = where(cfg, ep, sizeof ep, &endpoints, prefix, sizeof prefix, err,
-                   errlen);
+    int rc = el__rdzv_etcd_where(cfg, ep, sizeof ep, &endpoints, prefix,
+                                 sizeof prefix, err, errlen);
     if (rc)
         return rc;
     struct etcd_rdzv *r = calloc(1, sizeof *r);
@@ -1289,7 +1289,7 @@ int el__rdzv_etcd_status(const struct el_rdzv_config *cfg,
     r->e.ops = &etcd_state;
     pthread_mutex_init(&r->mu, NULL);
     snprintf(r->prefix, sizeof r->prefix, "%s", prefix);
-    rc = copy_opts(r, cfg, endpoints);
+    rc = el__rdzv_etcd_copy_opts(cfg, endpoints, r->strs, &r->eo);
     r->eo.op_timeout_ms = cfg->io_timeout_ms > 0 ? cfg->io_timeout_ms : 5000;
     r->eo.request_timeout_ms = 2000;
     char eb[512] = "";

@@ -460,9 +460,12 @@ int el__etcd_describe_curl(CURLcode rc, const char *errbuf, char *buf,
         break;
     case CURLE_RECV_ERROR:
     case CURLE_SEND_ERROR:
-        /* TLS 1.3 reports a rejected client certificate as an alert on
-         * the first read after the handshake. */
-        if (errbuf && (strstr(errbuf, "SSL") || strstr(errbuf, "TLS"))) {
+        /* TLS 1.3 reports a rejected client certificate as the server's
+         * alert on the first read after the handshake, often after curl
+         * sent the request: the server refused the connection before it
+         * read a byte of it. A reset or an EOF in mid-reply is no TLS
+         * failure (the request may have been applied). */
+        if (errbuf && strstr(errbuf, "alert")) {
             tls = 1;
             snprintf(buf, len, "TLS failure: %s", detail);
             break;
@@ -528,9 +531,12 @@ static enum attempt attempt(struct el_etcd *c, size_t i, const char *path,
     if (rc != CURLE_OK) {
         int tls = el__etcd_describe_curl(rc, c->curl_err, m->last_err,
                                          sizeof m->last_err);
-        /* Nothing of the body left: the member never saw the request. */
+        /* A TLS failure: the member refused the connection before reading
+         * the request. Nothing of the body left: it never saw it. */
+        if (tls)
+            return ATT_TLS;
         if (!up.handed)
-            return tls ? ATT_TLS : ATT_UNSENT;
+            return ATT_UNSENT;
         return ATT_LOST;
     }
     long status = 0;

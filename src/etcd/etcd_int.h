@@ -133,7 +133,8 @@ int64_t el__etcd_now_ms(void);
 /* 1 if fd >= 0 is readable now. */
 int el__etcd_fd_ready(int fd);
 /* Describe a failed curl transfer into buf ("connection refused", curl's
- * TLS message ...); returns 1 if it was a TLS failure. */
+ * TLS message ...); returns 1 if it was a TLS failure (the handshake or a
+ * TLS alert from the peer: the request was certainly not processed). */
 int el__etcd_describe_curl(CURLcode rc, const char *errbuf, char *buf,
                            size_t len);
 

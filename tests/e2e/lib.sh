@@ -31,6 +31,8 @@ _descendants() {
 
 _cleanup() {
     local p
+    # Disowned, the jobs killed below are not reported ("line 39: N Killed").
+    disown -a 2>/dev/null
     for p in "${_pids[@]:-}" $(cat "$T/.tracked_pids" 2>/dev/null); do
         [[ -n $p ]] && kill -KILL "$p" 2>/dev/null
     done

@@ -60,6 +60,51 @@ TEST(events_record_roundtrip)
     CHECK(el_event_encode(&ev) == NULL);
 }
 
+/* Two agents of one host differ by their label: the record keeps it, the
+ * human line names the node by it, a round by its members' labels; an
+ * event of before the labels has none and is named by its node. */
+TEST(events_label_names_the_agent_and_the_round_members)
+{
+    struct el_event ev = {.seq = 3, .time_ms = 1796126403250LL, .round = 1};
+    snprintf(ev.kind, sizeof ev.kind, "round");
+    snprintf(ev.node, sizeof ev.node, "h1");
+    snprintf(ev.label, sizeof ev.label, "h1/3f2a");
+    ev.fields = "{\"nodes\":3,\"world\":3,\"members\":[\"h1\",\"h1\",\"h1\"],"
+                "\"joined\":[\"h1\"],\"left\":[\"h1\"],"
+                "\"member_labels\":[\"h1/3f2a\",\"h1/09bc\",\"h1/77aa\"],"
+                "\"joined_labels\":[\"h1/77aa\"],\"left_labels\":[\"h1/5e5e\"],"
+                "\"cause\":\"worker_failure\",\"failed_node\":\"h1/09bc\"}";
+    char *s = el_event_encode(&ev);
+    CHECK(s && strstr(s, "\"node\":\"h1\",\"label\":\"h1/3f2a\","));
+    struct el_event back;
+    char err[200], line[1000];
+    CHECK_OK(el_event_decode(s, strlen(s), &back, err, sizeof err));
+    CHECK_STR(back.label, "h1/3f2a");
+    el_event_human(&back, line, sizeof line);
+    CHECK(strstr(line, " h1/3f2a ") != NULL);
+    CHECK(strstr(line, "3 nodes, world 3 (joined: h1/77aa; left: h1/5e5e); "
+                       "cause: worker_failure (h1/09bc)") != NULL);
+    el_event_clear(&back);
+    free(s);
+    /* An event without a label: none in the JSON, the name in the line. */
+    ev.label[0] = 0;
+    ev.fields = "{\"nodes\":1,\"world\":1,\"joined\":[],\"left\":[\"h2\"],"
+                "\"cause\":\"node_left\"}";
+    s = el_event_encode(&ev);
+    CHECK(s && !strstr(s, "\"label\""));
+    CHECK_OK(el_event_decode(s, strlen(s), &back, err, sizeof err));
+    CHECK_STR(back.label, "");
+    el_event_human(&back, line, sizeof line);
+    CHECK(strstr(line, " h1 ") != NULL);
+    CHECK(strstr(line, "(joined: -; left: h2); cause: node_left") != NULL);
+    el_event_clear(&back);
+    free(s);
+    const char *bad = "{\"seq\":1,\"time_ms\":1,\"kind\":\"x\",\"node\":\"n\","
+                      "\"label\":7,\"round\":0,\"fields\":{}}";
+    CHECK_EQ(el_event_decode(bad, strlen(bad), &back, err, sizeof err),
+             EL_EFORMAT);
+}
+
 TEST(events_decode_rejects_what_is_not_an_event)
 {
     struct el_event ev;
@@ -194,6 +239,8 @@ TEST(events_emitter_stores_writes_and_tells_listeners)
     struct seen s = {0};
     CHECK_OK(el_events_listen(em, listener, &s));
     CHECK_EQ(el_events_emit(em, "round", 0, "{\"nodes\":2}"), 0);
+    /* the label set after the first event is on the events after it */
+    el_events_set_label(em, "me/3f2a");
     CHECK_EQ(el_events_emit(em, "end", 0, NULL), 0);
     el_events_close(em, 5000);
     CHECK_EQ(s.n, 2);
@@ -207,6 +254,7 @@ TEST(events_emitter_stores_writes_and_tells_listeners)
         line[strcspn(line, "\n")] = 0;
         CHECK_OK(el_event_decode(line, strlen(line), &ev, err, sizeof err));
         CHECK_STR(ev.node, "me");
+        CHECK_STR(ev.label, lines ? "me/3f2a" : "");
         el_event_clear(&ev);
         lines++;
     }

@@ -169,22 +169,22 @@ void el__ev_round(struct el_agent *a, const struct el_rdzv_info *info)
         char failed[EL_HOST_MAX + 8] = "";
         int wf = !json_array_size(left) &&
                  failed_node(a, info->round, failed, sizeof failed);
-        const char *cause = !e->cause && !e->nprev  ? "start"
-                            : json_array_size(died) ? "node_died"
-                            : json_array_size(left) ? "node_left"
-                            : wf                    ? "worker_failure"
+        const char *cause = !e->cause && !e->nprev    ? "start"
+                            : json_array_size(died)   ? "node_died"
+                            : json_array_size(left)   ? "node_left"
+                            : wf                      ? "worker_failure"
                             : json_array_size(joined) ? "node_joined"
                                                       : "restart";
         json_t *o = json_pack(
             "{s:I, s:i, s:i, s:i, s:o, s:o, s:o, s:o, s:s, s:i, s:i, s:i, "
             "s:o, s:o, s:o, s:o}",
-            "round", (json_int_t)info->round, "nodes", info->num_nodes,
-            "world", info->world_size, "lws", a->cfg.nproc, "members", members,
-            "joined", joined, "left", left, "died", died, "cause", cause,
-            "min_nodes", a->cfg.rdzv_min_nodes, "max_nodes",
-            a->cfg.rdzv_max_nodes, "max_restarts", a->cfg.max_restarts,
-            "member_labels", lmembers, "joined_labels", ljoined, "left_labels",
-            lleft, "died_labels", ldied);
+            "round", (json_int_t)info->round, "nodes", info->num_nodes, "world",
+            info->world_size, "lws", a->cfg.nproc, "members", members, "joined",
+            joined, "left", left, "died", died, "cause", cause, "min_nodes",
+            a->cfg.rdzv_min_nodes, "max_nodes", a->cfg.rdzv_max_nodes,
+            "max_restarts", a->cfg.max_restarts, "member_labels", lmembers,
+            "joined_labels", ljoined, "left_labels", lleft, "died_labels",
+            ldied);
         if (o && wf && failed[0])
             json_object_set_new(o, "failed_node", json_string(failed));
         emit(a, "round", o);

@@ -155,8 +155,7 @@ static void translate(struct feed *fd, const struct el_event *ev)
             snprintf(how, sizeof how, "exit code %d", e.code);
         snprintf(e.text, sizeof e.text,
                  "worker rank %d on %.60s failed (%s): %s", e.rank,
-                 ev->label[0] ? ev->label : ev->node,
-                 how, str(f, "message"));
+                 ev->label[0] ? ev->label : ev->node, how, str(f, "message"));
         el__dash_event(fd->dash, &e);
     } else if (!strcmp(k, "restart")) {
         el__dash_job_sizes(fd->dash, -1, -1, -1, num(f, "max_restarts", -1));

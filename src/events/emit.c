@@ -48,7 +48,7 @@ struct el_events {
     struct el_events_log *log; /* NULL: not stored                    */
     char node[256];
     char label[272]; /* guarded by mu                                 */
-    int fd; /* the JSON-lines file, -1: none    */
+    int fd;          /* the JSON-lines file, -1: none    */
     void (*on_note)(void *arg, const char *msg);
     void *note_arg;
     pthread_t th;

@@ -316,8 +316,8 @@ static int fetch_etcd(struct el_events_log *lg, int64_t from, int n,
             char *end;
             int64_t slot = strtoll(kvs[j].key + pl, &end, 10);
             /* the slot's seq in [from, from + n): n <= EL_EVENTS_KEEP */
-            int64_t i = (slot - el_events_slot(from) + EL_EVENTS_KEEP) %
-                        EL_EVENTS_KEEP;
+            int64_t i =
+                (slot - el_events_slot(from) + EL_EVENTS_KEEP) % EL_EVENTS_KEEP;
             if (*end || i >= n || vals[i])
                 continue;
             vals[i] = kvs[j].value;
@@ -375,9 +375,8 @@ int el_events_log_read(struct el_events_log *lg, int64_t after, int max,
         int64_t s = from + i;
         char err[200];
         /* missing, overwritten already, or not an event: skipped */
-        int ok = vals[i] &&
-                 el_event_decode(vals[i], lens[i], &out[k], err, sizeof err) ==
-                     0;
+        int ok = vals[i] && el_event_decode(vals[i], lens[i], &out[k], err,
+                                            sizeof err) == 0;
         if (ok && out[k].seq != s) {
             el_event_clear(&out[k]);
             ok = 0;

@@ -200,6 +200,5 @@ void el_event_human(const struct el_event *ev, char *buf, size_t cap)
     if (ev->round >= 0)
         snprintf(rnd, sizeof rnd, "%" PRId64, ev->round);
     snprintf(buf, cap, "%s  #%-4" PRId64 " round %-3s %-16s %-8s %s", when,
-             ev->seq, rnd, ev->label[0] ? ev->label : ev->node, ev->kind,
-             what);
+             ev->seq, rnd, ev->label[0] ? ev->label : ev->node, ev->kind, what);
 }

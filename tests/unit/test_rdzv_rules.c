@@ -46,7 +46,7 @@ struct mem_world {
     int64_t round;
     char *closed;
     int64_t restarts;
-    int raises; /* times the round was raised            */
+    int raises;     /* times the round was raised            */
     int64_t fround; /* the failure record: round, -1 none    */
     char fid[EL__RDZV_ID_MAX];
     struct mem_round r[MAXR];

@@ -127,22 +127,7 @@ if part etcd && command -v etcd >/dev/null; then
     done
     EP=$(ETCD_BASE="$W/etcd" bash tests/infra/etcd-start.sh "$ETCD_PORT" 2>"$W/etcd.log") || { cat "$W/etcd.log" >&2; exit 1; }
     EP=${EP#http://}
-    python3 - "$EP" <<'EOF'
-import base64, http.client, json, sys
-host, port = sys.argv[1].rsplit(":", 1)
-c = http.client.HTTPConnection(host, int(port))
-b = lambda s: base64.b64encode(s.encode()).decode()
-def put(k, v):
-    c.request("POST", "/v3/kv/put", json.dumps({"key": b("/elrun/big/ev/" + k), "value": b(v)}))
-    r = c.getresponse(); r.read(); assert r.status == 200, r.status
-for seq in range(1, 2001):
-    put(str(seq - 1), json.dumps({"seq": seq, "time": "2026-12-01T00:00:00.000Z", "time_ms": seq,
-        "kind": "failure", "node": "node%d" % (seq % 256), "label": "node%d/3f2a" % (seq % 256),
-        "round": seq // 8, "fields": {"rank": seq % 2048, "local_rank": seq % 8, "pid": 30000 + seq,
-        "host": "node.example", "exitcode": 1, "signal": 0, "signal_name": "",
-        "message": "ValueError: boom", "ran_ms": 1234, "root_cause": True}}))
-put("n", "2000")
-EOF
+    python3 tests/e2e/py/etcd_events.py "$EP" big 2000
     EVE=(events --rdzv-backend=etcd --rdzv-endpoint="$EP" --rdzv-id=big)
     [[ $("$ELRUN" "${EVE[@]}" | wc -l) == 2000 ]]
     for b in "${builds[@]}"; do

@@ -444,20 +444,7 @@ else
     test_expect_success 'on etcd: a long history is read in a few range requests, a lost event skipped, -n N by the slot' '
         # 1200 events written as the agents write them, seq 500 counted
         # but lost (its writer died between its two requests)
-        python3 - "$EP_ETCD" <<-"EOF"
-	import base64, http.client, json, sys
-	host, port = sys.argv[1].rsplit(":", 1)
-	c = http.client.HTTPConnection(host, int(port))
-	b = lambda s: base64.b64encode(s.encode()).decode()
-	def put(k, v):
-	    c.request("POST", "/v3/kv/put", json.dumps({"key": b("/elrun/j6/ev/" + k), "value": b(v)}))
-	    r = c.getresponse(); r.read(); assert r.status == 200, r.status
-	for seq in range(1, 1201):
-	    if seq != 500:
-	        put(str(seq - 1), json.dumps({"seq": seq, "time": "2026-12-01T00:00:00.000Z", "time_ms": seq,
-	            "kind": "restart", "node": "n", "round": 0, "fields": {"i": seq}}))
-	put("n", "1200")
-	EOF
+        python3 "$ROOT/tests/e2e/py/etcd_events.py" "$EP_ETCD" j6 1200 500
         EV6=("$ELRUN" events --rdzv-backend=etcd --rdzv-endpoint="$EP_ETCD" --rdzv-id=j6)
         r0=$(ranges)
         "${EV6[@]}" --json >"$T/ev6.json"

@@ -149,16 +149,24 @@ static void store_cfg(struct el_rdzv_config *rc, int port)
     rc->run_id = "tj";
 }
 
-TEST(events_history_keeps_the_newest_in_order)
+/* A store on a free port and the history of job "tj" in it; returns the
+ * port (a failed check ends the test). */
+static int open_history(struct el_store_server **srv, struct el_events_log **lg)
 {
-    struct el_store_server *srv;
-    int port = start_server(&srv);
+    int port = start_server(srv);
     CHECK(port > 0);
     struct el_rdzv_config rc;
     store_cfg(&rc, port);
-    struct el_events_log *lg;
     char err[300];
-    CHECK_OK(el_events_log_open(&lg, &rc, err, sizeof err));
+    CHECK_OK(el_events_log_open(lg, &rc, err, sizeof err));
+    return port;
+}
+
+TEST(events_history_keeps_the_newest_in_order)
+{
+    struct el_store_server *srv;
+    struct el_events_log *lg;
+    int port = open_history(&srv, &lg);
     int64_t last = -1;
     CHECK_OK(el_events_log_last(lg, &last));
     CHECK_EQ(last, 0);
@@ -214,13 +222,8 @@ TEST(events_history_keeps_the_newest_in_order)
 TEST(events_batched_read_skips_lost_slots)
 {
     struct el_store_server *srv;
-    int port = start_server(&srv);
-    CHECK(port > 0);
-    struct el_rdzv_config rc;
-    store_cfg(&rc, port);
     struct el_events_log *lg;
-    char err[300];
-    CHECK_OK(el_events_log_open(&lg, &rc, err, sizeof err));
+    int port = open_history(&srv, &lg);
     struct el_store *c;
     CHECK_OK(el_store_connect(&c, "127.0.0.1", port, 2000, 2000));
     int64_t seq;

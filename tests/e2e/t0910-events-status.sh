@@ -3,14 +3,17 @@
 # rendezvous (docs/EVENTS.md), with real agents on loopback addresses
 # (127.0.0.1..3, --local-addr) running shell workers: on an `elrun store`
 # (c10d) and on a real etcd.  The job starts with two nodes, grows to
-# three, loses one to SIGKILL and restarts after a worker is killed:
-# `elrun events` shows that sequence with its causes (human and --json),
+# three, loses one to SIGKILL and restarts after the worker of the round's
+# rank 1 is killed: `elrun events` shows that sequence with its causes
+# (worker_failure and whose, though rank 0 emits the round; human and
+# --json), members named by their labels (two agents of one --local-addr
+# told apart by events, status and elrun dashboard),
 # -f sees a new event and stops at SIGTERM, the history outlives the agent
 # that wrote part of it, <log-dir>/events.jsonl has the same events;
 # `elrun status` shows the members and the world, and `--watch` redraws in
 # place under tmux as a person sees it.  Bad flags and an endpoint nobody
 # serves are one line each.  --event-log-handler console prints torchrun's
-# status event JSON.
+# status event JSON.  A long etcd history is read in a few ranges.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/t01-common.bash"
 INFRA="$ROOT/tests/infra"

@@ -2,10 +2,14 @@
  *
  * An event is one JSON object on one line:
  *   {"seq":7,"time":"2026-12-01T12:00:03.250Z","time_ms":1796126403250,
- *    "kind":"failure","node":"elh2","round":2,"fields":{...}}
+ *    "kind":"failure","node":"elh2","label":"elh2/3f2a","round":2,
+ *    "fields":{...}}
  * seq is job-wide (1, 2, 3 ...; 0 when the event was not stored), time_ms
- * the emitting host's wall clock, round -1 when there is none, and fields
- * an object whose keys depend on the kind (docs/EVENTS.md lists them).
+ * the emitting host's wall clock, node its name in the rendezvous, label
+ * the emitting agent's member label (el_rdzv_label: two agents of one host
+ * differ; absent before the agent's first round), round -1 when there is
+ * none, and fields an object whose keys depend on the kind (docs/EVENTS.md
+ * lists them).
  *
  * Three parts:
  *  - the record (pure functions): el_event_encode/decode/human;
@@ -45,6 +49,7 @@ struct el_event {
     int64_t time_ms; /* wall clock, ms since the epoch                 */
     char kind[32];   /* "round", "failure", "restart", ...             */
     char node[256];  /* the emitting agent's host name                 */
+    char label[272]; /* its member label ("node/3f2a"), "": not known  */
     int64_t round;   /* -1: none                                       */
     char *fields;    /* a JSON object's text (malloc'd), never NULL after
                         decode                                         */
@@ -61,8 +66,10 @@ int el_event_decode(const char *text, size_t len, struct el_event *ev,
 void el_event_clear(struct el_event *ev);
 
 /* One human line, no newline:
- *   "12:00:03.250  #7  round 2  elh2  failure: rank 3 (local 1) exited 1:
- *    ValueError: boom" -- time in UTC.  Truncated to cap. */
+ *   "12:00:03.250  #7  round 2  elh2/3f2a  failure: rank 3 (local 1)
+ *    exited 1: ValueError: boom" -- time in UTC; the node by its label (its
+ *    name when the event has none), and so the members a round event names.
+ *    Truncated to cap. */
 void el_event_human(const struct el_event *ev, char *buf, size_t cap);
 
 /* The slot of seq in the history (seq >= 1). */
@@ -152,6 +159,11 @@ int el_events_open(struct el_events **out, const struct el_events_config *cfg,
  * returns 0, or 1 when the event was dropped (queue full, out of memory). */
 int el_events_emit(struct el_events *em, const char *kind, int64_t round,
                    const char *fields);
+
+/* This agent's member label (el_rdzv_label of its id), stamped on the
+ * events emitted from now on; it changes when the agent rejoins under a
+ * new id.  NULL or "" clears it.  Any thread. */
+void el_events_set_label(struct el_events *em, const char *label);
 
 /* Add / remove a listener (any thread).  0, or -ENOMEM. */
 int el_events_listen(struct el_events *em, el_events_listener fn, void *arg);

@@ -174,9 +174,27 @@ void el_rdzv_backend_list(char *buf, size_t cap);
 struct el_rdzv_member_info {
     char id[192];           /* "<name>#<pid>#<random>": one agent's life */
     char name[EL_HOST_MAX]; /* --local-addr, else the host name          */
-    int lws;                /* its workers                               */
-    int dead;               /* declared dead since (status only)         */
+    /* How logs, events, status and the dashboard name it: "<name>/<4 hex
+     * of its id>" (el_rdzv_label): two agents of one host differ. */
+    char label[EL_HOST_MAX + 8];
+    int lws;  /* its workers                               */
+    int dead; /* declared dead since (status only)         */
 };
+
+/* The label of the member whose id is 'id' ("<name>#<pid>#<random>"):
+ * "<name>/<the random part's last 4 hex digits>", the name every log line,
+ * event and screen gives it.  An id of another form is copied as it is. */
+void el_rdzv_label(const char *id, char *buf, size_t cap);
+
+/* Whose workers' failure ended round 'round', as the rendezvous recorded
+ * it when that failure charged the job's restart budget (the first node to
+ * report one in that round; el_rdzv_report_failure writes it before it
+ * opens the next round, so every member of the next round can read it):
+ * 1 with who's id, name and label (lws 0), 0 when no failure of that
+ * round was charged, -ENOTSUP for backends without a job-wide budget
+ * (static, standalone), or an error.  One request (agent's thread). */
+int el_rdzv_failure(struct el_rdzv *r, int64_t round,
+                    struct el_rdzv_member_info *who);
 
 /* The members of this node's last round, in rank order (*m malloc'd, free
  * it), and that round in *round.  -ENOTSUP for backends without member

@@ -1,7 +1,8 @@
 /* events.c -- what the agent tells the job's event history
  * (cfg.events, docs/EVENTS.md), fed by observe.c's hooks:
  *   round     the round's rank 0: nodes, world, members, who joined and
- *             who left (dead or not), and the cause
+ *             who left (dead or not), by name and by label, and the cause
+ *             (a worker failure on any node, named: el_rdzv_failure)
  *   failure   the node whose worker failed: rank, host, exit code or
  *             signal, the error file's message (one per failed worker)
  *   restart   the node that spent a restart: used, left
@@ -95,6 +96,29 @@ static int has(const struct el_rdzv_member_info *m, int n, const char *id)
     return 0;
 }
 
+/* The member whose workers' failure ended the round before 'round', as
+ * the rendezvous recorded it (el_rdzv_failure): 1 with its label, else 0.
+ * Backends without a job-wide budget record none: this node's own failure
+ * (its cause) is all it knows there. */
+static int failed_node(struct el_agent *a, int64_t round, char *label,
+                       size_t cap)
+{
+    struct el__agent_ev *e = a->ev;
+    struct el_rdzv_member_info who;
+    int rc = round > 0 ? el_rdzv_failure(a->r, round - 1, &who) : 0;
+    if (rc == 1) {
+        snprintf(label, cap, "%s", who.label);
+        return 1;
+    }
+    if (rc == -ENOTSUP && e->cause && !strcmp(e->cause, "worker_failure")) {
+        char own[EL_HOST_MAX + 8];
+        el_rdzv_label(e->id, own, sizeof own);
+        snprintf(label, cap, "%s", e->id[0] ? own : "");
+        return 1;
+    }
+    return 0;
+}
+
 void el__ev_round(struct el_agent *a, const struct el_rdzv_info *info)
 {
     struct el__agent_ev *e = a->ev;
@@ -111,39 +135,59 @@ void el__ev_round(struct el_agent *a, const struct el_rdzv_info *info)
     int64_t mround;
     if (el_rdzv_members(a->r, &mround, &m, &n) < 0)
         n = 0;
-    if (info->node_rank >= 0 && info->node_rank < n)
+    if (info->node_rank >= 0 && info->node_rank < n) {
         snprintf(e->id, sizeof e->id, "%s", m[info->node_rank].id);
+        el_events_set_label(a->cfg.events, m[info->node_rank].label);
+    }
     if (info->node_rank == 0) {
+        /* Names (as before labels) and labels (two agents of one host
+         * differ), both in rank order. */
         json_t *members = json_array(), *joined = json_array(),
-               *left = json_array(), *died = json_array();
+               *left = json_array(), *died = json_array(),
+               *lmembers = json_array(), *ljoined = json_array(),
+               *lleft = json_array(), *ldied = json_array();
         for (int i = 0; i < n; i++) {
             json_array_append_new(members, json_string(m[i].name));
-            if (e->nprev && !has(e->prev, e->nprev, m[i].id))
+            json_array_append_new(lmembers, json_string(m[i].label));
+            if (e->nprev && !has(e->prev, e->nprev, m[i].id)) {
                 json_array_append_new(joined, json_string(m[i].name));
+                json_array_append_new(ljoined, json_string(m[i].label));
+            }
         }
         for (int i = 0; i < e->nprev; i++) {
             if (has(m, n, e->prev[i].id))
                 continue;
             json_array_append_new(left, json_string(e->prev[i].name));
-            if (el_rdzv_is_dead(a->r, e->prev[i].id))
+            json_array_append_new(lleft, json_string(e->prev[i].label));
+            if (el_rdzv_is_dead(a->r, e->prev[i].id)) {
                 json_array_append_new(died, json_string(e->prev[i].name));
+                json_array_append_new(ldied, json_string(e->prev[i].label));
+            }
         }
-        const char *cause = !e->cause && !e->nprev  ? "start"
-                            : json_array_size(died) ? "node_died"
-                            : json_array_size(left) ? "node_left"
-                            : e->cause && !strcmp(e->cause, "worker_failure")
-                                ? "worker_failure"
+        /* A failure on any node: the rendezvous says whose (this node may
+         * only have seen other nodes wait for a new round). */
+        char failed[EL_HOST_MAX + 8] = "";
+        int wf = !json_array_size(left) &&
+                 failed_node(a, info->round, failed, sizeof failed);
+        const char *cause = !e->cause && !e->nprev    ? "start"
+                            : json_array_size(died)   ? "node_died"
+                            : json_array_size(left)   ? "node_left"
+                            : wf                      ? "worker_failure"
                             : json_array_size(joined) ? "node_joined"
                                                       : "restart";
-        emit(a, "round",
-             json_pack(
-                 "{s:I, s:i, s:i, s:i, s:o, s:o, s:o, s:o, s:s, s:i, "
-                 "s:i, s:i}",
-                 "round", (json_int_t)info->round, "nodes", info->num_nodes,
-                 "world", info->world_size, "lws", a->cfg.nproc, "members",
-                 members, "joined", joined, "left", left, "died", died, "cause",
-                 cause, "min_nodes", a->cfg.rdzv_min_nodes, "max_nodes",
-                 a->cfg.rdzv_max_nodes, "max_restarts", a->cfg.max_restarts));
+        json_t *o = json_pack(
+            "{s:I, s:i, s:i, s:i, s:o, s:o, s:o, s:o, s:s, s:i, s:i, s:i, "
+            "s:o, s:o, s:o, s:o}",
+            "round", (json_int_t)info->round, "nodes", info->num_nodes, "world",
+            info->world_size, "lws", a->cfg.nproc, "members", members, "joined",
+            joined, "left", left, "died", died, "cause", cause, "min_nodes",
+            a->cfg.rdzv_min_nodes, "max_nodes", a->cfg.rdzv_max_nodes,
+            "max_restarts", a->cfg.max_restarts, "member_labels", lmembers,
+            "joined_labels", ljoined, "left_labels", lleft, "died_labels",
+            ldied);
+        if (o && wf && failed[0])
+            json_object_set_new(o, "failed_node", json_string(failed));
+        emit(a, "round", o);
     }
     free(e->prev);
     e->prev = m;

@@ -12,7 +12,8 @@
  * (/, /api/job, /metrics of an empty registry).  So it knows what happened
  * before it started, on either backend, and nothing of the rendezvous'
  * own keys.  The sizes (MIN:MAX nodes, the restart budget) come from the
- * round and restart events.  Only reads: a c10d job's secret is needed
+ * round and restart events; members are named by their labels (the round
+ * events' member_labels; names in events of before the labels).  Only reads: a c10d job's secret is needed
  * only when the job has one (--rdzv-conf secret_file=PATH).
  *
  * Exit: 0 on SIGTERM/SIGINT, 2 on a usage error, 1 when the history
@@ -58,13 +59,21 @@ static const char *str(json_t *f, const char *key)
     return s ? s : "";
 }
 
-/* "name workers\n" per member of a round event, in rank order (malloc'd,
+/* A round event's list "key" by label ("member_labels", "died_labels"),
+ * or by name ("members", "died") in an event of before the labels. */
+static json_t *labels(json_t *f, const char *key, const char *old)
+{
+    json_t *l = json_object_get(f, key);
+    return json_is_array(l) ? l : json_object_get(f, old);
+}
+
+/* "label workers\n" per member of a round event, in rank order (malloc'd,
  * NULL when out of memory).  The event gives the workers of its emitter
  * only (lws): every member is given them when nodes * lws is the world,
  * else 0 (not known). */
 static char *member_list(json_t *f)
 {
-    json_t *m = json_object_get(f, "members"), *x;
+    json_t *m = labels(f, "member_labels", "members"), *x;
     int lws = num(f, "lws", 0), nodes = num(f, "nodes", 0);
     int each = lws > 0 && nodes * lws == num(f, "world", -1) ? lws : 0;
     size_t cap = 1, i;
@@ -111,7 +120,7 @@ static void translate(struct feed *fd, const struct el_event *ev)
                            num(f, "max_restarts", -1));
         json_t *x;
         size_t i;
-        json_array_foreach(json_object_get(f, "died"), i, x)
+        json_array_foreach(labels(f, "died_labels", "died"), i, x)
         {
             struct el__dash_event g = {.kind = EL__DASH_MEMBERSHIP,
                                        .t_ms = ev->time_ms,
@@ -145,8 +154,8 @@ static void translate(struct feed *fd, const struct el_event *ev)
         else
             snprintf(how, sizeof how, "exit code %d", e.code);
         snprintf(e.text, sizeof e.text,
-                 "worker rank %d on %.60s failed (%s): %s", e.rank, ev->node,
-                 how, str(f, "message"));
+                 "worker rank %d on %.60s failed (%s): %s", e.rank,
+                 ev->label[0] ? ev->label : ev->node, how, str(f, "message"));
         el__dash_event(fd->dash, &e);
     } else if (!strcmp(k, "restart")) {
         el__dash_job_sizes(fd->dash, -1, -1, -1, num(f, "max_restarts", -1));

@@ -6,6 +6,8 @@
  * events) and the members' progress records (docs/EVENTS.md, "progress":
  * each node's step and step rate; the job's are the minimum across the
  * members that report, the slowest node bounding a synchronous job).
+ * Members are named by their labels (el_rdzv_label), as the logs and the
+ * events name them.
  * --watch redraws it every second in place on a terminal (on
  * anything else it prints one screen after the other), until SIGINT or
  * SIGTERM.  `elrun status HANDLE` stays job_cmd.c's.
@@ -84,11 +86,15 @@ static void read_history(const struct el_event *evs, int n,
                 fe->max_restarts =
                     json_integer_value(json_object_get(f, "max_restarts"));
             }
-            json_t *members = json_object_get(f, "members");
+            /* By label: two agents of one host differ (an event of
+             * before the labels has names only). */
+            json_t *labels = json_object_get(f, "member_labels");
+            json_t *members = labels ? labels : json_object_get(f, "members");
             for (int m = 0; m < st->nmembers; m++) {
                 if (!open_run[m])
                     continue;
-                if (in_list(members, st->members[m].name))
+                if (in_list(members, labels ? st->members[m].label
+                                            : st->members[m].name))
                     fe->since[m] = evs[i].time_ms;
                 else if (fe->since[m])
                     open_run[m] = 0;
@@ -235,7 +241,7 @@ static void screen(FILE *out, const struct cli_view *v,
     }
     fprintf(out, "last failure: %s\n", fe.failure[0] ? fe.failure : "none");
     progress_line(out, pr, st->nmembers);
-    fprintf(out, "\n  %-4s %-24s %-7s %-10s %-11s %-9s %s\n", "RANK", "HOST",
+    fprintf(out, "\n  %-4s %-24s %-7s %-10s %-11s %-9s %s\n", "RANK", "NODE",
             "WORKERS", "STATE", "SINCE (UTC)", "STEP", "STEPS/S");
     for (int i = 0; i < st->nmembers; i++) {
         char since[16] = "-", step[24] = "-", rate[24] = "-";
@@ -246,7 +252,7 @@ static void screen(FILE *out, const struct cli_view *v,
         if (pr[i].have && pr[i].rate >= 0)
             snprintf(rate, sizeof rate, "%.1f", pr[i].rate);
         fprintf(out, "  %-4d %-24s %-7d %-10s %-11s %-9s %s\n", i,
-                st->members[i].name, st->members[i].lws,
+                st->members[i].label, st->members[i].lws,
                 st->members[i].dead ? "dead"
                 : st->closed        ? "ended"
                 : st->sealed        ? "running"

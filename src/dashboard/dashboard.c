@@ -22,6 +22,7 @@
 
 #include "dashboard/dash_int.h"
 #include "elrun/http.h"
+#include "elrun/rdzv.h"
 
 #define MAX_MEMBERS 256
 #define MAX_LOSS 512
@@ -162,17 +163,21 @@ static void member_event(struct el_dash *d, enum el__dash_kind kind,
     struct el__dash_event e = {
         .kind = kind, .t_ms = t_ms, .round = round, .rank = -1};
     snprintf(e.node, sizeof e.node, "%s", id);
+    /* The text names it as the logs do: two agents of one host differ. */
+    char label[EL_HOST_MAX + 8];
+    el_rdzv_label(id, label, sizeof label);
     if (kind == EL__DASH_JOIN)
-        snprintf(e.text, sizeof e.text, "node %s joined (round %lld)", id,
-                 (long long)round);
+        snprintf(e.text, sizeof e.text, "node %.200s joined (round %lld)",
+                 label, (long long)round);
     else if (kind == EL__DASH_DEATH)
         snprintf(e.text, sizeof e.text,
-                 "node %s died: gone from the rendezvous while its round ran "
-                 "(missing in round %lld)",
-                 id, (long long)round);
+                 "node %.150s died: gone from the rendezvous while its round "
+                 "ran (missing in round %lld)",
+                 label, (long long)round);
     else
-        snprintf(e.text, sizeof e.text, "node %s left (missing in round %lld)",
-                 id, (long long)round);
+        snprintf(e.text, sizeof e.text,
+                 "node %.200s left (missing in round %lld)", label,
+                 (long long)round);
     push_event(d, &e);
 }
 
@@ -409,9 +414,13 @@ static json_t *event_json(const struct el__dash_event *e)
         break;
     case EL__DASH_JOIN:
     case EL__DASH_LEAVE:
-    case EL__DASH_DEATH:
+    case EL__DASH_DEATH: {
+        char label[EL_HOST_MAX + 8];
+        el_rdzv_label(e->node, label, sizeof label);
         json_object_set_new(o, "node", json_string(e->node));
+        json_object_set_new(o, "label", json_string(label));
         break;
+    }
     case EL__DASH_FAILURE:
     case EL__DASH_EXIT:
         json_object_set_new(o, "rank", json_integer(e->rank));
@@ -476,16 +485,16 @@ static json_t *render(struct el_dash *d)
         d->max_restarts < 0 ? json_null() : json_integer(left > 0 ? left : 0));
     for (int i = 0; i < d->nmembers; i++) {
         const struct member *m = &d->members[i];
-        char host[200];
+        char host[200], label[EL_HOST_MAX + 8];
         snprintf(host, sizeof host, "%s", m->id);
-        char *h = strchr(host, '#');
-        if (h)
-            *h = 0;
+        host[strcspn(host, "#/")] = 0; /* of an id, or of a label */
+        el_rdzv_label(m->id, label, sizeof label);
         json_array_append_new(
             members,
-            json_pack("{s:s, s:s, s:i, s:i, s:I, s:b}", "id", m->id, "host",
-                      host, "node_rank", i, "workers", m->workers, "since_ms",
-                      (json_int_t)m->since_ms, "self", i == d->node_rank));
+            json_pack("{s:s, s:s, s:s, s:i, s:i, s:I, s:b}", "id", m->id,
+                      "host", host, "label", label, "node_rank", i, "workers",
+                      m->workers, "since_ms", (json_int_t)m->since_ms, "self",
+                      i == d->node_rank));
     }
     json_object_set_new(root, "members", members);
     for (int i = 0; i < EL_DASH_MAX_RANKS; i++) {

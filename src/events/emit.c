@@ -47,7 +47,8 @@ struct listener {
 struct el_events {
     struct el_events_log *log; /* NULL: not stored                    */
     char node[256];
-    int fd; /* the JSON-lines file, -1: none    */
+    char label[272]; /* guarded by mu                                 */
+    int fd;          /* the JSON-lines file, -1: none    */
     void (*on_note)(void *arg, const char *msg);
     void *note_arg;
     pthread_t th;
@@ -270,6 +271,7 @@ int el_events_emit(struct el_events *em, const char *kind, int64_t round,
     snprintf(ev.node, sizeof ev.node, "%s", em->node);
     ev.fields = strdup(fields ? fields : "{}");
     pthread_mutex_lock(&em->mu);
+    memcpy(ev.label, em->label, sizeof ev.label);
     em->emitted++;
     if (!ev.fields || em->count == EL_EVENTS_QUEUE || em->stop) {
         em->dropped++;
@@ -282,6 +284,15 @@ int el_events_emit(struct el_events *em, const char *kind, int64_t round,
     pthread_cond_signal(&em->cv);
     pthread_mutex_unlock(&em->mu);
     return 0;
+}
+
+void el_events_set_label(struct el_events *em, const char *label)
+{
+    if (!em)
+        return;
+    pthread_mutex_lock(&em->mu);
+    snprintf(em->label, sizeof em->label, "%s", label ? label : "");
+    pthread_mutex_unlock(&em->mu);
 }
 
 int el_events_progress(struct el_events *em, const char *id, const char *text)

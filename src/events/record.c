@@ -45,6 +45,8 @@ char *el_event_encode(const struct el_event *ev)
     json_object_set_new(o, "time_ms", json_integer(ev->time_ms));
     json_object_set_new(o, "kind", json_string(ev->kind));
     json_object_set_new(o, "node", json_string(ev->node));
+    if (ev->label[0])
+        json_object_set_new(o, "label", json_string(ev->label));
     json_object_set_new(o, "round",
                         ev->round >= 0 ? json_integer(ev->round) : json_null());
     json_object_set_new(o, "fields", fields);
@@ -65,19 +67,23 @@ int el_event_decode(const char *text, size_t len, struct el_event *ev,
     int rc = EL_EFORMAT;
     json_t *seq = json_object_get(o, "seq"), *t = json_object_get(o, "time_ms"),
            *k = json_object_get(o, "kind"), *n = json_object_get(o, "node"),
-           *r = json_object_get(o, "round"), *f = json_object_get(o, "fields");
+           *r = json_object_get(o, "round"), *f = json_object_get(o, "fields"),
+           *l = json_object_get(o, "label");
     if (!json_is_object(o) || !json_is_integer(seq) || !json_is_integer(t) ||
         !json_is_string(k) || !json_is_string(n) ||
-        !(json_is_integer(r) || json_is_null(r)) || !json_is_object(f)) {
+        !(json_is_integer(r) || json_is_null(r)) || !json_is_object(f) ||
+        (l && !json_is_string(l))) {
         el__errf(err, errlen, rc,
                  "not an event: seq, time_ms, kind, node, round and fields "
-                 "are required");
+                 "are required (and label, if any, is a string)");
         goto out;
     }
     ev->seq = json_integer_value(seq);
     ev->time_ms = json_integer_value(t);
     snprintf(ev->kind, sizeof ev->kind, "%s", json_string_value(k));
     snprintf(ev->node, sizeof ev->node, "%s", json_string_value(n));
+    if (l)
+        snprintf(ev->label, sizeof ev->label, "%s", json_string_value(l));
     ev->round = json_is_integer(r) ? json_integer_value(r) : -1;
     ev->fields = json_dumps(f, JSON_COMPACT | JSON_PRESERVE_ORDER);
     rc = ev->fields ? 0 : -ENOMEM;
@@ -131,15 +137,28 @@ static void names(json_t *arr, char *buf, size_t cap)
         snprintf(buf, cap, "-");
 }
 
+/* A round event's list of members by label (key "<key>_labels"), or by
+ * name (key) in an event from before the labels. */
+static json_t *members_of(json_t *f, const char *key)
+{
+    char k[64];
+    snprintf(k, sizeof k, "%s_labels", key);
+    json_t *l = json_object_get(f, k);
+    return json_is_array(l) ? l : json_object_get(f, key);
+}
+
 static void summary(const char *kind, json_t *f, char *buf, size_t cap)
 {
-    char a[512], b[512];
+    char a[512], b[512], c[300] = "";
     if (!strcmp(kind, "round")) {
-        names(json_object_get(f, "joined"), a, sizeof a);
-        names(json_object_get(f, "left"), b, sizeof b);
-        snprintf(buf, cap, "%lld nodes, world %lld (joined: %s; left: %s)%s%s",
+        names(members_of(f, "joined"), a, sizeof a);
+        names(members_of(f, "left"), b, sizeof b);
+        if (*str(f, "failed_node"))
+            snprintf(c, sizeof c, " (%s)", str(f, "failed_node"));
+        snprintf(buf, cap,
+                 "%lld nodes, world %lld (joined: %s; left: %s)%s%s%s",
                  num(f, "nodes", 0), num(f, "world", 0), a, b,
-                 *str(f, "cause") ? "; cause: " : "", str(f, "cause"));
+                 *str(f, "cause") ? "; cause: " : "", str(f, "cause"), c);
     } else if (!strcmp(kind, "failure")) {
         long long sig = num(f, "signal", 0);
         if (sig)
@@ -181,5 +200,5 @@ void el_event_human(const struct el_event *ev, char *buf, size_t cap)
     if (ev->round >= 0)
         snprintf(rnd, sizeof rnd, "%" PRId64, ev->round);
     snprintf(buf, cap, "%s  #%-4" PRId64 " round %-3s %-16s %-8s %s", when,
-             ev->seq, rnd, ev->node, ev->kind, what);
+             ev->seq, rnd, ev->label[0] ? ev->label : ev->node, ev->kind, what);
 }

@@ -539,6 +539,11 @@ static int report_failure(struct el__rdzv_elastic *e, const char *why)
              "restart %" PRId64 " of %d",
              e->self.round, e->self.rank, e->self.nmembers,
              why ? why : "failure", used, e->max_restarts);
+        /* Before the next round opens: its members learn its cause here
+         * (el_rdzv_failure).  Only a record; a store that fails now fails
+         * the raise below. */
+        if (o->put_failure)
+            o->put_failure(e, e->self.round);
     }
     if ((rc = o->read_job(e, &cur, &rev)) != 0)
         return rc < 0 ? rc : EL_ELIMIT;
@@ -636,6 +641,7 @@ static void to_info(const struct el__rdzv_member *src, int n,
     for (int i = 0; i < n; i++) {
         snprintf(dst[i].id, sizeof dst[i].id, "%s", src[i].id);
         snprintf(dst[i].name, sizeof dst[i].name, "%s", src[i].name);
+        el__rdzv_label(src[i].id, dst[i].label, sizeof dst[i].label);
         dst[i].lws = src[i].lws;
         dst[i].dead = 0;
     }
@@ -654,6 +660,22 @@ int el__rdzv_elastic_members(struct el_rdzv *base, int64_t *round,
     to_info(e->self.members, e->self.nmembers, *m);
     *n = e->self.nmembers;
     return 0;
+}
+
+int el__rdzv_elastic_failure(struct el_rdzv *base, int64_t round, char *id,
+                             size_t cap)
+{
+    struct el__rdzv_elastic *e = (struct el__rdzv_elastic *)base;
+    if (!e->ops->get_failure)
+        return -ENOTSUP;
+    int64_t failed = -1;
+    int rc = e->ops->enter(e, -1, el_now_ms() + e->io_timeout_ms);
+    if (rc == 0)
+        rc = e->ops->get_failure(e, &failed, id, cap);
+    e->ops->leave(e);
+    if (rc < 0)
+        return rc;
+    return rc == 1 && failed == round;
 }
 
 int el__rdzv_elastic_is_dead(struct el_rdzv *base, const char *id)

@@ -118,6 +118,11 @@ char *el__rdzv_expect_list(const struct el__rdzv_member *m, int n,
                            const char *extra,
                            int (*alive)(void *arg, const char *id), void *arg);
 
+/* The job's failure record, "<round> <id>": parse val (len bytes): 1 with
+ * *round and id, 0 when it is not one (treated as no record). */
+int el__rdzv_parse_failure(const char *val, size_t len, int64_t *round,
+                           char *id, size_t cap);
+
 /* Is 'id' on a line of an expect list? */
 int el__rdzv_expected(const char *list, const char *id);
 
@@ -217,6 +222,13 @@ struct el__rdzv_state_ops {
      * round; add_restart() charges one, *used = rounds charged so far. */
     int (*charge)(struct el__rdzv_elastic *e, int64_t round, int *first);
     int (*add_restart)(struct el__rdzv_elastic *e, int64_t *used);
+    /* Optional: the job's last charged failure, "<round> <id>" (one key,
+     * kept for the job's life): put_failure records this node's for round
+     * (after charge() said first); get_failure reads it: 1 with *round and
+     * the id, 0 when none was recorded. */
+    int (*put_failure)(struct el__rdzv_elastic *e, int64_t round);
+    int (*get_failure)(struct el__rdzv_elastic *e, int64_t *round, char *id,
+                       size_t cap);
     /* Close the job ("ok" or "failed: ..."), if not closed yet. */
     int (*close_job)(struct el__rdzv_elastic *e, const char *why);
     /* The exit barrier of round: ok/failed verdict; arrive (*n: arrivals
@@ -280,6 +292,9 @@ int el__rdzv_elastic_set_closed(struct el_rdzv *base);
 int el__rdzv_elastic_members(struct el_rdzv *base, int64_t *round,
                              struct el_rdzv_member_info **m, int *n);
 int el__rdzv_elastic_is_dead(struct el_rdzv *base, const char *id);
+/* el_rdzv_failure's op over put_failure/get_failure: 1 (id), 0, or error. */
+int el__rdzv_elastic_failure(struct el_rdzv *base, int64_t round, char *id,
+                             size_t cap);
 /* el_rdzv_status_read's members: those of st->round, or of the round before
  * while st->round is open (e->ops->read_round); sets sealed and
  * members_round.  0 or an error (message in e->base). */

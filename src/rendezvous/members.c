@@ -189,6 +189,20 @@ char *el__rdzv_expect_list(const struct el__rdzv_member *m, int n,
     return list;
 }
 
+int el__rdzv_parse_failure(const char *val, size_t len, int64_t *round,
+                           char *id, size_t cap)
+{
+    char buf[EL__RDZV_ID_MAX + 32], who[EL__RDZV_ID_MAX];
+    if (!val || len >= sizeof buf)
+        return 0;
+    memcpy(buf, val, len);
+    buf[len] = '\0';
+    if (sscanf(buf, "%" SCNd64 " %191s", round, who) != 2)
+        return 0;
+    snprintf(id, cap, "%s", who);
+    return 1;
+}
+
 int el__rdzv_expected(const char *list, const char *id)
 {
     size_t n = strlen(id);
@@ -237,6 +251,11 @@ void el__rdzv_label(const char *id, char *buf, size_t cap)
         return;
     }
     snprintf(buf, cap, "%.*s/%s", (int)(name_end - id), id, rnd + 1 + rl - 4);
+}
+
+void el_rdzv_label(const char *id, char *buf, size_t cap)
+{
+    el__rdzv_label(id, buf, cap);
 }
 
 void el__rdzv_node_free(struct el__rdzv_node *self)

@@ -99,6 +99,21 @@ int el_rdzv_is_dead(struct el_rdzv *r, const char *id)
     return r->ops->is_dead ? r->ops->is_dead(r, id) : 0;
 }
 
+int el_rdzv_failure(struct el_rdzv *r, int64_t round,
+                    struct el_rdzv_member_info *who)
+{
+    memset(who, 0, sizeof *who);
+    if (!r->ops->failure)
+        return -ENOTSUP;
+    int rc = r->ops->failure(r, round, who->id, sizeof who->id);
+    if (rc != 1)
+        return rc;
+    size_t n = strcspn(who->id, "#");
+    snprintf(who->name, sizeof who->name, "%.*s", (int)n, who->id);
+    el_rdzv_label(who->id, who->label, sizeof who->label);
+    return 1;
+}
+
 int el_rdzv_status_read(const struct el_rdzv_config *cfg,
                         struct el_rdzv_status *st, char *err, size_t errlen)
 {

@@ -28,6 +28,8 @@ struct el_rdzv_ops {
     int (*members)(struct el_rdzv *r, int64_t *round,
                    struct el_rdzv_member_info **m, int *n);
     int (*is_dead)(struct el_rdzv *r, const char *id);
+    /* optional: el_rdzv_failure (the id of round's charged failure: 1, 0) */
+    int (*failure)(struct el_rdzv *r, int64_t round, char *id, size_t cap);
     /* optional: el_rdzv_joiners(); the one op called beside another */
     int (*joiners)(struct el_rdzv *r, char *buf, size_t cap);
     void (*close)(struct el_rdzv *r);

@@ -8,6 +8,8 @@
  *   c/round          the current round R (decimal)
  *   c/closed         present once the job ended ("ok" or "failed: ...")
  *   c/restarts       rounds charged to the restart budget so far
+ *   failure          "<R> <id>": the last charged failure (not under c/: it
+ *                    wakes no watch), written before round R+1 opens
  *   alive/<id>       one per agent, on the agent's lease
  *   r<R>/node/<id>   "v1 <id> <lws> <prev_rank> <name> <port> <lease>",
  *                    on the lease; etcd's create_revision is the arrival
@@ -877,6 +879,34 @@ static int et_add_restart(struct el__rdzv_elastic *e, int64_t *used)
     return rc ? efail(r, r->c, rc, "charging the restart budget") : 0;
 }
 
+static int et_put_failure(struct el__rdzv_elastic *e, int64_t round)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX], v[EL__RDZV_ID_MAX + 32];
+    key(r, k, "failure");
+    int n = snprintf(v, sizeof v, "%" PRId64 " %s", round, e->self.id);
+    int rc = el_etcd_put(r->c, k, v, (size_t)n, 0, NULL);
+    return rc ? efail(r, r->c, rc, "recording a failure") : 0;
+}
+
+static int et_get_failure(struct el__rdzv_elastic *e, int64_t *round, char *id,
+                          size_t cap)
+{
+    struct etcd_rdzv *r = R(e);
+    char k[KEY_MAX];
+    void *val = NULL;
+    size_t len = 0;
+    key(r, k, "failure");
+    int rc = el_etcd_get(r->c, k, &val, &len, NULL);
+    if (rc == EL_ENOTFOUND)
+        return 0;
+    if (rc)
+        return efail(r, r->c, rc, "reading the last failure");
+    rc = el__rdzv_parse_failure(val, len, round, id, cap);
+    free(val);
+    return rc;
+}
+
 static int et_close_job(struct el__rdzv_elastic *e, const char *why)
 {
     struct etcd_rdzv *r = R(e);
@@ -964,6 +994,8 @@ static const struct el__rdzv_state_ops etcd_state = {
     .probe = et_probe,
     .charge = et_charge,
     .add_restart = et_add_restart,
+    .put_failure = et_put_failure,
+    .get_failure = et_get_failure,
     .close_job = et_close_job,
     .exit_verdict = et_exit_verdict,
     .exit_arrive = et_exit_arrive,
@@ -1051,6 +1083,7 @@ static const struct el_rdzv_ops etcd_ops = {
     .close = etcd_close,
     .members = el__rdzv_elastic_members,
     .is_dead = el__rdzv_elastic_is_dead,
+    .failure = el__rdzv_elastic_failure,
 };
 
 int el__rdzv_etcd_copy_opts(const struct el_rdzv_config *cfg,

@@ -14,6 +14,8 @@
  *   r<R>/failed      ADD counter: the first failure of a round charges the
  *                    job's restart budget, later ones of the same round don't
  *   restarts         rounds charged so far (the budget is the whole job's)
+ *   failure          "<R> <id>": the last charged failure, its round and the
+ *                    node that reported it (written before round R+1 opens)
  *   events           an append-only log the agents watch: "round R",
  *                    "dead <id>" (appended by the server when an agent's
  *                    connection closes or goes silent), "closed <why>"
@@ -692,6 +694,34 @@ static int st_add_restart(struct el__rdzv_elastic *e, int64_t *used)
     return rc ? store_fail(r, rc, "charging the restart budget") : 0;
 }
 
+static int st_put_failure(struct el__rdzv_elastic *e, int64_t round)
+{
+    struct store_rdzv *r = R(e);
+    char k[400], v[EL__RDZV_ID_MAX + 32];
+    key(r, k, sizeof k, "failure");
+    int n = snprintf(v, sizeof v, "%" PRId64 " %s", round, e->self.id);
+    int rc = el_store_set(r->link.cl, k, v, (size_t)n);
+    return rc ? store_fail(r, rc, "recording a failure") : 0;
+}
+
+static int st_get_failure(struct el__rdzv_elastic *e, int64_t *round, char *id,
+                          size_t cap)
+{
+    struct store_rdzv *r = R(e);
+    char k[400];
+    void *val = NULL;
+    size_t len = 0;
+    key(r, k, sizeof k, "failure");
+    int rc = el_store_try_get(r->link.cl, k, &val, &len);
+    if (rc == EL_ENOTFOUND)
+        return 0;
+    if (rc)
+        return store_fail(r, rc, "reading the last failure");
+    rc = el__rdzv_parse_failure(val, len, round, id, cap);
+    free(val);
+    return rc;
+}
+
 static int st_close_job(struct el__rdzv_elastic *e, const char *why)
 {
     struct store_rdzv *r = R(e);
@@ -795,6 +825,8 @@ static const struct el__rdzv_state_ops store_state = {
     .is_dead = st_is_dead,
     .charge = st_charge,
     .add_restart = st_add_restart,
+    .put_failure = st_put_failure,
+    .get_failure = st_get_failure,
     .close_job = st_close_job,
     .exit_verdict = st_exit_verdict,
     .exit_arrive = st_exit_arrive,
@@ -847,6 +879,7 @@ static const struct el_rdzv_ops store_ops = {
     .close = store_close,
     .members = el__rdzv_elastic_members,
     .is_dead = el__rdzv_elastic_is_dead,
+    .failure = el__rdzv_elastic_failure,
 };
 
 /* Host the store at the endpoint?  is_host = 1 must, -1 must not, 0 tries:

@@ -25,6 +25,11 @@ url_of() { sed -n "s|.* $1 at \(http://[^ ]*\)$|\1|p" "$2" | head -1; }
 # exited PID: the process is gone or a zombie (not waited for yet).
 exited() { local st; st=$(ps -o stat= -p "$1"); [[ -z $st || $st == Z* ]]; }
 api() { curl -sf "$1api/job" | "$PY" -c "import json,sys; j=json.load(sys.stdin); print($2)"; }
+# A member's label after its name (4 hex digits of its id), a grep pattern.
+L='/[0-9a-f][0-9a-f][0-9a-f][0-9a-f]'
+# label_of LOG NAME: the label the agent of LOG gives itself ("this node
+# (NAME/3f2a) is rank 0").
+label_of() { grep -o "this node ($2$L)" "$1" | head -1 | sed "s/^this node (//; s/)\$//"; }
 
 # ---- the flags ----
 test_expect_success 'a bad --dashboard-addr is a usage error (exit 2, one line saying what to give); a port in use fails the start' '
@@ -134,21 +139,24 @@ else
     wait_until "\"\${EV[@]}\" | contains \"cause: node_joined\"" 40
     kill -KILL "$(cat "$T/e3.pid")"
     pkill -KILL -P "$(cat "$T/e3.pid")" 2>/dev/null || true
-    wait_until "\"\${EV[@]}\" | contains \"left: 127.0.0.3); cause: node_died\"" 40
+    wait_until "\"\${EV[@]}\" | contains \"left: 127.0.0.3$L); cause: node_died\"" 40
     # and a worker SIGKILLed: a failure, a restart, a round of the same 2
     wait_until "[[ -n \$(pgrep -P $(cat "$T/e1.pid")) ]]" 20
     kill -KILL "$(pgrep -P "$(cat "$T/e1.pid")")"
-    wait_until "\"\${EV[@]}\" | contains -E \"cause: (worker_failure|restart)\"" 40
+    wait_until "\"\${EV[@]}\" | contains \"cause: worker_failure (127.0.0.1$L)\$\"" 40
     sdash esd --rdzv-backend=etcd --rdzv-endpoint="$EP_ETCD" --rdzv-id=dash2
     test_expect_success 'on etcd: elrun dashboard, started after the grow, the death and a worker failure, shows world sizes 2, 3, 2, 2, the join and the death of 127.0.0.3, the failure and the restart, MIN:MAX and the budget; the end; SIGTERM exits 0' '
         wait_until "[[ \$(api $esd_URL \"[p[\\\"nodes\\\"] for p in j[\\\"timeline\\\"]]\") == \"[2, 3, 2, 2]\" ]]" 20
         e() { curl -sf "${esd_URL}api/job" | "$PY" -c "import json,sys; j=json.load(sys.stdin); print(json.dumps($1))"; }
-        [[ $(e "[(x[\"kind\"], x[\"node\"]) for x in j[\"events\"] if x[\"kind\"] in (\"join\", \"leave\", \"death\")]") == "[[\"join\", \"127.0.0.3\"], [\"death\", \"127.0.0.3\"]]" ]]
-        [[ $(e "sorted(m[\"id\"] for m in j[\"members\"])") == "[\"127.0.0.1\", \"127.0.0.2\"]" ]]
+        # members named by their labels, as each agent logs its own
+        l1=$(label_of "$T/e1.err" 127.0.0.1); l2=$(label_of "$T/e2.err" 127.0.0.2); l3=$(label_of "$T/e3.err" 127.0.0.3)
+        [[ -n $l1 && -n $l2 && -n $l3 ]]
+        [[ $(e "[(x[\"kind\"], x[\"node\"]) for x in j[\"events\"] if x[\"kind\"] in (\"join\", \"leave\", \"death\")]") == "[[\"join\", \"$l3\"], [\"death\", \"$l3\"]]" ]]
+        [[ $(e "sorted(m[\"id\"] for m in j[\"members\"])") == "[\"$l1\", \"$l2\"]" ]]
         [[ $(e "[j[\"job\"][k] for k in (\"min_nodes\", \"max_nodes\", \"max_restarts\")]") == "[2, 3, 2]" ]]
         [[ $(e "[j[\"restarts\"], j[\"restarts_left\"]]") == "[1, 1]" ]]
         [[ $(e "[(x[\"signal\"], x[\"round\"]) for x in j[\"events\"] if x[\"kind\"] == \"failure\"]") == "[[9, 2]]" ]]
-        e "[x[\"text\"] for x in j[\"events\"] if x[\"kind\"] == \"failure\"]" | contains "on 127.0.0.1 failed (SIGKILL)"
+        e "[x[\"text\"] for x in j[\"events\"] if x[\"kind\"] == \"failure\"]" | contains -F "on $l1 failed (SIGKILL)"
         [[ $(e "[x[\"kind\"] for x in j[\"events\"] if x[\"kind\"] in (\"failure\", \"restart\", \"round\")][-3:]") == "[\"failure\", \"restart\", \"round\"]" ]]
         touch "$T/estop"
         wait_until "[[ \$(api $esd_URL \"j[\\\"state\\\"]\") == succeeded ]]" 30
@@ -199,6 +207,8 @@ test_expect_success 'C joins: a round of 3 nodes' '
 '
 # C's id ("host#pid#nonce") as A's dashboard lists it.
 C_ID=$(api "$U" "[m[\"id\"] for m in j[\"members\"] if \"#${AGENT_PID[c]}#\" in m[\"id\"]][0]")
+# and its label, the name the texts give it ("host/3f2a")
+C_LABEL=$(api "$U" "[m[\"label\"] for m in j[\"members\"] if m[\"id\"] == \"$C_ID\"][0]")
 kill -KILL "${AGENT_PID[c]}"
 pkill -KILL -P "${AGENT_PID[c]}" 2>/dev/null || true
 
@@ -226,8 +236,9 @@ test_expect_success 'the page in chromium: world sizes 2, 3, 2 on the timeline, 
     [[ $(p "s[\"points\"]") == "[2, 3, 2]" ]]
     [[ $(p "sorted(set(s[\"marks\"]) & {\"join\", \"death\"})") == "[\"death\", \"join\"]" ]]
     [[ $(p "[e[\"kind\"] for e in s[\"events\"]].count(\"death\")") == 1 ]]
-    p "[e[\"text\"] for e in s[\"events\"] if e[\"kind\"] == \"death\"]" | contains -F "node $C_ID died"
-    p "[e[\"text\"] for e in s[\"events\"] if e[\"kind\"] == \"join\"]" | contains -F "node $C_ID joined"
+    [[ $C_LABEL == "${C_ID%%#*}/${C_ID: -4}" ]]
+    p "[e[\"text\"] for e in s[\"events\"] if e[\"kind\"] == \"death\"]" | contains -F "node $C_LABEL died"
+    p "[e[\"text\"] for e in s[\"events\"] if e[\"kind\"] == \"join\"]" | contains -F "node $C_LABEL joined"
     [[ $(p "len(s[\"members\"])") == 2 ]]
     refute grep -qF "$C_ID" <(p "s[\"members\"]")
     p "s[\"members\"]" | contains -F "#${AGENT_PID[a]}#"
@@ -265,9 +276,9 @@ test_expect_success 'elrun dashboard, started after the grow and the death, tell
     wait_until "[[ \$(api $sd_URL \"[p[\\\"nodes\\\"] for p in j[\\\"timeline\\\"]]\") == \"[2, 3, 2]\" ]]" 20
     curl -sf "${sd_URL}api/job" >"$ART/sd-api.json"
     [[ $(q sd "[p[\"t_ms\"] < $SD_T0 for p in j[\"timeline\"]]") == "[true, true, true]" ]]
-    [[ $(q sd "[e[\"node\"] for e in j[\"events\"] if e[\"kind\"] in (\"join\", \"death\")]") == "[\"${C_ID%%#*}\", \"${C_ID%%#*}\"]" ]]
+    [[ $(q sd "[e[\"node\"] for e in j[\"events\"] if e[\"kind\"] in (\"join\", \"death\")]") == "[\"$C_LABEL\", \"$C_LABEL\"]" ]]
     [[ $(q sd "[e[\"kind\"] for e in j[\"events\"] if e[\"kind\"] in (\"join\", \"leave\", \"death\")]") == "[\"join\", \"death\"]" ]]
-    [[ $(q sd "sorted(m[\"id\"] for m in j[\"members\"]) == sorted(m[\"id\"].split(\"#\")[0] for m in a[\"members\"])") == true ]]
+    [[ $(q sd "sorted(m[\"id\"] for m in j[\"members\"]) == sorted(m[\"label\"] for m in a[\"members\"])") == true ]]
     [[ $(q sd "[m[\"workers\"] for m in j[\"members\"]]") == "[1, 1]" ]]
     [[ $(q sd "[j[\"state\"], j[\"round\"], j[\"nodes\"], j[\"world\"]]") == "[\"running\", 2, 2, 2]" ]]
     [[ $(q sd "[j[\"job\"][k] for k in (\"min_nodes\", \"max_nodes\", \"max_restarts\", \"nproc_per_node\")]") == "[2, 3, 3, null]" ]]

@@ -107,15 +107,31 @@ TEST(dash_members_join_death_leave)
              3);
     json_decref(j);
 
+    /* members and their events are named by label too */
+    round_ev(d, 3, 3, "a#1#x 2\nb#2#y 2\nh#7#0000d00d 2\n");
+    j = doc(d);
+    json_t *m2 = json_array_get(json_object_get(j, "members"), 2);
+    CHECK_STR(json_string_value(json_object_get(m2, "label")), "h/d00d");
+    CHECK_STR(json_string_value(json_object_get(m2, "host")), "h");
+    json_t *ev =
+        json_array_get(json_object_get(j, "events"),
+                       json_array_size(json_object_get(j, "events")) - 1);
+    CHECK_STR(json_string_value(json_object_get(ev, "label")), "h/d00d");
+    CHECK_STR(json_string_value(json_object_get(ev, "node")), "h#7#0000d00d");
+    CHECK_STR(json_string_value(json_object_get(ev, "text")),
+              "node h/d00d joined (round 3)");
+    json_decref(j);
+    round_ev(d, 4, 2, "a#1#x 2\nb#2#y 2\n");
+
     /* b gone with no membership stop: a leave. */
-    round_ev(d, 3, 1, "a#1#x 2\n");
+    round_ev(d, 5, 1, "a#1#x 2\n");
     j = doc(d);
     kinds(j, k, sizeof k, node, sizeof node);
     CHECK(strstr(k, "round leave") != NULL);
     CHECK_STR(node, "b#2#y");
     CHECK_EQ(json_integer_value(json_object_get(j, "nodes")), 1);
     CHECK_EQ(json_integer_value(json_object_get(j, "world")), 2);
-    CHECK_EQ(json_integer_value(json_object_get(j, "round")), 3);
+    CHECK_EQ(json_integer_value(json_object_get(j, "round")), 5);
     json_decref(j);
     el_dash_free(d);
 }

@@ -46,7 +46,9 @@ struct mem_world {
     int64_t round;
     char *closed;
     int64_t restarts;
-    int raises; /* times the round was raised            */
+    int raises;     /* times the round was raised            */
+    int64_t fround; /* the failure record: round, -1 none    */
+    char fid[EL__RDZV_ID_MAX];
     struct mem_round r[MAXR];
     char dead[MAXJ][EL__RDZV_ID_MAX];
     int ndead;
@@ -67,6 +69,7 @@ static struct mem_world *world_new(void)
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     w->round = -1;
+    w->fround = -1;
     for (int i = 0; i < MAXR; i++)
         w->r[i].deadline = -1;
     return w;
@@ -417,6 +420,28 @@ static void m_took_round(struct el__rdzv_elastic *e, int64_t round,
     info->store_port = 1;
 }
 
+static int m_put_failure(struct el__rdzv_elastic *e, int64_t round)
+{
+    struct mem_world *w = W(e);
+    pthread_mutex_lock(&w->mu);
+    w->fround = round;
+    snprintf(w->fid, sizeof w->fid, "%s", e->self.id);
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+}
+
+static int m_get_failure(struct el__rdzv_elastic *e, int64_t *round, char *id,
+                         size_t cap)
+{
+    struct mem_world *w = W(e);
+    pthread_mutex_lock(&w->mu);
+    int have = w->fround >= 0;
+    *round = w->fround;
+    snprintf(id, cap, "%s", w->fid);
+    pthread_mutex_unlock(&w->mu);
+    return have;
+}
+
 static int m_reborn(struct el__rdzv_elastic *e)
 {
     return 0; /* the store backend restarts its keep-alive here */
@@ -439,6 +464,8 @@ static const struct el__rdzv_state_ops mem_state = {
     .is_dead = m_is_dead,
     .charge = m_charge,
     .add_restart = m_add_restart,
+    .put_failure = m_put_failure,
+    .get_failure = m_get_failure,
     .close_job = m_close_job,
     .exit_verdict = m_exit_verdict,
     .exit_arrive = m_exit_arrive,
@@ -465,6 +492,7 @@ static const struct el_rdzv_ops mem_ops = {
     .set_closed = el__rdzv_elastic_set_closed,
     .report_failure = el__rdzv_elastic_report_failure,
     .joiners = el__rdzv_elastic_joiners,
+    .failure = el__rdzv_elastic_failure,
     .close = m_close,
 };
 
@@ -876,6 +904,39 @@ TEST(rdzv_rules_restart_budget_once_per_round)
     CHECK(strstr(el_rdzv_errmsg(R_(b)), "restart budget of 1 used up "
                                         "(last: boom)") != NULL);
     CHECK(w->closed != NULL);
+}
+
+/* The round after a worker failure knows whose it was, on every node: the
+ * failing node's report records it before it opens the next round. */
+TEST(rdzv_rules_the_next_round_knows_whose_failure_it_follows)
+{
+    struct mem_world *w = world_new();
+    struct opts o = {.min = 2, .max = 2, .max_restarts = 3};
+    struct mem_node *a = node(w, "a", o), *b = node(w, "b", o);
+    struct el_rdzv_member_info who;
+    start(a);
+    start(b);
+    CHECK_OK(finish(a));
+    CHECK_OK(finish(b));
+    CHECK_EQ(el_rdzv_failure(R_(a), 0, &who), 0); /* none yet */
+    CHECK_OK(el_rdzv_report_failure(R_(b), "x"));
+    CHECK_OK(el_rdzv_report_failure(R_(a), "x")); /* second: not recorded */
+    start(a);
+    start(b);
+    CHECK_OK(finish(a));
+    CHECK_OK(finish(b));
+    CHECK_EQ(a->info.round, 1);
+    char label[EL_HOST_MAX + 8];
+    el_rdzv_label(b->e.self.id, label, sizeof label);
+    for (int i = 0; i < 2; i++) {
+        struct mem_node *n = i ? b : a;
+        CHECK_EQ(el_rdzv_failure(R_(n), 0, &who), 1);
+        CHECK_STR(who.id, b->e.self.id);
+        CHECK_STR(who.name, "b");
+        CHECK_STR(who.label, label);
+        CHECK_EQ(el_rdzv_failure(R_(n), 1, &who), 0); /* round 1 did not fail */
+    }
+    CHECK(strncmp(label, "b/", 2) == 0 && strlen(label) == 6);
 }
 
 static void *barrier_main(void *arg)

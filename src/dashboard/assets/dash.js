@@ -38,7 +38,7 @@
     const mb = $("members").tBodies[0];
     mb.replaceChildren(...j.members.map((m) => {
       const tr = el("tr", { "data-id": m.id, class: m.self ? "self" : "" });
-      tr.append(el("td", {}, m.node_rank), el("td", {}, m.host), el("td", { class: "id" }, m.id),
+      tr.append(el("td", {}, m.node_rank), el("td", {}, m.label || m.host), el("td", { class: "id" }, m.id),
         el("td", {}, m.workers), el("td", {}, clock(m.since_ms)));
       return tr;
     }));

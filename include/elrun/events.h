@@ -181,6 +181,13 @@ int el_events_progress(struct el_events *em, const char *id, const char *text);
 void el_events_counts(struct el_events *em, int64_t *emitted, int64_t *stored,
                       int64_t *dropped);
 
+/* Block until every event queued so far is stored (or given up: an outage
+ * drops it), at most wait_ms: for a caller whose next step others will see
+ * (the agent, before it joins the round its failure opened, so that the
+ * failure comes first in the history).  NULL is a no-op.  Any thread but
+ * a listener's. */
+void el_events_flush(struct el_events *em, int wait_ms);
+
 /* Store what is queued (at most wait_ms more), stop the thread, free.  NULL
  * is a no-op. */
 void el_events_close(struct el_events *em, int wait_ms);

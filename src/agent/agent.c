@@ -34,6 +34,7 @@
 #include "agent/agent_impl.h"
 #include "elrun/agent.h"
 #include "elrun/err.h"
+#include "elrun/events.h"
 #include "elrun/net.h"
 #include "elrun/rdzv.h"
 
@@ -495,6 +496,11 @@ static void after_stop(struct el_agent *a)
             finish(a, EL_AGENT_FAILED);
             return;
         }
+        /* The failure and restart events go into the job's history before
+         * this node joins the round they opened: that round, and its
+         * event, cannot be complete without it.  A store round trip
+         * (bounded: the store may be down). */
+        el_events_flush(a->cfg.events, 250);
         restart(a);
         return;
     case EL__STOP_SUCCESS: {

@@ -360,11 +360,10 @@ void el_events_counts(struct el_events *em, int64_t *emitted, int64_t *stored,
     pthread_mutex_unlock(&em->mu);
 }
 
-void el_events_close(struct el_events *em, int wait_ms)
+/* With mu held: wait (at most wait_ms) until the thread has delivered
+ * every queued event, and the progress record too if progress is set. */
+static void drain(struct el_events *em, int wait_ms, int progress)
 {
-    if (!em)
-        return;
-    /* Let the queue drain for at most wait_ms, then drop the rest. */
     struct timespec dl;
     clock_gettime(CLOCK_REALTIME, &dl);
     dl.tv_sec += wait_ms / 1000;
@@ -373,10 +372,27 @@ void el_events_close(struct el_events *em, int wait_ms)
         dl.tv_sec++;
         dl.tv_nsec -= 1000000000L;
     }
-    pthread_mutex_lock(&em->mu);
-    while ((em->count || em->busy || em->p_pending) &&
+    while ((em->count || em->busy || (progress && em->p_pending)) &&
            pthread_cond_timedwait(&em->idle, &em->mu, &dl) == 0)
         ;
+}
+
+void el_events_flush(struct el_events *em, int wait_ms)
+{
+    if (!em)
+        return;
+    pthread_mutex_lock(&em->mu);
+    drain(em, wait_ms, 0);
+    pthread_mutex_unlock(&em->mu);
+}
+
+void el_events_close(struct el_events *em, int wait_ms)
+{
+    if (!em)
+        return;
+    /* Let the queue drain for at most wait_ms, then drop the rest. */
+    pthread_mutex_lock(&em->mu);
+    drain(em, wait_ms, 1);
     while (em->count) {
         el_event_clear(&em->q[em->head]);
         em->head = (em->head + 1) % EL_EVENTS_QUEUE;

@@ -325,6 +325,34 @@ TEST(events_emitter_stores_writes_and_tells_listeners)
     el_store_server_close(srv);
 }
 
+/* el_events_flush returns once what was emitted is in the history: a
+ * reader (another node) finds it there while the emitter still runs. */
+TEST(events_flush_stores_what_was_emitted)
+{
+    struct el_store_server *srv;
+    struct el_events_log *lg;
+    int port = open_history(&srv, &lg);
+    struct el_rdzv_config rc;
+    store_cfg(&rc, port);
+    struct el_events_config ec = {.rdzv = &rc, .node = "me"};
+    struct el_events *em;
+    char err[300];
+    CHECK_OK(el_events_open(&em, &ec, err, sizeof err));
+    for (int i = 0; i < 50; i++)
+        CHECK_EQ(el_events_emit(em, "failure", 3, NULL), 0);
+    el_events_flush(em, 5000);
+    int64_t emitted = 0, stored = 0, dropped = 0, last = -1;
+    el_events_counts(em, &emitted, &stored, &dropped);
+    CHECK_EQ(stored, 50);
+    CHECK_OK(el_events_log_last(lg, &last));
+    CHECK_EQ(last, 50);
+    el_events_flush(em, 5000); /* nothing queued: at once */
+    el_events_flush(NULL, 5000);
+    el_events_close(em, 5000);
+    el_events_log_close(lg);
+    el_store_server_close(srv);
+}
+
 static void count_notes(void *arg, const char *msg)
 {
     (*(int *)arg)++;

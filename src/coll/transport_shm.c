@@ -269,6 +269,10 @@ int el__shm_barrier(struct el_comm *c)
         now = atomic_load(&h->arrive);
         if (reached(now, target) || atomic_load(&h->abort))
             break;
+        /* Asked to stop (opts.stop): the slice bounds how late this is
+         * seen; a signal ends the futex wait at once (EINTR). */
+        if (el__stop_asked(c->opts.stop))
+            return el__comm_stopped(c);
         struct timespec ts = {0, SLICE_MS * 1000000L};
         long fr = futex(&h->arrive, FUTEX_WAIT, now, &ts);
         now = atomic_load(&h->arrive);

@@ -776,8 +776,7 @@ static void catch_stop_signals(void)
     struct sigaction sa = {.sa_handler = on_give_up, .sa_flags = SA_RESTART};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGALRM, &sa, NULL);
-    struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL,
-                          .sigev_signo = SIGALRM};
+    struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGALRM};
     if (timer_create(CLOCK_MONOTONIC, &ev, &give_up_timer) == 0)
         give_up_armed = 1;
     else /* without it, a frozen peer costs the collective timeout */

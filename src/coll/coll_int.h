@@ -89,8 +89,7 @@ static inline int el__stop_asked(volatile sig_atomic_t *stop)
 /* How long a wait of up to ms may block before looking at the flag. */
 static inline int el__stop_slice(volatile sig_atomic_t *stop, int ms)
 {
-    return stop && (ms < 0 || ms > EL__STOP_SLICE_MS) ? EL__STOP_SLICE_MS
-                                                      : ms;
+    return stop && (ms < 0 || ms > EL__STOP_SLICE_MS) ? EL__STOP_SLICE_MS : ms;
 }
 
 /* The collective in progress was stopped through opts.stop: make the

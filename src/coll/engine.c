@@ -125,10 +125,11 @@ int el__xfer(struct el_comm *c, int send_peer, const struct el__tx *tx, int ntx,
         long long left = deadline - el_now_ms();
         int bad = -1, rc = 0;
         if (left > 0)
-            rc = el__tp_wait(
-                c->tp, want_send, want_recv,
-                el__stop_slice(c->opts.stop, left > 1 << 30 ? 1 << 30 : (int)left),
-                &bad);
+            rc = el__tp_wait(c->tp, want_send, want_recv,
+                             el__stop_slice(c->opts.stop, left > 1 << 30
+                                                              ? 1 << 30
+                                                              : (int)left),
+                             &bad);
         if (rc < 0)
             return io_fail(c, rc, bad, "waiting");
         if (rc == 0 && el_now_ms() >= deadline) {

@@ -39,10 +39,10 @@
 
 struct el_tp {
     int rank, world;
-    volatile sig_atomic_t *stop; /* opts.stop, during setup */
-    int *fd;                /* [world], -1 for self                     */
-    char (*addr)[ADDR_MAX]; /* [world]                                  */
-    struct pollfd *pfd;     /* [world] scratch for el__tp_wait          */
+    int *fd;                     /* [world], -1 for self                     */
+    char (*addr)[ADDR_MAX];      /* [world]                                  */
+    struct pollfd *pfd;          /* [world] scratch for el__tp_wait          */
+    volatile sig_atomic_t *stop; /* opts.stop, read during setup       */
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -154,8 +154,7 @@ static int dial(struct el_tp *tp, int peer, long long deadline, char *err,
             return -ECANCELED;
         }
         fd = el_tcp_connect(host, port, slice);
-        if (fd >= 0 || slice == ms ||
-            (fd != -ETIMEDOUT && fd != -ECONNREFUSED))
+        if (fd >= 0 || slice == ms || (fd != -ETIMEDOUT && fd != -ECONNREFUSED))
             break;
     }
     if (fd < 0) {

@@ -735,8 +735,8 @@ static int arm_timer(timer_t *t, int sig, void (*fn)(int), int first_ms,
 }
 
 enum { STOP_ALLREDUCE, STOP_BARRIER, STOP_BROADCAST, STOP_OPEN, STOP_NOPS };
-static const char *const stop_op_name[] = {"allreduce", "barrier",
-                                           "broadcast", "open"};
+static const char *const stop_op_name[] = {"allreduce", "barrier", "broadcast",
+                                           "open"};
 #define STOP_AFTER_MS 300
 
 struct stop_arg {
@@ -849,16 +849,14 @@ static void stop_case(int shm, int op)
         struct report r;
         CHECK_EQ(read(rep[0], &r, sizeof r), sizeof r);
         fprintf(stderr, "  # %s %s: rank %d returned %d: %s\n",
-                shm > 0 ? "shm" : "tcp", stop_op_name[op], r.rank, r.rc,
-                r.msg);
+                shm > 0 ? "shm" : "tcp", stop_op_name[op], r.rank, r.rc, r.msg);
         CHECK(r.rank == 0 || r.rank == 1);
         got[r.rank] = r;
     }
     if (nrep == 2) {
         /* The peer in the same collective is not left waiting. */
         long long dt = got[1].t_fail_ms - got[0].t_fail_ms;
-        fprintf(stderr, "  # rank 1 failed %lld ms after rank 0 stopped\n",
-                dt);
+        fprintf(stderr, "  # rank 1 failed %lld ms after rank 0 stopped\n", dt);
         CHECK_EQ(got[1].rc, EL_EPEERLOST);
         CHECK(dt < 1000);
         CHECK(strstr(got[1].msg, "rank 0 (127.0.0.1:") != NULL);
@@ -899,13 +897,12 @@ TEST(coll_stop_flag_ends_a_blocked_open)
 
 /* Signals that do not set the flag (a progress timer, SIGCHLD ...) only
  * wake the waits: the collective completes with the right result. */
-static int rank_signalled(struct el_store *st, int rank, int world,
-                          void *argp)
+static int rank_signalled(struct el_store *st, int rank, int world, void *argp)
 {
     int shm = *(int *)argp;
     struct el_comm *c;
-    struct el_comm_opts o = {.timeout_ms = 20000, .shm = shm,
-                             .stop = &stop_flag};
+    struct el_comm_opts o = {
+        .timeout_ms = 20000, .shm = shm, .stop = &stop_flag};
     char prefix[32];
     snprintf(prefix, sizeof prefix, "signalled-%d", shm);
     if (open_comm(&c, st, prefix, rank, world, &o) != 0)
@@ -919,8 +916,8 @@ static int rank_signalled(struct el_store *st, int rank, int world,
         x[i] = (float)(rank + 1);
     /* Late (the signals cut sleeps short): the others wait, woken every
      * 2 ms. */
-    for (long long end = el_now_ms() + 200; rank == world - 1 &&
-                                            el_now_ms() < end;)
+    for (long long end = el_now_ms() + 200;
+         rank == world - 1 && el_now_ms() < end;)
         usleep(10000);
     int rc = el_allreduce(c, x, n, EL_FLOAT32, EL_SUM);
     if (rc == 0)

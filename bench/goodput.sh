@@ -20,6 +20,7 @@
 #   TORCHRUN_MONITOR=0.1                     torchrun's --monitor_interval
 #   KEEP=1 ...                               keep the logs (the path is printed)
 #   REPS=3 ...                               each run 3 times, then medians
+#   BUILD=/work/base/build ...               another build's elrun and example
 #
 # REPS=N repeats every (program, launcher, fault-free | faulted) run N times,
 # repetition by repetition (in each: every launcher fault-free, then every
@@ -42,8 +43,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-ELRUN=$PWD/$BUILD/elrun
-TRAIN=$PWD/$BUILD/examples/train_fmnist
+[[ $BUILD == /* ]] || BUILD=$PWD/$BUILD # BUILD=/work/base/build: before/after
+ELRUN=$BUILD/elrun
+TRAIN=$BUILD/examples/train_fmnist
 TORCHRUN=$PWD/bench/agent_torchrun311
 PYSCRIPT=$PWD/bench/train_ddp_ckpt.py
 PY=/usr/bin/python3
@@ -178,7 +180,7 @@ run() {
     grep -h " final: " "$W/$job"/a*.log | tail -1 | cut -d' ' -f2- >"$W/$job/final" || true
 }
 
-echo "goodput: $(nproc) cores, $(uname -r), $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg); programs: $PROGS; launchers: $LAUNCHERS;" \
+echo "goodput: $(nproc) cores, $(uname -r), $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg); build $BUILD; programs: $PROGS; launchers: $LAUNCHERS;" \
     "faults: $([[ -n ${AT:-} ]] && echo "at $AT" || echo "every $EVERY") seed $SEED$( ((REPS > 1)) && echo "..$((SEED + REPS - 1))"), stop for $STOP_FOR; torchrun --monitor_interval=$TORCHRUN_MONITOR; $REPS repetition(s)"
 for prog in $PROGS; do
     declare -A PAIRS=()

@@ -53,7 +53,9 @@
  * connections are shut down at once, so peers blocked on this rank fail
  * with EL_EPEERLOST naming it instead of waiting.  Unlike a failure, the
  * store is not used (it may be on the frozen node): el_comm_errmsg() says
- * the call was stopped, and peers do not learn why.  A program that wants
+ * the call was stopped; peers learn why only over shared memory (their
+ * message says this rank stopped waiting), over TCP they see its
+ * connections close.  A program that wants
  * its ranks to finish the collective they are in when every peer answers
  * (to agree on a stop, as examples/train_fmnist.c does) sets the flag it
  * passes here a little after its stop signal, from a timer.

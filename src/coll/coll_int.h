@@ -127,8 +127,9 @@ int el__barrier_dissem(struct el_comm *c);
  * c->shm, or leave it NULL if any rank cannot.  0 or the sticky error. */
 int el__shm_open(struct el_comm *c, size_t chunk);
 void el__shm_close(struct el_shm *s);
-/* Tell every rank waiting in a barrier that 'rank' failed. */
-void el__shm_abort(struct el_shm *s, int rank);
+/* Tell every rank waiting in a barrier that 'rank' failed, or (stopped)
+ * gave up waiting because its program asked it to (opts.stop). */
+void el__shm_abort(struct el_shm *s, int rank, int stopped);
 /* Bytes of each area of a slot. */
 size_t el__shm_chunk(const struct el_shm *s);
 /* The next step's slot: returns its first input area (rank r's is at

@@ -212,7 +212,7 @@ int el__comm_fail(struct el_comm *c, int rc, int peer, const char *what)
         /* Best effort: without the store, peers still see the shutdown. */
         (void)el_store_set(c->store, key, root, strlen(root));
         if (c->shm)
-            el__shm_abort(c->shm, c->rank);
+            el__shm_abort(c->shm, c->rank, 0);
         el__tp_shutdown(c->tp);
     }
     return rc;
@@ -226,7 +226,7 @@ int el__comm_stopped(struct el_comm *c)
              c->opname ? c->opname : "collective", c->rank);
     c->err = -ECANCELED;
     if (c->shm)
-        el__shm_abort(c->shm, c->rank);
+        el__shm_abort(c->shm, c->rank, 1);
     if (c->tp)
         el__tp_shutdown(c->tp);
     return -ECANCELED;

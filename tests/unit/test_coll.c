@@ -860,6 +860,8 @@ static void stop_case(int shm, int op)
         CHECK_EQ(got[1].rc, EL_EPEERLOST);
         CHECK(dt < 1000);
         CHECK(strstr(got[1].msg, "rank 0 (127.0.0.1:") != NULL);
+        if (shm > 0) /* the shared segment says why */
+            CHECK(strstr(got[1].msg, "asked to by its program") != NULL);
     }
     close(silent[1]); /* the silent rank ends */
     for (int r = 0; r < world; r++) {

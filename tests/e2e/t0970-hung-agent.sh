@@ -10,6 +10,7 @@
 # The times measured are printed (the figures in docs/AGENT.md); no upper
 # bound is asserted.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/node-loop.bash"
 start_store
 
 # ha_agent I KA NAME: agent I of job "hungNAME" (sleep as its worker).
@@ -74,25 +75,16 @@ declare -A FZ_NODE
 fz_node() {
     local job=$1 i=$2
     mkdir -p "$T/$job"
-    (
-        while [[ ! -f $T/$job/done ]]; do
-            ELRUN_LOG_LEVEL=info "$ELRUN" --nnodes=2:3 --nproc-per-node=1 \
-                --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$STORE_PORT \
-                --rdzv-id="$job" --rdzv-conf="last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=3" \
-                --max-restarts=100 --no-python "$TRAIN" $FZ_ARGS \
-                --ckpt-dir "$T/$job/ck$i" >>"$T/$job/a$i.log" 2>&1 &
-            echo $! >"$T/$job/pid$i"
-            st=0
-            wait $! || st=$?
-            if ((st == 0)); then touch "$T/$job/done"; fi
-        done
-    ) &
-    track_pid $!
-    FZ_NODE[$i]=$!
+    node_loop "$T/$job/done" "$T/$job/pid$i" "$T/$job/a$i.log" \
+        env ELRUN_LOG_LEVEL=info "$ELRUN" --nnodes=2:3 --nproc-per-node=1 \
+        --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$STORE_PORT \
+        --rdzv-id="$job" --rdzv-conf="last_call_timeout=1,keep_alive_interval=1,keep_alive_max_attempt=3" \
+        --max-restarts=100 --no-python "$TRAIN" $FZ_ARGS --ckpt-dir "$T/$job/ck$i"
+    FZ_NODE[$i]=$NODE_LOOP_PID
 }
 fz_acc() { cat "$T/$1"/a*.log | sed -n "s/.*final: test accuracy \([0-9.]*\)%.*/\1/p" | tail -1; }
 # fz_trained_after LOG N: LOG has a progress line ("step K") after its Nth line.
-fz_trained_after() { tail -n +$(($2 + 1)) "$1" | grep -qE "epoch [0-9]+/[0-9]+ .*step [0-9]+ "; }
+fz_trained_after() { tail -n +$(($2 + 1)) "$1" | contains -E "epoch [0-9]+/[0-9]+ .*step [0-9]+ "; }
 fz_cleanup() {
     local p c
     for p in "${FZ_NODE[@]}"; do
@@ -114,7 +106,7 @@ test_expect_success 'a frozen node (agent and worker SIGSTOPped) of the C exampl
     start_store
     for i in 1 2 3; do fz_node frozen $i; done
     wait_until "grep -hqs \"^epoch 1/\" $T/frozen/a*.log" 120
-    agent=$(cat "$T/frozen/pid3")
+    read -r agent _ <"$T/frozen/pid3"
     worker=$(pgrep -P "$agent")
     [[ -n $worker ]]
     n1=$(wc -l <"$T/frozen/a1.log"); n2=$(wc -l <"$T/frozen/a2.log")

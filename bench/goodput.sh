@@ -19,6 +19,17 @@
 #   AT=12s,24s,36s,48s ...                   the faults in turn at those times
 #   TORCHRUN_MONITOR=0.1                     torchrun's --monitor_interval
 #   KEEP=1 ...                               keep the logs (the path is printed)
+#   REPS=3 ...                               each run 3 times, then medians
+#   BUILD=/work/base/build ...               another build's elrun and example
+#
+# REPS=N repeats every (program, launcher, fault-free | faulted) run N times,
+# repetition by repetition (in each: every launcher fault-free, then every
+# launcher faulted, so that the machine's load drifts over both alike), the
+# faulted runs of repetition r with --seed SEED+r-1 (the same schedule for
+# every launcher within it, more kinds of faults across them); then it
+# prints, per program, the MEDIANS of wall time, ETTR and time lost per
+# fault, and per fault type of the time to "resumed" and "back", every
+# launcher side by side (bench/goodput_report.py --medians).
 #
 # Reports per program and launcher: the wall time fault-free and faulted,
 # ETTR = fault-free / faulted, the time lost per fault and the ETTR that
@@ -32,8 +43,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-ELRUN=$PWD/$BUILD/elrun
-TRAIN=$PWD/$BUILD/examples/train_fmnist
+[[ $BUILD == /* ]] || BUILD=$PWD/$BUILD # BUILD=/work/base/build: before/after
+ELRUN=$BUILD/elrun
+TRAIN=$BUILD/examples/train_fmnist
 TORCHRUN=$PWD/bench/agent_torchrun311
 PYSCRIPT=$PWD/bench/train_ddp_ckpt.py
 PY=/usr/bin/python3
@@ -47,6 +59,8 @@ FAULTS=${FAULTS:-worker-kill,agent-kill,agent-stop,agent-term}
 PROGS=${PROGS:-c py}
 LAUNCHERS=${LAUNCHERS:-elrun torchrun}
 TORCHRUN_MONITOR=${TORCHRUN_MONITOR:-0.1}
+REPS=${REPS:-1}
+[[ $REPS =~ ^[1-9][0-9]*$ ]] || { echo "goodput.sh: REPS must be a positive integer, not '$REPS'" >&2; exit 2; }
 [[ -x $ELRUN && -x $TRAIN ]] || { echo "build first: make BUILD=$BUILD" >&2; exit 2; }
 if [[ $LAUNCHERS == *torchrun* || $PROGS == *py* ]] && ! "$PY" -c 'import torch' 2>/dev/null; then
     echo "goodput.sh: torchrun and the PyTorch script need $PY with torch (python3-torch)" >&2
@@ -137,10 +151,10 @@ node() {
     NODE_PID[$i]=$!
 }
 
-# run LAUNCHER PROG JOB [chaos]: the job's wall time (s) into $W/JOB/wall,
-# or "timeout".
+# run LAUNCHER PROG JOB [chaos SEED]: the job's wall time (s) into
+# $W/JOB/wall, or "timeout".
 run() {
-    local launcher=$1 prog=$2 job=$3 t0 t1 chaos=
+    local launcher=$1 prog=$2 job=$3 seed=${5:-$SEED} t0 t1 chaos=
     mkdir -p "$W/$job"
     new_store "$W/$job"
     declare -gA NODE_PID
@@ -148,7 +162,7 @@ run() {
     for i in 1 2 3; do node "$launcher" "$prog" "$job" $i; done
     if [[ ${4:-} == chaos ]]; then
         local when=(--every "$EVERY"); [[ -n ${AT:-} ]] && when=(--at "$AT")
-        "$ELRUN" chaos --rdzv-id="$job" "${when[@]}" --seed "$SEED" \
+        "$ELRUN" chaos --rdzv-id="$job" "${when[@]}" --seed "$seed" \
             --stop-for "$STOP_FOR" --faults "$FAULTS" > >(stamp >"$W/$job/chaos.out") 2>&1 &
         chaos=$!
     fi
@@ -166,18 +180,30 @@ run() {
     grep -h " final: " "$W/$job"/a*.log | tail -1 | cut -d' ' -f2- >"$W/$job/final" || true
 }
 
-echo "goodput: $(nproc) cores, $(uname -r), $(date -u +%FT%TZ); programs: $PROGS; launchers: $LAUNCHERS;" \
-    "faults: $([[ -n ${AT:-} ]] && echo "at $AT" || echo "every $EVERY") seed $SEED, stop for $STOP_FOR; torchrun --monitor_interval=$TORCHRUN_MONITOR"
+echo "goodput: $(nproc) cores, $(uname -r), $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg); build $BUILD; programs: $PROGS; launchers: $LAUNCHERS;" \
+    "faults: $([[ -n ${AT:-} ]] && echo "at $AT" || echo "every $EVERY") seed $SEED$( ((REPS > 1)) && echo "..$((SEED + REPS - 1))"), stop for $STOP_FOR; torchrun --monitor_interval=$TORCHRUN_MONITOR; $REPS repetition(s)"
 for prog in $PROGS; do
-    for l in $LAUNCHERS; do
-        echo "== $prog under $l: fault-free" >&2
-        run "$l" "$prog" "$prog-$l-clean-$TAG"
+    declare -A PAIRS=()
+    for r in $(seq "$REPS"); do
+        sfx=$TAG; ((REPS > 1)) && sfx=r$r-$TAG
+        for l in $LAUNCHERS; do
+            echo "== $prog under $l: fault-free (repetition $r/$REPS, $(date -u +%T), load $(cut -d' ' -f1 /proc/loadavg))" >&2
+            run "$l" "$prog" "$prog-$l-clean-$sfx"
+        done
+        for l in $LAUNCHERS; do
+            echo "== $prog under $l: faulted, seed $((SEED + r - 1)) (repetition $r/$REPS, $(date -u +%T), load $(cut -d' ' -f1 /proc/loadavg))" >&2
+            run "$l" "$prog" "$prog-$l-faulted-$sfx" chaos $((SEED + r - 1))
+        done
+        for l in $LAUNCHERS; do
+            ((REPS > 1)) && echo "-- repetition $r/$REPS, seed $((SEED + r - 1))"
+            "$PY" bench/goodput_report.py "$prog" "$l" "$W/$prog-$l-clean-$sfx" "$W/$prog-$l-faulted-$sfx" "$TIMEOUT"
+            PAIRS[$l]+="$W/$prog-$l-clean-$sfx:$W/$prog-$l-faulted-$sfx,"
+        done
     done
-    for l in $LAUNCHERS; do
-        echo "== $prog under $l: faulted" >&2
-        run "$l" "$prog" "$prog-$l-faulted-$TAG" chaos
-    done
-    for l in $LAUNCHERS; do
-        "$PY" bench/goodput_report.py "$prog" "$l" "$W/$prog-$l-clean-$TAG" "$W/$prog-$l-faulted-$TAG" "$TIMEOUT"
-    done
+    if ((REPS > 1)); then
+        args=()
+        for l in $LAUNCHERS; do args+=("$l=${PAIRS[$l]}"); done
+        "$PY" bench/goodput_report.py --medians "$prog" "$TIMEOUT" "${args[@]}"
+    fi
+    unset PAIRS
 done

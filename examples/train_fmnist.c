@@ -556,20 +556,18 @@ static int allreduce_sum_f32(struct run *r, float *buf, size_t count)
     return el_allreduce(r->comm, buf, count, EL_FLOAT32, EL_SUM);
 }
 
-static void allreduce_sum_f64(struct run *r, double *buf, size_t count)
+static int allreduce_sum_f64(struct run *r, double *buf, size_t count)
 {
     if (!r->comm)
-        return;
-    int rc = el_allreduce(r->comm, buf, count, EL_FLOAT64, EL_SUM);
-    if (rc != 0)
-        die("allreduce failed: %s (%s)", el_strerror(rc),
-            el_comm_errmsg(r->comm));
+        return 0;
+    return el_allreduce(r->comm, buf, count, EL_FLOAT64, EL_SUM);
 }
 
-/* Test accuracy (%) and mean loss; every rank scores its slice of the test
- * set, then the counts are summed. */
-static double evaluate(struct run *r, struct mlp *m, const struct dataset *t,
-                       double *mean_loss)
+/* Test accuracy (%) into *acc and mean loss; every rank scores its slice of
+ * the test set, then the counts are summed.  Returns 0 or the collective's
+ * error. */
+static int evaluate(struct run *r, struct mlp *m, const struct dataset *t,
+                    double *acc, double *mean_loss)
 {
     uint64_t begin, count;
     el_shard_split((uint64_t)t->n, r->rank, r->world, &begin, &count);
@@ -586,9 +584,10 @@ static double evaluate(struct run *r, struct mlp *m, const struct dataset *t,
         loss += mlp_loss(m, rows, lab, 0, &correct);
     }
     double s[2] = {loss, (double)correct};
-    allreduce_sum_f64(r, s, 2);
+    int rc = allreduce_sum_f64(r, s, 2);
     *mean_loss = s[0] / (double)t->n;
-    return 100.0 * s[1] / (double)t->n;
+    *acc = 100.0 * s[1] / (double)t->n;
+    return rc;
 }
 
 /* What a checkpoint holds besides weights and momentum. */
@@ -736,13 +735,55 @@ static int load_ckpt(struct run *r, struct mlp *m, struct state *s)
  * an outcome they agree on.  When the round is broken, every survivor saves
  * in its own directory (its writer may be the rank that died).  The next
  * round loses no work, whichever node is gone.
+ *
+ * A frozen peer (its node SIGSTOPped, a paused VM) answers nothing, so the
+ * collective in progress would wait for it up to its timeout and the stop
+ * flag would never travel.  So the stop signal also arms a timer: STOP_WAIT_MS
+ * later it sets 'give_up', the communicator's opts.stop, and a collective
+ * still blocked then returns -ECANCELED.  Peers that answer have finished
+ * the step long before (milliseconds), so an ordinary stop is still agreed;
+ * a round with a silent peer is broken, and every survivor saves alone and
+ * dies of its stop signal, as a stopped worker does.
  */
+#define STOP_WAIT_MS 500
 
 static volatile sig_atomic_t stop_signal;
+static volatile sig_atomic_t give_up; /* opts.stop of the communicator */
+static timer_t give_up_timer;
+static volatile sig_atomic_t give_up_armed; /* 1: created, 2: started */
 
 static void on_stop_signal(int sig)
 {
     stop_signal = sig;
+    if (give_up_armed == 1) { /* timer_settime is async-signal-safe */
+        struct itimerspec its = {
+            .it_value = {STOP_WAIT_MS / 1000, STOP_WAIT_MS % 1000 * 1000000L}};
+        give_up_armed = 2;
+        timer_settime(give_up_timer, 0, &its, NULL);
+    }
+}
+
+static void on_give_up(int sig)
+{
+    (void)sig;
+    give_up = 1;
+}
+
+/* Catch SIGTERM and SIGINT into stop_signal, and the timer behind
+ * give_up. */
+static void catch_stop_signals(void)
+{
+    struct sigaction sa = {.sa_handler = on_give_up, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGALRM};
+    if (timer_create(CLOCK_MONOTONIC, &ev, &give_up_timer) == 0)
+        give_up_armed = 1;
+    else /* without it, a frozen peer costs the collective timeout */
+        el_log(EL_LOG_WARN, "timer_create: %s", strerror(errno));
+    sa.sa_handler = on_stop_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
 }
 
 /* Save the state of the last finished step (unless every directory has it
@@ -805,18 +846,55 @@ static void save_on_exit(struct run *r, struct mlp *m, const struct state *s,
                r->rank, why, (long long)s->step, el_ckpt_dp_errmsg(r->dp));
 }
 
+/* The round is broken (a peer died or hung, or this rank gave up on a
+ * silent one after its stop signal: rc -ECANCELED): save alone, then go:
+ * by the stop signal if one came (a stopped worker, as the agent expects),
+ * else exit 1 with 'why' so that the agent starts a new round. */
+static void leave_broken(struct run *r, struct mlp *m, const struct state *s,
+                         int64_t last_saved, int rc, const char *why)
+    __attribute__((noreturn));
+static void leave_broken(struct run *r, struct mlp *m, const struct state *s,
+                         int64_t last_saved, int rc, const char *why)
+{
+    int sig = stop_signal;
+    save_on_exit(r, m, s, last_saved, 1,
+                 rc == -ECANCELED ? "a peer does not answer"
+                                  : "the round is broken");
+    if (!sig)
+        die("%s; exiting so that the agent starts a new round", why);
+    el_log(EL_LOG_WARN, "rank %d: %s; stopping (%s)", r->rank, why,
+           strsignal(sig));
+    signal(sig, SIG_DFL);
+    raise(sig);
+    die("%s", why); /* the signal was blocked */
+}
+
 /* After a failed save: exit, saying why on every rank. */
 static void save_failed(struct run *r, struct mlp *m, const struct state *s,
-                        int64_t last_saved, const struct el_ckpt_dp_saved *sv)
+                        int64_t last_saved, int rc,
+                        const struct el_ckpt_dp_saved *sv)
 {
     if (sv->saved < 0) { /* the round broke during the exchange */
-        save_on_exit(r, m, s, last_saved, 1, "the round is broken");
-        die("checkpoint step %lld: %s; exiting so that the agent starts a "
-            "new round",
-            (long long)s->step, el_ckpt_dp_errmsg(r->dp));
+        char why[1100];
+        snprintf(why, sizeof why, "checkpoint step %lld: %s",
+                 (long long)s->step, el_ckpt_dp_errmsg(r->dp));
+        leave_broken(r, m, s, last_saved, rc, why);
     }
     die("%s; exiting (the previous checkpoints are intact)",
         el_ckpt_dp_errmsg(r->dp));
+}
+
+/* A collective of the loop failed: leave_broken() saying which. */
+static void coll_failed(struct run *r, struct mlp *m, const struct state *s,
+                        int64_t last_saved, int rc, const char *what)
+    __attribute__((noreturn));
+static void coll_failed(struct run *r, struct mlp *m, const struct state *s,
+                        int64_t last_saved, int rc, const char *what)
+{
+    char why[1100];
+    snprintf(why, sizeof why, "%s failed: %s (%s)", what, el_strerror(rc),
+             el_comm_errmsg(r->comm));
+    leave_broken(r, m, s, last_saved, rc, why);
 }
 
 /* ------------------------------------------------------------------------
@@ -875,7 +953,7 @@ int main(int argc, char **argv)
     if (r.world > 1) {
         char prefix[128];
         el_worker_key(r.w, "fmnist", prefix, sizeof prefix);
-        struct el_comm_opts co = {.timeout_ms = 60000};
+        struct el_comm_opts co = {.timeout_ms = 60000, .stop = &give_up};
         rc = el_comm_open(&r.comm, el_worker_store(r.w), prefix, r.rank,
                           r.world, &co);
         if (rc != 0)
@@ -976,10 +1054,7 @@ int main(int argc, char **argv)
 
     unsigned char *labels = xmalloc((size_t)m.maxrows);
     int64_t last_saved = resumed ? s.step : -1;
-    struct sigaction sa = {.sa_handler = on_stop_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
+    catch_stop_signals();
     /* The agent's preemption notice (SIGUSR1 by default) sets a flag that
      * travels in the allreduce like the stop flag: see the loop. */
     el_worker_watch_preemption();
@@ -1032,12 +1107,8 @@ int main(int argc, char **argv)
             m.g[m.nparams + 2] = stop_signal ? 1.0f : 0.0f;
             m.g[m.nparams + 3] = el_worker_preempted() ? 1.0f : 0.0f;
             rc = allreduce_sum_f32(&r, m.g, m.nparams + 4);
-            if (rc != 0) {
-                save_on_exit(&r, &m, &s, last_saved, 1, "the round is broken");
-                die("allreduce failed: %s (%s); exiting so that the agent "
-                    "starts a new round",
-                    el_strerror(rc), el_comm_errmsg(r.comm));
-            }
+            if (rc != 0)
+                coll_failed(&r, &m, &s, last_saved, rc, "allreduce");
 
             float lr = (float)(r.o.lr * 0.5 *
                                (1.0 + cos(M_PI * (double)s.step /
@@ -1080,8 +1151,8 @@ int main(int argc, char **argv)
             if ((s.step % r.o.ckpt_every == 0 || notice) &&
                 (uint64_t)s.offset < (uint64_t)train.n && !stopping) {
                 struct el_ckpt_dp_saved sv;
-                if (r.dp && save_ckpt(&r, &m, &s, &sv) != 0)
-                    save_failed(&r, &m, &s, last_saved, &sv);
+                if (r.dp && (rc = save_ckpt(&r, &m, &s, &sv)) != 0)
+                    save_failed(&r, &m, &s, last_saved, rc, &sv);
                 last_saved = s.step;
             }
             if (stopping) {
@@ -1112,7 +1183,8 @@ int main(int argc, char **argv)
         double train_s = s.epoch_seconds;
         double rate = s.epoch_samples / (train_s + 1e-9);
         progress(&r, &s, (uint64_t)train.n, rate, 1);
-        acc = evaluate(&r, &m, &test, &test_loss);
+        if ((rc = evaluate(&r, &m, &test, &acc, &test_loss)) != 0)
+            coll_failed(&r, &m, &s, last_saved, rc, "evaluation");
         if (r.rank == 0) {
             char worlds[512];
             world_history(&s, r.world, worlds, sizeof worlds);
@@ -1130,12 +1202,14 @@ int main(int argc, char **argv)
         s.offset = 0;
         s.epoch_loss = s.epoch_samples = s.epoch_seconds = 0;
         struct el_ckpt_dp_saved sv;
-        if (r.dp && save_ckpt(&r, &m, &s, &sv) != 0)
-            save_failed(&r, &m, &s, last_saved, &sv);
+        if (r.dp && (rc = save_ckpt(&r, &m, &s, &sv)) != 0)
+            save_failed(&r, &m, &s, last_saved, rc, &sv);
         last_saved = s.step;
     }
-    if (run_samples == 0) /* resumed after the last epoch: just score */
-        acc = evaluate(&r, &m, &test, &test_loss);
+    /* Resumed after the last epoch: just score. */
+    if (run_samples == 0 &&
+        (rc = evaluate(&r, &m, &test, &acc, &test_loss)) != 0)
+        coll_failed(&r, &m, &s, last_saved, rc, "evaluation");
     if (r.rank == 0 && run_samples == 0) {
         printf("final: test accuracy %.2f%% after %d epochs (%lld steps), "
                "nothing left to train, world %d\n",

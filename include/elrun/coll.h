@@ -37,6 +37,29 @@
  * every later call returns the same error at once; close it (the agent
  * restarts the round).
  *
+ * Stopping a blocked call: a peer that is frozen (SIGSTOP, a paused VM)
+ * keeps its connections open and answers nothing, so a collective with it
+ * would wait for opts.timeout_ms.  A program that has been asked to stop
+ * (its SIGTERM handler set a flag) points opts.stop at that flag.  Every
+ * call that waits for peers (el_comm_open() included: the store, the
+ * connections; every collective) checks it each time its wait is woken and
+ * at least every 10 ms, so it returns -ECANCELED within about 10 ms of the
+ * flag becoming non-zero: poll() and futex waits return EINTR on a signal
+ * even under SA_RESTART, and the 10 ms bound covers a signal caught just
+ * before a wait or by another thread.  A call that needs no wait may still
+ * complete while the flag is set.  After -ECANCELED the communicator is
+ * broken like after a failure (the data of the interrupted collective is
+ * undefined, later calls return -ECANCELED at once; close it); its
+ * connections are shut down at once, so peers blocked on this rank fail
+ * with EL_EPEERLOST naming it instead of waiting.  Unlike a failure, the
+ * store is not used (it may be on the frozen node): el_comm_errmsg() says
+ * the call was stopped; peers learn why only over shared memory (their
+ * message says this rank stopped waiting), over TCP they see its
+ * connections close.  A program that wants
+ * its ranks to finish the collective they are in when every peer answers
+ * (to agree on a stop, as examples/train_fmnist.c does) sets the flag it
+ * passes here a little after its stop signal, from a timer.
+ *
  * Threads: a communicator is used by one thread at a time.  The store
  * client passed to el_comm_open() is borrowed: it must outlive the
  * communicator, and it is used again only when a collective fails (to
@@ -46,6 +69,7 @@
 #ifndef ELRUN_COLL_H
 #define ELRUN_COLL_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -81,6 +105,11 @@ struct el_comm_opts {
                                data through shared memory instead of TCP
                                (much faster); -1: TCP only [1]            */
     size_t shm_chunk_bytes; /* shared-memory step size [1 MiB]            */
+    volatile sig_atomic_t *stop; /* borrowed, may be NULL: once *stop is
+                               non-zero, a call blocked on peers returns
+                               -ECANCELED within ~10 ms (see "Stopping a
+                               blocked call" above); it must outlive the
+                               communicator [NULL: never]                 */
 };
 
 /* Join the communicator 'prefix' as 'rank' of 'world'.  Publishes the key
@@ -90,8 +119,8 @@ struct el_comm_opts {
  * open time out.  The caller may delete the prefix once every rank closed.
  * Blocks until connected to every peer or opts.connect_timeout_ms passed.
  * opts may be NULL (defaults).  Returns 0 and sets *out, or -ETIMEDOUT,
- * EL_EPEERLOST, EL_EUSAGE, -ENOMEM, -errno; then el_comm_open_errmsg()
- * says which peer or step failed. */
+ * EL_EPEERLOST, -ECANCELED (opts.stop), EL_EUSAGE, -ENOMEM, -errno; then
+ * el_comm_open_errmsg() says which peer or step failed. */
 int el_comm_open(struct el_comm **out, struct el_store *store,
                  const char *prefix, int rank, int world,
                  const struct el_comm_opts *opts);
@@ -115,14 +144,14 @@ const char *el_comm_errmsg(const struct el_comm *c);
 
 /* Reduce 'count' elements of buf across all ranks, in place; every rank
  * gets the result (bitwise the same on all).  Blocks.  Returns 0,
- * EL_EPEERLOST, -ETIMEDOUT, EL_EUSAGE (bad type/op, NULL buf with
- * count > 0), -ENOMEM. */
+ * EL_EPEERLOST, -ETIMEDOUT, -ECANCELED (opts.stop was set), EL_EUSAGE (bad
+ * type/op, NULL buf with count > 0), -ENOMEM. */
 int el_allreduce(struct el_comm *c, void *buf, size_t count,
                  enum el_dtype dtype, enum el_redop op);
 
 /* The calls below block until done and return 0, EL_EPEERLOST,
- * -ETIMEDOUT, EL_EUSAGE (bad arguments; the communicator stays usable) or
- * -ENOMEM, like el_allreduce(). */
+ * -ETIMEDOUT, -ECANCELED, EL_EUSAGE (bad arguments; the communicator stays
+ * usable) or -ENOMEM, like el_allreduce(). */
 
 /* Copy 'bytes' bytes of root's buf into every other rank's buf. */
 int el_broadcast(struct el_comm *c, void *buf, size_t bytes, int root);

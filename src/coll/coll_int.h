@@ -6,6 +6,7 @@
 #ifndef ELRUN_COLL_INT_H
 #define ELRUN_COLL_INT_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "elrun/coll.h"
@@ -74,6 +75,29 @@ int el__comm_fail(struct el_comm *c, int rc, int peer, const char *what);
  * blames the same peer.  Returns the sticky error. */
 int el__comm_timeout(struct el_comm *c, int peer, const char *what);
 
+/* opts.stop (include/elrun/coll.h): a wait that may block longer lasts at
+ * most EL__STOP_SLICE_MS when a stop flag is given, and the flag is read
+ * after every wake-up. */
+#define EL__STOP_SLICE_MS 10
+
+/* 1 when the program asked blocked calls to return (a NULL flag never). */
+static inline int el__stop_asked(volatile sig_atomic_t *stop)
+{
+    return stop && *stop;
+}
+
+/* How long a wait of up to ms may block before looking at the flag. */
+static inline int el__stop_slice(volatile sig_atomic_t *stop, int ms)
+{
+    return stop && (ms < 0 || ms > EL__STOP_SLICE_MS) ? EL__STOP_SLICE_MS : ms;
+}
+
+/* The collective in progress was stopped through opts.stop: make the
+ * communicator broken with -ECANCELED, tell shared-memory waiters, shut
+ * the connections down so that peers notice at once.  Never touches the
+ * store (its server may be on the frozen node).  Returns -ECANCELED. */
+int el__comm_stopped(struct el_comm *c);
+
 /* Grow c->tmp to at least n bytes; 0 or -ENOMEM. */
 int el__comm_tmp(struct el_comm *c, size_t n);
 
@@ -103,8 +127,9 @@ int el__barrier_dissem(struct el_comm *c);
  * c->shm, or leave it NULL if any rank cannot.  0 or the sticky error. */
 int el__shm_open(struct el_comm *c, size_t chunk);
 void el__shm_close(struct el_shm *s);
-/* Tell every rank waiting in a barrier that 'rank' failed. */
-void el__shm_abort(struct el_shm *s, int rank);
+/* Tell every rank waiting in a barrier that 'rank' failed, or (stopped)
+ * gave up waiting because its program asked it to (opts.stop). */
+void el__shm_abort(struct el_shm *s, int rank, int stopped);
 /* Bytes of each area of a slot. */
 size_t el__shm_chunk(const struct el_shm *s);
 /* The next step's slot: returns its first input area (rank r's is at

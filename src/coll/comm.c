@@ -9,7 +9,8 @@
  * that peer's report, if any, and adopts it, so the message at every rank
  * names the rank that actually died rather than the neighbour that passed
  * the failure on.  The report is written before the connections go down,
- * so whoever sees them go down finds it.
+ * so whoever sees them go down finds it.  A call stopped through opts.stop
+ * writes no report (el__comm_stopped): the store may be on the frozen node.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,6 +25,7 @@
 #include "coll/coll_int.h"
 #include "coll/transport.h"
 #include "elrun/err.h"
+#include "elrun/net.h"
 #include "elrun/store.h"
 
 static _Thread_local char open_err[512];
@@ -113,7 +115,8 @@ int el_comm_open(struct el_comm **out, struct el_store *store,
     int rc = 0;
     if (world > 1)
         rc = el__tp_open(&c->tp, store, prefix, rank, world, host,
-                         c->opts.connect_timeout_ms, open_err, sizeof open_err);
+                         c->opts.connect_timeout_ms, c->opts.stop, open_err,
+                         sizeof open_err);
     if (rc == 0 && world > 1 && c->opts.shm > 0) {
         rc = el__shm_open(c, c->opts.shm_chunk_bytes);
         if (rc != 0)
@@ -209,10 +212,24 @@ int el__comm_fail(struct el_comm *c, int rc, int peer, const char *what)
         /* Best effort: without the store, peers still see the shutdown. */
         (void)el_store_set(c->store, key, root, strlen(root));
         if (c->shm)
-            el__shm_abort(c->shm, c->rank);
+            el__shm_abort(c->shm, c->rank, 0);
         el__tp_shutdown(c->tp);
     }
     return rc;
+}
+
+int el__comm_stopped(struct el_comm *c)
+{
+    snprintf(c->errmsg, sizeof c->errmsg,
+             "%s stopped on rank %d: the program asked it to return "
+             "(opts.stop); the communicator is broken, close it",
+             c->opname ? c->opname : "collective", c->rank);
+    c->err = -ECANCELED;
+    if (c->shm)
+        el__shm_abort(c->shm, c->rank, 1);
+    if (c->tp)
+        el__tp_shutdown(c->tp);
+    return -ECANCELED;
 }
 
 int el__comm_timeout(struct el_comm *c, int peer, const char *what)
@@ -224,8 +241,17 @@ int el__comm_timeout(struct el_comm *c, int peer, const char *what)
     int grace = c->opts.timeout_ms < 1000 ? c->opts.timeout_ms : 1000;
     int bad = -1;
     /* Someone may settle it first: adopt its report. */
-    if (el__tp_wait_close(c->tp, grace, &bad) > 0)
-        return el__comm_fail(c, EL_EPEERLOST, bad, "connection closed");
+    long long end = el_now_ms() + grace;
+    for (;;) {
+        if (el__stop_asked(c->opts.stop))
+            return el__comm_stopped(c);
+        long long left = end - el_now_ms();
+        if (left <= 0)
+            break;
+        if (el__tp_wait_close(c->tp, el__stop_slice(c->opts.stop, (int)left),
+                              &bad) > 0)
+            return el__comm_fail(c, EL_EPEERLOST, bad, "connection closed");
+    }
     /* Follow who waits on whom, from our peer on. */
     char chain[256];
     int len = snprintf(chain, sizeof chain, "%d", peer);

@@ -4,7 +4,9 @@
  * chunk by chunk and releasing dependent sends as soon as their bytes are
  * ready.  A ring step, a recursive-doubling exchange or a tree edge is one
  * call.  Sending and receiving at once matters: with blocking sockets every
- * rank of a ring would sit in send() on a full socket and deadlock.
+ * rank of a ring would sit in send() on a full socket and deadlock.  Before
+ * every wait the program's stop flag (opts.stop) is read; with one, a wait
+ * lasts at most EL__STOP_SLICE_MS.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -118,11 +120,16 @@ int el__xfer(struct el_comm *c, int send_peer, const struct el__tx *tx, int ntx,
         if (ti < ntx && toff < tx_ready(&tx[ti], ri, rproc))
             want_send = send_peer;
         int want_recv = ri < nrx ? recv_peer : -1;
+        if (el__stop_asked(c->opts.stop))
+            return el__comm_stopped(c);
         long long left = deadline - el_now_ms();
         int bad = -1, rc = 0;
         if (left > 0)
             rc = el__tp_wait(c->tp, want_send, want_recv,
-                             left > 1 << 30 ? 1 << 30 : (int)left, &bad);
+                             el__stop_slice(c->opts.stop, left > 1 << 30
+                                                              ? 1 << 30
+                                                              : (int)left),
+                             &bad);
         if (rc < 0)
             return io_fail(c, rc, bad, "waiting");
         if (rc == 0 && el_now_ms() >= deadline) {

@@ -7,6 +7,7 @@
 #ifndef ELRUN_COLL_TRANSPORT_H
 #define ELRUN_COLL_TRANSPORT_H
 
+#include <signal.h>
 #include <stddef.h>
 
 struct el_store;
@@ -14,12 +15,12 @@ struct el_tp;
 
 /* Listen on host (port 0), publish "<prefix>/addr/<rank>" in the store,
  * read every peer's address and connect to all of them (rank i dials the
- * ranks below it and accepts the ones above).  Blocks up to timeout_ms.
- * Returns 0 and sets *out, or a negative code with a message naming the
- * peer or step in err. */
+ * ranks below it and accepts the ones above).  Blocks up to timeout_ms, or
+ * until *stop (may be NULL) is set: -ECANCELED.  Returns 0 and sets *out,
+ * or a negative code with a message naming the peer or step in err. */
 int el__tp_open(struct el_tp **out, struct el_store *store, const char *prefix,
                 int rank, int world, const char *host, int timeout_ms,
-                char *err, size_t errlen);
+                volatile sig_atomic_t *stop, char *err, size_t errlen);
 
 /* Close every connection; NULL is a no-op. */
 void el__tp_close(struct el_tp *tp);
@@ -35,8 +36,9 @@ long el__tp_recv(struct el_tp *tp, int peer, void *buf, size_t len);
 
 /* Wait until send_peer can take bytes or recv_peer has bytes (either may be
  * -1), for at most timeout_ms.  Every other connection is watched for a
- * reset or hang-up.  Returns 1 when something is ready, 0 on timeout, or a
- * negative code with *bad set to the peer whose connection failed. */
+ * reset or hang-up.  Returns 1 when something is ready, 0 on timeout or
+ * when a signal was caught, or a negative code with *bad set to the peer
+ * whose connection failed. */
 int el__tp_wait(struct el_tp *tp, int send_peer, int recv_peer, int timeout_ms,
                 int *bad);
 
@@ -46,7 +48,7 @@ int el__tp_wait(struct el_tp *tp, int send_peer, int recv_peer, int timeout_ms,
 int el__tp_check(struct el_tp *tp, int *bad);
 
 /* Wait up to timeout_ms for any peer to close or reset its connection.
- * Returns 1 with *bad set, or 0 when none did. */
+ * Returns 1 with *bad set, or 0 when none did (or a signal was caught). */
 int el__tp_wait_close(struct el_tp *tp, int timeout_ms, int *bad);
 
 /* Shut every connection down (both directions) so that peers blocked on

@@ -42,11 +42,13 @@
 
 #define SLICE_MS 10
 #define HDR_BYTES 4096
+#define ABORT_STOPPED 0x80000000u
 
 struct shm_hdr {
     uint64_t token;
     _Atomic uint32_t arrive; /* barrier counter, the futex word           */
-    _Atomic uint32_t abort;  /* 1 + rank of the first rank that failed     */
+    _Atomic uint32_t abort;  /* 1 + rank of the first rank that failed,
+                                | ABORT_STOPPED if it was asked to stop   */
     _Atomic uint32_t seen[]; /* [world] barriers each rank has entered     */
 };
 
@@ -239,10 +241,12 @@ void el__shm_close(struct el_shm *s)
     free(s);
 }
 
-void el__shm_abort(struct el_shm *s, int rank)
+void el__shm_abort(struct el_shm *s, int rank, int stopped)
 {
     uint32_t zero = 0;
-    atomic_compare_exchange_strong(&hdr(s)->abort, &zero, (uint32_t)rank + 1);
+    atomic_compare_exchange_strong(&hdr(s)->abort, &zero,
+                                   ((uint32_t)rank + 1) |
+                                       (stopped ? ABORT_STOPPED : 0));
     /* A sleeper that missed this wake-up sees the flag after its slice. */
     futex(&hdr(s)->arrive, FUTEX_WAKE, INT32_MAX, NULL);
 }
@@ -269,6 +273,10 @@ int el__shm_barrier(struct el_comm *c)
         now = atomic_load(&h->arrive);
         if (reached(now, target) || atomic_load(&h->abort))
             break;
+        /* Asked to stop (opts.stop): the slice bounds how late this is
+         * seen; a signal ends the futex wait at once (EINTR). */
+        if (el__stop_asked(c->opts.stop))
+            return el__comm_stopped(c);
         struct timespec ts = {0, SLICE_MS * 1000000L};
         long fr = futex(&h->arrive, FUTEX_WAIT, now, &ts);
         now = atomic_load(&h->arrive);
@@ -300,7 +308,11 @@ int el__shm_barrier(struct el_comm *c)
     }
     uint32_t a = atomic_load(&h->abort);
     if (a && !reached(atomic_load(&h->arrive), target))
-        return el__comm_fail(c, EL_EPEERLOST, (int)a - 1,
-                             "failed (shared memory)");
+        return el__comm_fail(c, EL_EPEERLOST, (int)(a & ~ABORT_STOPPED) - 1,
+                             a & ABORT_STOPPED
+                                 ? "stopped waiting, asked to by its program "
+                                   "(opts.stop; a rank that does not answer "
+                                   "is the likely cause)"
+                                 : "failed (shared memory)");
     return 0;
 }

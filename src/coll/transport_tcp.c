@@ -7,6 +7,9 @@
  * (magic, rank, world) so the acceptor knows who called; connections with a
  * wrong hello are dropped.  A full mesh costs world-1 sockets per rank and
  * lets every algorithm talk to any peer and every wait watch every peer.
+ * With a stop flag (opts.stop) every wait of the setup is cut into slices
+ * (EL__STOP_SLICE_MS; connects CONNECT_SLICE_MS, which retry) and the flag
+ * is read between them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +25,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "coll/coll_int.h"
 #include "coll/transport.h"
 #include "common/errfmt.h"
 #include "elrun/err.h"
@@ -30,12 +34,15 @@
 
 #define HELLO_MAGIC 0x454c434fu /* "ELCO" */
 #define ADDR_MAX (EL_HOST_MAX + 16)
+/* A connect given less than this could time out on a live but busy peer. */
+#define CONNECT_SLICE_MS 100
 
 struct el_tp {
     int rank, world;
-    int *fd;                /* [world], -1 for self                     */
-    char (*addr)[ADDR_MAX]; /* [world]                                  */
-    struct pollfd *pfd;     /* [world] scratch for el__tp_wait          */
+    int *fd;                     /* [world], -1 for self                     */
+    char (*addr)[ADDR_MAX];      /* [world]                                  */
+    struct pollfd *pfd;          /* [world] scratch for el__tp_wait          */
+    volatile sig_atomic_t *stop; /* opts.stop, read during setup       */
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -54,8 +61,10 @@ static int left_ms(long long deadline)
     return l < 0 ? 0 : (l > 1000000000 ? 1000000000 : (int)l);
 }
 
-/* Write or read exactly len bytes on a blocking-or-not fd before deadline. */
-static int io_full(int fd, void *buf, size_t len, int out, long long deadline)
+/* Write or read exactly len bytes on a blocking-or-not fd before deadline;
+ * -ECANCELED once *stop is set. */
+static int io_full(int fd, void *buf, size_t len, int out, long long deadline,
+                   volatile sig_atomic_t *stop)
 {
     char *p = buf;
     while (len > 0) {
@@ -76,7 +85,9 @@ static int io_full(int fd, void *buf, size_t len, int out, long long deadline)
         int ms = left_ms(deadline);
         if (ms == 0)
             return -ETIMEDOUT;
-        if (poll(&pf, 1, ms) < 0 && errno != EINTR)
+        if (el__stop_asked(stop))
+            return -ECANCELED;
+        if (poll(&pf, 1, el__stop_slice(stop, ms)) < 0 && errno != EINTR)
             return -errno;
     }
     return 0;
@@ -133,7 +144,19 @@ static int dial(struct el_tp *tp, int peer, long long deadline, char *err,
                 tp->addr[peer]);
         return EL_EPROTO;
     }
-    int fd = el_tcp_connect(host, port, left_ms(deadline));
+    int fd;
+    for (;;) {
+        int ms = left_ms(deadline);
+        int slice = tp->stop && ms > CONNECT_SLICE_MS ? CONNECT_SLICE_MS : ms;
+        if (el__stop_asked(tp->stop)) {
+            set_err(err, errlen, "connect to rank %d (%s): stopped (opts.stop)",
+                    peer, tp->addr[peer]);
+            return -ECANCELED;
+        }
+        fd = el_tcp_connect(host, port, slice);
+        if (fd >= 0 || slice == ms || (fd != -ETIMEDOUT && fd != -ECONNREFUSED))
+            break;
+    }
     if (fd < 0) {
         set_err(err, errlen, "connect to rank %d (%s): %s", peer,
                 tp->addr[peer], el_strerror(fd));
@@ -143,7 +166,7 @@ static int dial(struct el_tp *tp, int peer, long long deadline, char *err,
                          htonl((uint32_t)tp->world)};
     int rc = tune(fd);
     if (rc == 0)
-        rc = io_full(fd, hello, sizeof hello, 1, deadline);
+        rc = io_full(fd, hello, sizeof hello, 1, deadline, tp->stop);
     if (rc < 0) {
         set_err(err, errlen, "hello to rank %d (%s): %s", peer, tp->addr[peer],
                 el_strerror(rc));
@@ -161,9 +184,16 @@ static int accept_all(struct el_tp *tp, int lfd, long long deadline, char *err,
     int missing = tp->world - 1 - tp->rank;
     while (missing > 0) {
         struct pollfd pf = {.fd = lfd, .events = POLLIN};
+        if (el__stop_asked(tp->stop)) {
+            set_err(err, errlen,
+                    "stopped (opts.stop) while waiting for %d rank(s) to "
+                    "connect",
+                    missing);
+            return -ECANCELED;
+        }
         int ms = left_ms(deadline);
-        int n = ms > 0 ? poll(&pf, 1, ms) : 0;
-        if (n < 0 && errno == EINTR)
+        int n = ms > 0 ? poll(&pf, 1, el__stop_slice(tp->stop, ms)) : 0;
+        if ((n < 0 && errno == EINTR) || (n == 0 && left_ms(deadline) > 0))
             continue;
         if (n <= 0) {
             int first = -1;
@@ -183,8 +213,8 @@ static int accept_all(struct el_tp *tp, int lfd, long long deadline, char *err,
         /* A stray or slow caller must not eat the whole budget. */
         long long hd = el_now_ms() + 5000;
         if (tune(fd) != 0 ||
-            io_full(fd, hello, sizeof hello, 0,
-                    hd < deadline ? hd : deadline) != 0 ||
+            io_full(fd, hello, sizeof hello, 0, hd < deadline ? hd : deadline,
+                    tp->stop) != 0 ||
             ntohl(hello[0]) != HELLO_MAGIC ||
             ntohl(hello[2]) != (uint32_t)tp->world) {
             close(fd);
@@ -204,7 +234,7 @@ static int accept_all(struct el_tp *tp, int lfd, long long deadline, char *err,
 
 int el__tp_open(struct el_tp **out, struct el_store *store, const char *prefix,
                 int rank, int world, const char *host, int timeout_ms,
-                char *err, size_t errlen)
+                volatile sig_atomic_t *stop, char *err, size_t errlen)
 {
     long long deadline = el_now_ms() + timeout_ms;
     int rc = -ENOMEM, lfd = -1;
@@ -217,6 +247,7 @@ int el__tp_open(struct el_tp **out, struct el_store *store, const char *prefix,
         return -ENOMEM;
     tp->rank = rank;
     tp->world = world;
+    tp->stop = stop;
     tp->fd = malloc(sizeof *tp->fd * (size_t)world);
     tp->addr = calloc((size_t)world, sizeof *tp->addr);
     tp->pfd = calloc((size_t)world, sizeof *tp->pfd);
@@ -243,15 +274,29 @@ int el__tp_open(struct el_tp **out, struct el_store *store, const char *prefix,
     }
     rc =
         el_store_set(store, keys[rank], tp->addr[rank], strlen(tp->addr[rank]));
-    /* Wait first, then read: the read then never parks in the server. */
-    if (rc == 0)
+    /* Wait first, then read: the read then never parks in the server.  The
+     * wait in slices when there is a stop flag to look at. */
+    while (rc == 0) {
+        if (el__stop_asked(stop)) {
+            rc = -ECANCELED;
+            break;
+        }
+        int ms = left_ms(deadline), slice = el__stop_slice(stop, ms);
         rc = el_store_wait(store, (const char *const *)keys, (size_t)world,
-                           left_ms(deadline));
+                           slice);
+        if (rc != -ETIMEDOUT || slice == ms)
+            break;
+        rc = 0;
+    }
     if (rc == 0)
         rc = el_store_multi_get(store, (const char *const *)keys, (size_t)world,
                                 vals, lens, left_ms(deadline));
     if (rc != 0) {
-        if (rc == -ETIMEDOUT) {
+        if (rc == -ECANCELED) {
+            set_err(err, errlen,
+                    "stopped (opts.stop) while waiting for the ranks to "
+                    "publish their addresses");
+        } else if (rc == -ETIMEDOUT) {
             /* Name a rank that never published. */
             int first = -1;
             for (int i = 0; i < world && first < 0; i++) {
@@ -371,10 +416,11 @@ int el__tp_wait(struct el_tp *tp, int send_peer, int recv_peer, int timeout_ms,
         tp->pfd[n].revents = 0;
         n++;
     }
-    int rc;
-    do
-        rc = poll(tp->pfd, (nfds_t)n, timeout_ms);
-    while (rc < 0 && errno == EINTR);
+    /* A signal ends the wait (nothing ready): the caller may have been
+     * asked to stop. */
+    int rc = poll(tp->pfd, (nfds_t)n, timeout_ms);
+    if (rc < 0 && errno == EINTR)
+        return 0;
     if (rc < 0)
         return -errno;
     if (rc == 0)
@@ -447,11 +493,9 @@ int el__tp_wait_close(struct el_tp *tp, int timeout_ms, int *bad)
         tp->pfd[n].revents = 0;
         n++;
     }
-    long long deadline = el_now_ms() + timeout_ms;
-    int rc;
-    do
-        rc = poll(tp->pfd, (nfds_t)n, left_ms(deadline));
-    while (rc < 0 && errno == EINTR);
+    /* A signal ends the wait early (0): the caller may have been asked to
+     * stop. */
+    int rc = poll(tp->pfd, (nfds_t)n, timeout_ms);
     if (rc <= 0)
         return 0;
     int k = 0;

@@ -12,6 +12,7 @@
 # soak is a benchmark (SOAK_FAULTS=200 FAULT_EVERY=3s-8s SOAK_EPOCHS=... runs
 # it, not in CI).
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/node-loop.bash"
 TRAIN="$ROOT/$BUILD/examples/train_fmnist"
 DATA=/usr/share/datasets/fashion-mnist
 if [[ ! -x $TRAIN || ! -f $DATA/train-images-idx3-ubyte.gz ]]; then
@@ -35,23 +36,13 @@ start_store
 soak_node() {
     local job=$1 i=$2
     mkdir -p "$T/$job"
-    (
-        n=0
-        while [[ ! -f $T/$job/done ]]; do
-            n=$((n + 1))
-            ELRUN_LOG_LEVEL=info "$ELRUN" --nnodes=2:3 --nproc-per-node=1 \
-                --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$STORE_PORT \
-                --rdzv-id="$job" --rdzv-conf=$KA --max-restarts=100 \
-                --no-python env ELRUN_LOG_LEVEL=debug "$TRAIN" $ARGS \
-                --ckpt-dir "$T/$job/ck$i" >"$T/$job/a$i.$n.log" 2>&1 &
-            echo "$! $T/$job/a$i.$n.log" >"$T/$job/pid$i"
-            st=0
-            wait $! || st=$?
-            if ((st == 0)); then touch "$T/$job/done"; fi
-        done
-    ) &
-    track_pid $!
-    SOAK_NODE[$i]=$!
+    node_loop "$T/$job/done" "$T/$job/pid$i" "$T/$job/a$i.%d.log" \
+        env ELRUN_LOG_LEVEL=info "$ELRUN" --nnodes=2:3 --nproc-per-node=1 \
+        --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$STORE_PORT \
+        --rdzv-id="$job" --rdzv-conf=$KA --max-restarts=100 \
+        --no-python env ELRUN_LOG_LEVEL=debug "$TRAIN" $ARGS \
+        --ckpt-dir "$T/$job/ck$i"
+    SOAK_NODE[$i]=$NODE_LOOP_PID
 }
 declare -A SOAK_NODE
 soak_stop() {

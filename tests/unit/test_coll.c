@@ -9,7 +9,9 @@
  * all ranks; broadcast from every root, allgather, barrier; a rank killed
  * with SIGKILL mid-allreduce and a rank stopped with SIGSTOP make the others
  * fail within the bound with a message naming it; a rank that never comes
- * makes el_comm_open time out naming it.
+ * makes el_comm_open time out naming it; the program's stop flag (set by a
+ * real signal) ends a collective or an open blocked on a silent peer, and
+ * signals that do not set it change nothing.
  */
 #include <errno.h>
 #include <signal.h>
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "elrun/coll.h"
@@ -686,5 +689,260 @@ TEST(coll_open_times_out_naming_missing_rank)
     waitpid(p1, &s1, 0);
     CHECK(WIFEXITED(s0) && WEXITSTATUS(s0) == 0);
     CHECK(WIFEXITED(s1) && WEXITSTATUS(s1) == 0);
+    stop_store();
+}
+
+/* ---------------------------------------------------------------------------
+ * opts.stop: a real signal, from a POSIX timer, sets the flag while the rank
+ * is blocked on a peer that never answers (a frozen node); the call returns
+ * -ECANCELED promptly, the communicator stays broken, and a peer blocked in
+ * the same collective fails at once naming the stopped rank.  Under ASan,
+ * the stopped rank checks that nothing leaked once it closed.
+ */
+
+extern int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
+
+static volatile sig_atomic_t stop_flag;
+static volatile sig_atomic_t other_signals;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+static void on_other(int sig)
+{
+    (void)sig;
+    other_signals++;
+}
+
+/* A timer raising sig after first_ms, then every every_ms (0: once);
+ * handler installed with SA_RESTART, as a program does. */
+static int arm_timer(timer_t *t, int sig, void (*fn)(int), int first_ms,
+                     int every_ms)
+{
+    struct sigaction sa = {.sa_handler = fn, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = sig};
+    struct itimerspec its = {
+        .it_value = {first_ms / 1000, (first_ms % 1000) * 1000000L},
+        .it_interval = {every_ms / 1000, (every_ms % 1000) * 1000000L}};
+    if (sigaction(sig, &sa, NULL) != 0 ||
+        timer_create(CLOCK_MONOTONIC, &ev, t) != 0)
+        return -1;
+    return timer_settime(*t, 0, &its, NULL);
+}
+
+enum { STOP_ALLREDUCE, STOP_BARRIER, STOP_BROADCAST, STOP_OPEN, STOP_NOPS };
+static const char *const stop_op_name[] = {"allreduce", "barrier", "broadcast",
+                                           "open"};
+#define STOP_AFTER_MS 300
+
+struct stop_arg {
+    int shm, op;
+    int silent_fd; /* rank 2 reads it until EOF: silent until then    */
+    int silent_wr; /* its other end, which only the test keeps        */
+    int report_fd; /* ranks 0 and 1 write a struct report here        */
+};
+
+static int stop_op(struct el_comm *c, int op, float *x, size_t n)
+{
+    switch (op) {
+    case STOP_ALLREDUCE:
+        return el_allreduce(c, x, n, EL_FLOAT32, EL_SUM);
+    case STOP_BARRIER:
+        return el_barrier(c);
+    default:
+        return el_broadcast(c, x, n * 4, 2); /* from the silent rank */
+    }
+}
+
+static int rank_stop(struct el_store *st, int rank, int world, void *argp)
+{
+    struct stop_arg *a = argp;
+    struct el_comm *c = NULL;
+    struct el_comm_opts o = {.timeout_ms = 20000,
+                             .connect_timeout_ms = 20000,
+                             .shm = a->shm,
+                             .stop = rank == 0 ? &stop_flag : NULL};
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "stop-%d-%d", a->shm, a->op);
+    close(a->silent_wr);
+    if (rank == 2) { /* the frozen node: joins (or not), then says nothing */
+        if (a->op != STOP_OPEN && open_comm(&c, st, prefix, rank, world, &o))
+            return 1;
+        char b;
+        while (read(a->silent_fd, &b, 1) > 0)
+            ;
+        el_comm_close(c);
+        return 0;
+    }
+    size_t n = 1 << 20; /* 4 MiB: the ring and the chain over TCP */
+    float *x = calloc(n, 4);
+    if (!x)
+        RFAIL("out of memory");
+    if (a->op != STOP_OPEN) {
+        if (open_comm(&c, st, prefix, rank, world, &o) != 0)
+            return 1;
+        if (strcmp(el_comm_transport(c), a->shm > 0 ? "shm" : "tcp") != 0)
+            RFAIL("transport %s", el_comm_transport(c));
+    }
+    timer_t t;
+    long long t0 = el_now_ms();
+    if (rank == 0 && arm_timer(&t, SIGUSR1, on_stop, STOP_AFTER_MS, 0) != 0)
+        RFAIL("timer: %s", strerror(errno));
+    int rc;
+    const char *msg;
+    if (a->op == STOP_OPEN) {
+        rc = el_comm_open(&c, st, prefix, rank, world, &o);
+        msg = el_comm_open_errmsg();
+    } else {
+        rc = stop_op(c, a->op, x, n);
+        msg = el_comm_errmsg(c);
+    }
+    struct report rep = {.rank = rank, .rc = rc, .t_fail_ms = el_now_ms()};
+    snprintf(rep.msg, sizeof rep.msg, "%s", msg);
+    if (rank == 0) {
+        long long dt = rep.t_fail_ms - t0 - STOP_AFTER_MS;
+        if (rc != -ECANCELED)
+            RFAIL("%s returned %d (%s), want -ECANCELED", stop_op_name[a->op],
+                  rc, msg);
+        if (!stop_flag)
+            RFAIL("returned before the signal");
+        fprintf(stderr, "  # rank 0: %s returned %lld ms after the signal\n",
+                stop_op_name[a->op], dt);
+        if (dt > 1000)
+            RFAIL("returned %lld ms after the signal", dt);
+        if (!strstr(msg, "stopped"))
+            RFAIL("message does not say it was stopped: %s", msg);
+        if (c && stop_op(c, STOP_BARRIER, x, n) != -ECANCELED)
+            RFAIL("a stopped communicator is not broken for good");
+        timer_delete(t);
+    }
+    if (write(a->report_fd, &rep, sizeof rep) != sizeof rep)
+        return 1;
+    el_comm_close(c);
+    free(x);
+    if (rank == 0 && __lsan_do_recoverable_leak_check &&
+        __lsan_do_recoverable_leak_check() != 0)
+        RFAIL("leaked after a stopped %s", stop_op_name[a->op]);
+    return 0;
+}
+
+static void stop_case(int shm, int op)
+{
+    int silent[2], rep[2];
+    CHECK(pipe(silent) == 0 && pipe(rep) == 0);
+    struct stop_arg a = {shm, op, silent[0], silent[1], rep[1]};
+    /* Opening: rank 1 is not started either, rank 2 never opens. */
+    int world = 3, nrep = op == STOP_OPEN ? 1 : 2;
+    pid_t pids[3];
+    for (int r = 0; r < world; r++)
+        pids[r] = r == 1 && op == STOP_OPEN
+                      ? -1
+                      : spawn_rank(rank_stop, r, world, &a);
+    close(rep[1]);
+    close(silent[0]);
+    struct report got[2];
+    for (int i = 0; i < nrep; i++) {
+        struct report r;
+        CHECK_EQ(read(rep[0], &r, sizeof r), sizeof r);
+        fprintf(stderr, "  # %s %s: rank %d returned %d: %s\n",
+                shm > 0 ? "shm" : "tcp", stop_op_name[op], r.rank, r.rc, r.msg);
+        CHECK(r.rank == 0 || r.rank == 1);
+        got[r.rank] = r;
+    }
+    if (nrep == 2) {
+        /* The peer in the same collective is not left waiting. */
+        long long dt = got[1].t_fail_ms - got[0].t_fail_ms;
+        fprintf(stderr, "  # rank 1 failed %lld ms after rank 0 stopped\n", dt);
+        CHECK_EQ(got[1].rc, EL_EPEERLOST);
+        CHECK(dt < 1000);
+        CHECK(strstr(got[1].msg, "rank 0 (127.0.0.1:") != NULL);
+        if (shm > 0) /* the shared segment says why */
+            CHECK(strstr(got[1].msg, "asked to by its program") != NULL);
+    }
+    close(silent[1]); /* the silent rank ends */
+    for (int r = 0; r < world; r++) {
+        int st;
+        if (pids[r] < 0)
+            continue;
+        CHECK(waitpid(pids[r], &st, 0) == pids[r]);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    close(rep[0]);
+}
+
+TEST(coll_stop_flag_ends_blocked_collectives_shm)
+{
+    start_store();
+    for (int op = 0; op < STOP_OPEN; op++)
+        stop_case(1, op);
+    stop_store();
+}
+
+TEST(coll_stop_flag_ends_blocked_collectives_tcp)
+{
+    start_store();
+    for (int op = 0; op < STOP_OPEN; op++)
+        stop_case(-1, op);
+    stop_store();
+}
+
+TEST(coll_stop_flag_ends_a_blocked_open)
+{
+    start_store();
+    stop_case(1, STOP_OPEN);
+    stop_store();
+}
+
+/* Signals that do not set the flag (a progress timer, SIGCHLD ...) only
+ * wake the waits: the collective completes with the right result. */
+static int rank_signalled(struct el_store *st, int rank, int world, void *argp)
+{
+    int shm = *(int *)argp;
+    struct el_comm *c;
+    struct el_comm_opts o = {
+        .timeout_ms = 20000, .shm = shm, .stop = &stop_flag};
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "signalled-%d", shm);
+    if (open_comm(&c, st, prefix, rank, world, &o) != 0)
+        return 1;
+    timer_t t;
+    if (arm_timer(&t, SIGUSR2, on_other, 1, 2) != 0)
+        RFAIL("timer: %s", strerror(errno));
+    size_t n = 1 << 18;
+    float *x = malloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(rank + 1);
+    /* Late (the signals cut sleeps short): the others wait, woken every
+     * 2 ms. */
+    for (long long end = el_now_ms() + 200;
+         rank == world - 1 && el_now_ms() < end;)
+        usleep(10000);
+    int rc = el_allreduce(c, x, n, EL_FLOAT32, EL_SUM);
+    if (rc == 0)
+        rc = el_barrier(c);
+    timer_delete(t);
+    if (rc != 0)
+        RFAIL("failed under signals: %s", el_comm_errmsg(c));
+    for (size_t i = 0; i < n; i++)
+        if (x[i] != (float)(world * (world + 1) / 2))
+            RFAIL("x[%zu] = %g", i, x[i]);
+    if (rank != world - 1 && other_signals < 20)
+        RFAIL("only %d signals came while waiting", (int)other_signals);
+    free(x);
+    el_comm_close(c);
+    return 0;
+}
+
+TEST(coll_other_signals_do_not_stop_a_collective)
+{
+    start_store();
+    int shm = 1;
+    run_ranks(3, rank_signalled, &shm);
+    shm = -1;
+    run_ranks(3, rank_signalled, &shm);
     stop_store();
 }

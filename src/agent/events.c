@@ -46,6 +46,8 @@ struct el__agent_ev {
     int64_t pub_step;  /* its step, -1: none                         */
     int64_t pub_round; /* its round                                  */
     int pub_rated;     /* it had a step rate                         */
+    int round_wf;      /* the last round's cause was a worker failure
+                          on some node (rank 0's round event)        */
 };
 
 /* At most one progress record per node in this time. */
@@ -185,6 +187,7 @@ void el__ev_round(struct el_agent *a, const struct el_rdzv_info *info)
             "max_restarts", a->cfg.max_restarts, "member_labels", lmembers,
             "joined_labels", ljoined, "left_labels", lleft, "died_labels",
             ldied);
+        e->round_wf = wf;
         if (o && wf && failed[0])
             json_object_set_new(o, "failed_node", json_string(failed));
         emit(a, "round", o);
@@ -332,7 +335,9 @@ void el__ev_state(struct el_agent *a, int from, int to)
         if (a->cfg.events && e->node_rank == 0)
             emit(a, "recovery",
                  json_pack("{s:f, s:s}", "seconds", s, "cause",
-                           e->cause ? e->cause : "membership"));
+                           e->round_wf ? "worker_failure"
+                           : e->cause  ? e->cause
+                                       : "membership"));
         e->failure_ns = 0;
     }
     if (to != EL__GS_SUCCEEDED && to != EL__GS_FAILED && to != EL__GS_STOPPED)

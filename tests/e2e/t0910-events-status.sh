@@ -142,6 +142,8 @@ test_expect_success 'a job that grows, loses a node (SIGKILL) and restarts: elru
     w=$(worker_of "$n")
     kill -KILL "$w"
     wait_until "\"\${EV[@]}\" | contains \"cause: worker_failure (127.0.0.$n$L)\$\"" 30
+    # and the recovery that ends it (rank 0 again) names the same cause
+    wait_until "\"\${EV[@]}\" | contains \"recovered in [0-9.]* s after a worker_failure\$\"" 30
     refute grep -q "cause: restart" <("${EV[@]}")
     "${EV[@]}" >"$T/ev1.txt"
     cat "$T/ev1.txt"

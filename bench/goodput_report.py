@@ -163,9 +163,13 @@ def medians(prog, timeout, specs):
         ", ".join(str(r["nfaults"]) for r in runs[l]) for l in ls) + " |")
     row("ETTR (fault-free / faulted)",
         lambda r: r["ettr"] if r["ettr"] is not None else 0.0, "%.3f", "")
-    row("lost per fault", lambda r: r["lost"] if r["fw"] else None,
-        none="no recovery")
-    # A run that did not finish counts 0; one without a fault does not count.
+    # Over the runs that had a fault (one that did not finish: no recovery).
+    print("| lost per fault | " + " | ".join(
+        med([r["lost"] if r["fw"] else None for r in runs[l]
+             if r["nfaults"] or not r["fw"]], "%.1f", " s", "no recovery")
+        for l in ls) + " |")
+    # A run that did not finish counts 0; one without a fault does not
+    # count.  ETTR above counts every run: it is what the schedule gave.
     print("| ETTR at one fault a minute, 60 / (60 + lost) | " + " | ".join(
         med([0.0 if r["fw"] is None else at1(r) for r in runs[l]
              if r["fw"] is None or at1(r) is not None], "%.3f") for l in ls) + " |")

@@ -286,6 +286,8 @@ test_expect_success 'two agents of one host (one --local-addr): events, status a
         track_pid $!
     done
     wait_until "\"\${ST5[@]}\" | contains \"^world:     2 nodes\"" 30
+    # each logs its round line once its own rendezvous returns: wait for it
+    wait_until "[[ -n \$(label_of $T/sa.err 127.0.0.5) && -n \$(label_of $T/sb.err 127.0.0.5) ]]" 20
     la=$(label_of "$T/sa.err" 127.0.0.5)
     lb=$(label_of "$T/sb.err" 127.0.0.5)
     echo "labels: $la $lb"

@@ -109,6 +109,9 @@ sdash() {
     printf -v "${n}_URL" '%s' "$(sed -n "s|.* dashboard of job [^ ]* at \(http://[^ ]*\)$|\1|p" "$T/$n.err")"
 }
 
+# is ACTUAL EXPECTED: equal, or both said (a bare [[ ]] fails silently).
+is() { [[ $1 == "$2" ]] || { printf 'got:      %s\nexpected: %s\n' "$1" "$2" >&2; return 1; }; }
+
 # ---- elrun dashboard of a job on etcd, started after a grow and a death ----
 if ! command -v etcd >/dev/null; then
     test_skip "elrun dashboard on etcd" "needs etcd-server (make deps)"
@@ -137,6 +140,9 @@ else
     wait_until "\"\${EV[@]}\" 2>/dev/null | contains \"cause: start\"" 40
     eagent 3
     wait_until "\"\${EV[@]}\" | contains \"cause: node_joined\"" 40
+    # the round event comes from rank 0; node 3 logs its own round line (its
+    # label, read below) once its rendezvous returns: not killed before that
+    wait_until "[[ -n \$(label_of $T/e3.err 127.0.0.3) ]]" 20
     kill -KILL "$(cat "$T/e3.pid")"
     pkill -KILL -P "$(cat "$T/e3.pid")" 2>/dev/null || true
     wait_until "\"\${EV[@]}\" | contains \"left: 127.0.0.3$L); cause: node_died\"" 40
@@ -150,14 +156,15 @@ else
         e() { curl -sf "${esd_URL}api/job" | "$PY" -c "import json,sys; j=json.load(sys.stdin); print(json.dumps($1))"; }
         # members named by their labels, as each agent logs its own
         l1=$(label_of "$T/e1.err" 127.0.0.1); l2=$(label_of "$T/e2.err" 127.0.0.2); l3=$(label_of "$T/e3.err" 127.0.0.3)
+        echo "labels: $l1 $l2 $l3"
         [[ -n $l1 && -n $l2 && -n $l3 ]]
-        [[ $(e "[(x[\"kind\"], x[\"node\"]) for x in j[\"events\"] if x[\"kind\"] in (\"join\", \"leave\", \"death\")]") == "[[\"join\", \"$l3\"], [\"death\", \"$l3\"]]" ]]
-        [[ $(e "sorted(m[\"id\"] for m in j[\"members\"])") == "[\"$l1\", \"$l2\"]" ]]
-        [[ $(e "[j[\"job\"][k] for k in (\"min_nodes\", \"max_nodes\", \"max_restarts\")]") == "[2, 3, 2]" ]]
-        [[ $(e "[j[\"restarts\"], j[\"restarts_left\"]]") == "[1, 1]" ]]
-        [[ $(e "[(x[\"signal\"], x[\"round\"]) for x in j[\"events\"] if x[\"kind\"] == \"failure\"]") == "[[9, 2]]" ]]
+        is "$(e "[(x[\"kind\"], x[\"node\"]) for x in j[\"events\"] if x[\"kind\"] in (\"join\", \"leave\", \"death\")]")" "[[\"join\", \"$l3\"], [\"death\", \"$l3\"]]"
+        is "$(e "sorted(m[\"id\"] for m in j[\"members\"])")" "[\"$l1\", \"$l2\"]"
+        is "$(e "[j[\"job\"][k] for k in (\"min_nodes\", \"max_nodes\", \"max_restarts\")]")" "[2, 3, 2]"
+        is "$(e "[j[\"restarts\"], j[\"restarts_left\"]]")" "[1, 1]"
+        is "$(e "[(x[\"signal\"], x[\"round\"]) for x in j[\"events\"] if x[\"kind\"] == \"failure\"]")" "[[9, 2]]"
         e "[x[\"text\"] for x in j[\"events\"] if x[\"kind\"] == \"failure\"]" | contains -F "on $l1 failed (SIGKILL)"
-        [[ $(e "[x[\"kind\"] for x in j[\"events\"] if x[\"kind\"] in (\"failure\", \"restart\", \"round\")][-3:]") == "[\"failure\", \"restart\", \"round\"]" ]]
+        is "$(e "[x[\"kind\"] for x in j[\"events\"] if x[\"kind\"] in (\"failure\", \"restart\", \"round\")][-3:]")" "[\"failure\", \"restart\", \"round\"]"
         touch "$T/estop"
         wait_until "[[ \$(api $esd_URL \"j[\\\"state\\\"]\") == succeeded ]]" 30
         kill -TERM "$(cat "$T/esd.pid")"

@@ -60,7 +60,24 @@ test_expect_success() {
     else
         echo "not ok $_n - $name"; _fail=$((_fail + 1))
         sed 's/^/    /' "$log" | tail -40
+        _show_on_failure
     fi
+}
+
+# on_failure_show FILE...: if the case fails, print the end of each FILE
+# (a glob, expanded then) after its log: what a CI log needs to explain a
+# failure the case's own assertions cannot, such as a job's batch log.
+on_failure_show() { printf '%s\n' "$@" >>"$T/case.$_n.show"; }
+_show_on_failure() {
+    local pat f
+    [[ -f $T/case.$_n.show ]] || return 0
+    while read -r pat; do
+        for f in $pat; do
+            [[ -f $f ]] || continue
+            echo "    --- the end of $f:"
+            tail -n 25 "$f" | sed 's/^/    | /'
+        done
+    done <"$T/case.$_n.show"
 }
 
 test_skip() { echo "ok $((_n + 1)) - $1 # SKIP $2"; _n=$((_n + 1)); }

@@ -117,9 +117,11 @@ test_expect_success 'cancel: scancel, CANCELLED, no process left' '
 
 test_expect_success 'a failing job is requeued up to --max-retries, then FAILED with its root cause' '
     h=$("$ELRUN" submit -s slurm -j 2x1 --max-retries 1 --no-python "$T/fail.sh")
+    on_failure_show "$(dir_of $h)/batch.log" "$(dir_of $h)/replicas/*/combined.log"
     wait_until "[[ \$(state_of $h) == FAILED ]]" 240
     "$ELRUN" status $h | tee "$T/st4"
     grep -q "Num Restarts: 1" "$T/st4"
+    ls -l --time-style=+%T.%N "$(dir_of $h)"/replicas/*/
     grep -q "Msg: root cause: replica [01], rank 1 on elnode[1-4] exited with 3" "$T/st4"
     grep -c "requeue after attempt 0" "$(dir_of $h)/batch.log"
     test "$(grep -c "attempt [01] on" "$(dir_of $h)/batch.log")" = 2

@@ -101,8 +101,12 @@ int el_job_sbatch_script(const struct el_job_spec *sp, char **out, char *err,
             "exec >>\"$D/batch.log\" 2>&1\n"
             "echo \"elrun: attempt $attempt on $SLURM_JOB_NODELIST "
             "($SLURM_JOB_NUM_NODES nodes)\"\n"
+            /* What the last attempt's agents left, but their logs: a stale
+             * host would tell the step's watch below that an agent not yet
+             * started here had been lost with its node. */
             "rm -f \"$D/end\" \"$D\"/replicas/*/exitcode "
-            "\"$D\"/replicas/*/error.json\n"
+            "\"$D\"/replicas/*/error.json \"$D\"/replicas/*/host "
+            "\"$D\"/replicas/*/pid\n"
             "for ((i = 0; i < SLURM_JOB_NUM_NODES; i++)); do "
             "mkdir -p \"$D/replicas/$i\"; done\n"
             "echo \"$attempt\" >\"$D/restarts\"\n"

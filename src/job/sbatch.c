@@ -137,6 +137,9 @@ int el_job_sbatch_script(const struct el_job_spec *sp, char **out, char *err,
                 "allocation.\n"
                 "head=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | "
                 "head -n 1)\n"
+                /* The redirection truncates store.out in the child, after
+                 * the loop below may have read the last attempt's port. */
+                "rm -f \"$D/store.out\" \"$D/store.addr\"\n"
                 "\"$ELRUN\" store --listen 0.0.0.0:0 >\"$D/store.out\" "
                 "2>\"$D/store.err\" &\nstore=$!\nport=\n"
                 "while [ -z \"$port\" ]; do\n"
@@ -144,7 +147,7 @@ int el_job_sbatch_script(const struct el_job_spec *sp, char **out, char *err,
                 "rendezvous store did not start: $(cat \"$D/store.err\")\"; "
                 "echo \"FAILED 1\" >\"$D/end\"; exit 1; }\n"
                 "    port=$(sed -n 's/^listening on .*:\\([0-9]*\\)$/\\1/p' "
-                "\"$D/store.out\")\n"
+                "\"$D/store.out\" 2>/dev/null)\n"
                 "    [ -n \"$port\" ] || sleep 0.02\n"
                 "done\n"
                 "echo \"$head:$port\" >\"$D/store.addr\"\n"

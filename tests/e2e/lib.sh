@@ -165,6 +165,9 @@ wait_for_line() {
 # start_store VAR_PORT: start `elrun store` on a free port in the background;
 # sets STORE_PORT and STORE_PID.
 start_store() {
+    # Not the last store's line: the redirection below truncates the file
+    # only once the background child runs.
+    rm -f "$T/store.out"
     "$ELRUN" store --listen 127.0.0.1:0 "$@" >"$T/store.out" 2>"$T/store.err" &
     STORE_PID=$!
     track_pid "$STORE_PID"

@@ -130,6 +130,7 @@ fi
 test_expect_success 'cancel stops every process of the job and records CANCELLED' '
     h=$("$ELRUN" submit -j 2x2 --no-python "$T/sleeper.sh")
     d=$(dir_of $h)
+    on_failure_show "$d/supervisor.log" "$d/replicas/*/combined.log"
     wait_until "[[ \$(grep -c \"up\$\" \"$d\"/replicas/*/combined.log | awk -F: \"{s+=\\\$2} END {print s}\") == 4 ]]" 30
     test "$(job_and_supervisor "$d" | wc -l)" -ge 7   # supervisor, 2 agents, 4 workers
     "$ELRUN" cancel $h >"$T/cancel.out"
@@ -147,6 +148,7 @@ test_expect_success 'the submitting terminal hanging up does not touch the job' 
     h=$(setsid bash -c "\"$ELRUN\" submit -j 1x1 --no-python \"$T/sleeper.sh\"; kill -HUP 0") || true
     grep -q "^local://" <<<"$h"
     d=$(dir_of $h)
+    on_failure_show "$d/supervisor.log" "$d/replicas/*/combined.log"
     wait_until "grep -q up \"$d/replicas/0/combined.log\" 2>/dev/null" 30
     test "$(state_of $h)" = RUNNING
     "$ELRUN" cancel $h
@@ -158,6 +160,7 @@ test_expect_success '-j 1:3x1: a replica killed mid-run, the others finish' '
     h=$("$ELRUN" submit -j 1:3x1 --no-python "$TRAIN" --subset 20000 \
         --epochs 3 --hidden 128 --ckpt-dir "$T/ckpt" --ckpt-every 40)
     d=$(dir_of $h)
+    on_failure_show "$d/supervisor.log" "$d/replicas/*/combined.log"
     wait_until "ls \"$T/ckpt\" 2>/dev/null | contains ckpt-" 120
     victim=$(cat "$d/replicas/2/pid")
     kill -KILL "$victim"

@@ -86,6 +86,7 @@ test_expect_success 'a node lost mid-run: the job finishes on the others' '
     h=$("$ELRUN" submit -s slurm -j 2:3x1 --no-python "$TRAIN" --subset 30000 --epochs 10 \
         --hidden 128 --ckpt-dir "$T/ckpt" --ckpt-every 40)
     d=$(dir_of $h)
+    on_failure_show "$d/batch.log" "$d/replicas/*/combined.log"
     wait_until "ls \"$T/ckpt\" 2>/dev/null | contains ckpt-" 120
     test "$(ls "$d/replicas" | wc -l)" = 3
     lost=$(cat "$d/replicas/2/host")
@@ -107,6 +108,7 @@ fi
 test_expect_success 'cancel: scancel, CANCELLED, no process left' '
     h=$("$ELRUN" submit -s slurm -j 2x1 --no-python "$T/sleeper.sh")
     d=$(dir_of $h)
+    on_failure_show "$d/batch.log" "$d/replicas/*/combined.log"
     wait_until "[[ \$(cat $d/replicas/*/combined.log 2>/dev/null | grep -c \" up on \") == 2 ]]" 60
     test "$(job_procs "$d" | wc -l)" -ge 4
     "$ELRUN" cancel $h

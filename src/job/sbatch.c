@@ -186,9 +186,9 @@ int el_job_sbatch_script(const struct el_job_spec *sp, char **out, char *err,
     for (int i = sp->n_launcher_flags; i < sp->n_launcher; i++)
         put(&b, " %s", q(&b, sp->launcher[i]));
     /* srun also waits for the task of a node that died with its
-     * slurmstepd, which never reports: once every agent has exited or sits
-     * on a node Slurm removed from the job, the step is over.  No event
-     * tells a batch script that, so it looks every 2 s. */
+     * slurmstepd, which never reports: once every agent of this attempt
+     * has exited or sits on a node Slurm removed from the job, the step is
+     * over.  No event tells a batch script that, so it looks every 2 s. */
     put(&b,
         " &\nstep=$!\n"
         "while kill -0 \"$step\" 2>/dev/null; do\n"
@@ -196,16 +196,18 @@ int el_job_sbatch_script(const struct el_job_spec *sp, char **out, char *err,
         "    nodes=$(scontrol show hostnames \"$(squeue -h -j \"$SLURM_JOB_ID\" "
         "-o %%N)\") || continue\n"
         "    [ -n \"$nodes\" ] || continue\n"
-        "    left=0\n"
-        "    for r in \"$D\"/replicas/*/; do\n"
+        "    left=0 lost=0\n"
+        "    for ((i = 0; i < SLURM_JOB_NUM_NODES; i++)); do\n"
+        "        r=$D/replicas/$i\n"
         "        [ -f \"$r/exitcode\" ] && continue\n"
         "        [ -s \"$r/host\" ] || { left=1; continue; }\n"
-        "        echo \"$nodes\" | grep -qxF \"$(cat \"$r/host\")\" && left=1\n"
+        "        if echo \"$nodes\" | grep -qxF \"$(cat \"$r/host\")\"; then "
+        "left=1; else lost=$((lost + 1)); fi\n"
         "    done\n"
         "    if [ $left = 0 ]; then\n"
-        "        echo \"elrun: every agent exited or was lost with its node; "
-        "ending the step\"\n"
-        "        kill -TERM \"$step\"\n"
+        "        [ $lost = 0 ] || echo \"elrun: $lost agent(s) lost with "
+        "their node, every other one exited: ending the step\"\n"
+        "        kill -TERM \"$step\" 2>/dev/null\n"
         "    fi\n"
         "done\n"
         "wait \"$step\"\nrc=$?\n");

@@ -4,20 +4,28 @@
  * A new backend adds one row.  rdzv.c (dispatch) does not know this table;
  * the backends do not know it either.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "elrun/err.h"
 #include "rendezvous/rdzv_impl.h"
 
-/* c10d: one node runs as standalone at the endpoint (static.c); more are
- * the elastic rendezvous on the elrun store (state_store.c). */
+/* c10d: more than one node is the elastic rendezvous on the elrun store
+ * (state_store.c); one node runs as standalone at the endpoint (static.c),
+ * unless the store is someone else's: told so (is_host=0), or, as torch
+ * does when it only guessed that it hosts, when the port is taken (an
+ * `elrun store`, another job's agent) or the address is another host's:
+ * then it joins the rendezvous there as a client. */
 static int c10d_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
                      char *err, size_t errlen)
 {
-    if (cfg->max_nodes > 1)
+    if (cfg->max_nodes > 1 || cfg->is_host < 0)
         return el__rdzv_store_open(out, cfg, err, errlen);
-    return el__rdzv_static_open(out, cfg, err, errlen);
+    int rc = el__rdzv_static_open(out, cfg, err, errlen);
+    if ((rc == -EADDRINUSE || rc == -EADDRNOTAVAIL) && cfg->is_host == 0)
+        return el__rdzv_store_open(out, cfg, err, errlen);
+    return rc;
 }
 
 static const struct {

@@ -595,8 +595,12 @@ int el__rdzv_static_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
          * the workers are told another address with --local-addr. */
         int local_only = is_loopback(host) && !(standalone && cfg->local_addr &&
                                                 !is_loopback(cfg->local_addr));
-        snprintf(bind, sizeof bind, "%s",
-                 local_only ? r->link.host : "0.0.0.0");
+        /* c10d's one node hosts only at its endpoint's own address: where
+         * that is another host's, binding fails (EADDRNOTAVAIL) and
+         * c10d_open joins the store there instead, as torch does. */
+        int exact = local_only ||
+                    (strcmp(cfg->backend, "c10d") == 0 && !is_loopback(host));
+        snprintf(bind, sizeof bind, "%s", exact ? r->link.host : "0.0.0.0");
         if (strcmp(bind, "localhost") == 0)
             snprintf(bind, sizeof bind, "127.0.0.1");
         so.host = bind;
@@ -607,11 +611,15 @@ int el__rdzv_static_open(struct el_rdzv **out, const struct el_rdzv_config *cfg,
         so.event_arg = r->event_arg;
         int rc = el_store_server_start(&r->srv, &so);
         if (rc) {
-            snprintf(err, errlen, "cannot host the store on %s:%d: %s%s", bind,
-                     cfg->port, el_strerror(rc),
-                     rc == -EADDRINUSE ? "; pick another --master-port or "
-                                         "stop what uses it"
-                                       : "");
+            /* The port came from --master-port (static) or the endpoint
+             * (c10d's single node; --standalone picks a free one). */
+            snprintf(err, errlen, "cannot host the store on %s:%d: %s%s%s",
+                     bind, cfg->port, el_strerror(rc),
+                     rc != -EADDRINUSE ? ""
+                     : strcmp(cfg->backend, "c10d") == 0
+                         ? "; pick another port in --rdzv-endpoint"
+                         : "; pick another --master-port",
+                     rc == -EADDRINUSE ? " or stop what uses it" : "");
             close(r->evfd);
             close(r->stop_pipe[0]);
             close(r->stop_pipe[1]);

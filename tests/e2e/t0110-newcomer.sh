@@ -209,6 +209,27 @@ test_expect_success 'c10d, two agents on one host: told apart, named while waiti
 if ! command -v etcd >/dev/null; then
     test_skip 'etcd: the waiting line names the joiners' "needs etcd (Debian etcd-server)"
 else
+test_expect_success 'c10d --nnodes=1 on a port another store serves: joins it there, as torchrun does; is_host=1 refuses' '
+    start_store
+    cat >"$T/one.py" <<EOF
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(2) * (dist.get_rank() + 1)
+dist.all_reduce(t)
+print("rank %d world %d sum %d" % (dist.get_rank(), dist.get_world_size(), t[0]))
+EOF
+    PYTHON_EXEC=/usr/bin/python3 "$ELRUN" --nnodes=1 --nproc-per-node=2 --rdzv-backend=c10d \
+        --rdzv-endpoint=127.0.0.1:$STORE_PORT --rdzv-id=one "$T/one.py" >"$T/one.out" 2>"$T/one.err"
+    cat "$T/one.out"
+    grep -q "rank 0 world 2 sum 3" "$T/one.out"
+    grep -q "rank 1 world 2 sum 3" "$T/one.out"
+    refute grep -q "cannot host" "$T/one.err"
+    refute "$ELRUN" --nnodes=1 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$STORE_PORT \
+        --rdzv-conf=is_host=1 --no-python true 2>"$T/host1.err"
+    cat "$T/host1.err"
+    grep -q "cannot host the store on 127.0.0.1:$STORE_PORT: Address already in use; pick another port in --rdzv-endpoint or stop what uses it" "$T/host1.err"
+'
+
 test_expect_success 'etcd: the waiting line names the joiners, the one killed is named' '
     ep=$(free_port)
     ETCD_BASE=$T/etcd ETCD_PEER_PORT=$(free_port) bash "$ROOT/tests/infra/etcd-start.sh" $ep >"$T/etcd.ep" 2>"$T/etcd.log" ||

@@ -115,7 +115,11 @@ test_expect_success "$FAULTS_N random faults (worker-kill, agent-kill, agent-sto
     # fds and RSS: each agent that lived through 3 rounds or more, at its
     # second round against its last; the median sample of each round, since
     # a sample may fall on a moment with a connection or pipe more or less
-    # (the smallest one failed the 200-fault soak on a 15 among 17s).
+    # (the smallest one failed the 200-fault soak on a 15 among 17s).  An
+    # agent opens up to two descriptors late, once (the 200-fault soak: 16
+    # in early rounds, 17 from the seventh on, never more; a CI-like run: 15
+    # in round 2, 17 after), so a leak is more than +2; a descriptor a round
+    # gives +3 or more by an agent'"'"'s fifth round.
     per_round_median() {
         sort -k1,1n -k2,2n -k"$1","$1"n "$T/samples" | awk -v c="$1" "
             function out() { if (p != \"\") print p, v[int((n + 1) / 2)] }
@@ -127,6 +131,6 @@ test_expect_success "$FAULTS_N random faults (worker-kill, agent-kill, agent-sto
          END { for (p in lo) if (hi[p] - lo[p] >= 2) print p, lo[p], hi[p], f[p \" \" lo[p]], f[p \" \" hi[p]], r[p \" \" lo[p]], r[p \" \" hi[p]] }" "$T/medians" >"$T/growth"
     echo "pid round-from round-to fds-from fds-to rss-from rss-to"; cat "$T/growth"
     [[ -s $T/growth ]]
-    refute awk "\$5 > \$4 + 1 || \$7 > \$6 + 256 { bad = 1 } END { exit !bad }" "$T/growth"
+    refute awk "\$5 > \$4 + 2 || \$7 > \$6 + 256 { bad = 1 } END { exit !bad }" "$T/growth"
 '
 test_done

@@ -129,6 +129,30 @@ contains() {
     grep -q "$@" <<<"${in%.}"
 }
 
+# is ACTUAL EXPECTED: equal, else says both (a bare [[ ]] fails silently).
+is() { [[ $1 == "$2" ]] || { printf 'got:      %s\nexpected: %s\n' "$1" "$2" >&"${_case_fd:-2}"; return 1; }; }
+
+# low_port [OFFSET...]: a TCP port that no socket uses, nor PORT+OFFSET for
+# each OFFSET (10000: etcd's peer port; 1 2 3: a run), below the kernel's
+# ephemeral range: a port bind(0) hands out may become any outgoing
+# connection's source port before a server binds it.  In the network
+# namespace $LOW_PORT_NS when set.
+low_port() {
+    local low span p i o ok
+    low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+    span=$((low - 22000))
+    ((span > 100)) || { echo "low_port: the ephemeral range starts at $low" >&2; return 1; }
+    for i in $(seq 100); do
+        p=$((12000 + RANDOM % span)) ok=1
+        for o in 0 "$@"; do
+            [[ -z $(${LOW_PORT_NS:+ip netns exec "$LOW_PORT_NS"} ss -Htan "sport = :$((p + o))") ]] || { ok=; break; }
+        done
+        [[ -n $ok ]] && { echo "$p"; return 0; }
+    done
+    echo "low_port: no free port below $low" >&2
+    return 1
+}
+
 # wait_until COND [TIMEOUT_S]: evaluate the shell condition COND (a string)
 # every 20 ms until it is true.  After TIMEOUT_S (default 20) seconds it says
 # which condition never held and ends the case as failed, so a readiness loop

@@ -1,21 +1,10 @@
 # t01-common.bash -- helpers for the agent's e2e scripts (t01NN-*.sh),
 # sourced after lib.sh.
 
-# free_port: a TCP port of 127.0.0.1 that no socket uses right now, below
-# the kernel's ephemeral range: a port the kernel handed out (bind to 0)
-# can be taken as the source port of any outgoing connection before an
-# agent binds it, and then no agent can host the store there (seen once:
-# both agents of a c10d job waited 60 s for a store nobody served).
-free_port() {
-    local low p i
-    low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-    for i in $(seq 100); do
-        p=$((10000 + RANDOM % (low - 10000)))
-        [[ -z $(ss -Htan "sport = :$p") ]] && { echo "$p"; return 0; }
-    done
-    echo "free_port: no free port below $low" >&2
-    return 1
-}
+# free_port: lib.sh's low_port (below the ephemeral range: once, both
+# agents of a c10d job waited 60 s for a store nobody could host on a port
+# bind(0) had handed out).
+free_port() { low_port; }
 
 # envval FILE NAME: the value of NAME in an env dump.
 envval() { sed -n "s/^$2=//p" "$1" | head -1; }

@@ -29,33 +29,13 @@ trap 'bash "$INFRA/etcd-stop.sh" all >/dev/null 2>&1
       [[ -n $CPORT ]] && ETCD_CLUSTER_BASE_PORT=$CPORT bash "$INFRA/etcd-cluster-stop.sh" >/dev/null 2>&1
       _cleanup' EXIT
 
-# Ports are picked below the kernel's ephemeral range, so that no outgoing
-# connection (etcd's members dial each other) takes one before etcd binds it.
-LOW=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-port_free() { [[ -z $(ss -Htan "sport = :$1") ]]; }
-
+# Ports below the kernel's ephemeral range (lib.sh's low_port), so that no
+# outgoing connection (etcd's members dial each other) takes one before etcd
+# binds it.
 # free_port: a free port whose peer port (+10000) is free too.
-free_port() {
-    local p i span=$((LOW - 10000 - 12000))
-    for i in $(seq 100); do
-        p=$((12000 + RANDOM % span))
-        port_free "$p" && port_free $((p + 10000)) && { echo "$p"; return 0; }
-    done
-    return 1
-}
-
+free_port() { low_port 10000; }
 # free_base: BASE such that BASE+1..3 and BASE+101..103 are free.
-free_base() {
-    local b i j ok
-    for i in $(seq 100); do
-        b=$((12000 + RANDOM % (LOW - 200 - 12000))); ok=1
-        for j in 1 2 3 101 102 103; do
-            port_free $((b + j)) || { ok=0; break; }
-        done
-        ((ok)) && { echo "$b"; return 0; }
-    done
-    return 1
-}
+free_base() { low_port 1 2 3 101 102 103; }
 
 # summary FILE PATTERN: show the measured line(s) as TAP comments.
 summary() { grep -h "$2" "$1" 2>/dev/null | sed 's/^/# /'; }

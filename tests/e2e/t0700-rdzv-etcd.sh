@@ -61,15 +61,9 @@ trap '[[ -n ${T0700_KEEP:-} ]] && { mkdir -p "$T0700_KEEP"; cp -a "$T"/. "$T0700
 LOW=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
 port_free() { [[ -z $(ip netns exec "$1" ss -Htan "sport = :$2") ]]; }
 
-# free_port NS: a port free in namespace NS, with its etcd peer port (+10000).
-free_port() {
-    local p i
-    for i in $(seq 100); do
-        p=$((12000 + RANDOM % (LOW - 22000)))
-        port_free "$1" "$p" && port_free "$1" $((p + 10000)) && { echo "$p"; return 0; }
-    done
-    return 1
-}
+# free_port NS: a port free in namespace NS, with its etcd peer port
+# (+10000); free_base below checks several namespaces, which low_port does not.
+free_port() { LOW_PORT_NS=$1 low_port 10000; }
 
 # free_base NS...: BASE such that BASE+1..3 and BASE+101..103 are free in
 # every NS (the ports of etcd-cluster-start.sh).

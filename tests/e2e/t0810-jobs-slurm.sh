@@ -18,20 +18,8 @@ for b in slurmctld slurmd sbatch squeue munged; do
 done
 if [[ $EUID -ne 0 ]]; then test_skip 'slurm jobs' 'needs root to start Slurm'; test_done; exit; fi
 
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# Node ports are consecutive: find a free run of 4.
-node_base() {
-    local b used
-    for _ in 1 2 3 4 5 6 7 8; do
-        b=$(( ($(free_port) % 20000) + 20000 ))
-        used=$(ss -Hltn | awk '{print $4}')
-        if ! grep -qE ":($((b+1))|$((b+2))|$((b+3))|$((b+4)))$" <<<"$used"; then
-            echo $b; return
-        fi
-    done
-    return 1
-}
-export SLURM_BASE="$T/slurm" SLURM_LINK_ETC=0 SLURM_CTLD_PORT=$(free_port) SLURM_NODE_PORT_BASE=$(node_base)
+free_port() { low_port; }
+export SLURM_BASE="$T/slurm" SLURM_LINK_ETC=0 SLURM_CTLD_PORT=$(free_port) SLURM_NODE_PORT_BASE=$(low_port 1 2 3 4)
 # A requeued job waits cred_expire seconds (default 120); jobs are forgotten
 # MinJobAge seconds after they end (default here 60).
 export SLURM_EXTRA_CONF=$'AuthInfo=cred_expire=5\nMinJobAge=2'

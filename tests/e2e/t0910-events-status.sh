@@ -109,15 +109,7 @@ alive() { local st; st=$(ps -o stat= -p "$1"); [[ -n $st && $st != Z* ]]; }
 gone() { local st; st=$(ps -o stat= -p "$1"); [[ -z $st || $st == Z* ]]; }
 # etcd_port: a free port below the ephemeral range whose peer port (+10000)
 # is free too (etcd binds both).
-etcd_port() {
-    local low p i
-    low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-    for i in $(seq 100); do
-        p=$((12000 + RANDOM % (low - 22000)))
-        [[ -z $(ss -Htan "sport = :$p") && -z $(ss -Htan "sport = :$((p + 10000))") ]] && { echo "$p"; return 0; }
-    done
-    return 1
-}
+etcd_port() { low_port 10000; }
 
 # ---- the history of an elastic job: c10d on an elrun store ----
 

@@ -109,9 +109,6 @@ sdash() {
     printf -v "${n}_URL" '%s' "$(sed -n "s|.* dashboard of job [^ ]* at \(http://[^ ]*\)$|\1|p" "$T/$n.err")"
 }
 
-# is ACTUAL EXPECTED: equal, or both said (a bare [[ ]] fails silently).
-is() { [[ $1 == "$2" ]] || { printf 'got:      %s\nexpected: %s\n' "$1" "$2" >&2; return 1; }; }
-
 # ---- elrun dashboard of a job on etcd, started after a grow and a death ----
 if ! command -v etcd >/dev/null; then
     test_skip "elrun dashboard on etcd" "needs etcd-server (make deps)"
@@ -119,11 +116,7 @@ else
     export ETCD_BASE="$T/etcd"
     trap 'bash "$ROOT/tests/infra/etcd-stop.sh" all >/dev/null 2>&1; _cleanup' EXIT
     # A free client port below the ephemeral range, its peer port (+10000) free too.
-    low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range)
-    for _ in $(seq 100); do
-        EPORT=$((12000 + RANDOM % (low - 22000)))
-        [[ -z $(ss -Htan "( sport = :$EPORT or sport = :$((EPORT + 10000)) )") ]] && break
-    done
+    EPORT=$(low_port 10000)
     EP_ETCD=$(bash "$ROOT/tests/infra/etcd-start.sh" "$EPORT" 2>"$T/etcd.log") || { cat "$T/etcd.log"; exit 1; }
     EP_ETCD=${EP_ETCD#http://}
     EV=("$ELRUN" events --rdzv-backend=etcd --rdzv-endpoint="$EP_ETCD" --rdzv-id=dash2)
